@@ -1,0 +1,116 @@
+"""Forward kinematics from a robot's geometry (pure numpy, no PyBullet).
+
+The chain is the same data the URDF is generated from: per joint a fixed origin
+transform then a motion about (revolute) or along (prismatic) the joint axis.
+Poses are expressed in the robot's reporting base frame, for the flange ``tool0``.
+
+Shapes: ``q`` is (n,) rad / m; a batch ``Q`` is (N, n); transforms are (4, 4) or
+(N, 4, 4) in metres.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .transforms import invert
+
+__all__ = ["Chain", "chain_of", "fk", "fk_batch", "fk_frames"]
+
+
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """Numeric kinematic chain.
+
+    Attributes:
+        origins: (n, 4, 4) joint origins in the parent link frame (first one in the root link).
+        axes: (n, 3) unit joint axes in the child frame.
+        prismatic: (n,) bool.
+        base: (4, 4) root (mount) link in the reporting frame.
+        tool: (4, 4) flange frame in the last link frame.
+    """
+
+    origins: np.ndarray
+    axes: np.ndarray
+    prismatic: np.ndarray
+    base: np.ndarray
+    tool: np.ndarray
+
+    @property
+    def dof(self) -> int:
+        return len(self.axes)
+
+
+def chain_of(spec) -> Chain:
+    """The numeric chain of a :class:`~armtwin.robots.RobotSpec` (cached on the spec)."""
+    cached = spec._cache.get("chain")
+    if cached is None:
+        origins = np.array([j.origin.matrix for j in spec.joints])
+        axes = np.array([j.axis for j in spec.joints], dtype=float)
+        axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+        cached = Chain(origins, axes, spec.prismatic.copy(), invert(spec.report_frame.matrix), spec.tool.matrix)
+        for a in (cached.origins, cached.axes, cached.prismatic, cached.base, cached.tool):
+            a.setflags(write=False)
+        spec._cache["chain"] = cached
+    return cached
+
+
+def _motions(chain: Chain, Q: np.ndarray) -> np.ndarray:
+    """(N, n, 4, 4) joint motion transforms for a batch of joint vectors (N, n)."""
+    N, n = Q.shape
+    m = np.zeros((N, n, 4, 4))
+    m[..., 3, 3] = 1.0
+    k = chain.axes  # (n, 3)
+    # Rodrigues for revolute joints: R = I + sin(q) K + (1 - cos(q)) K^2
+    K = np.zeros((n, 3, 3))
+    K[:, 0, 1], K[:, 0, 2] = -k[:, 2], k[:, 1]
+    K[:, 1, 0], K[:, 1, 2] = k[:, 2], -k[:, 0]
+    K[:, 2, 0], K[:, 2, 1] = -k[:, 1], k[:, 0]
+    K2 = K @ K
+    rev = ~chain.prismatic
+    qr = np.where(rev, Q, 0.0)[..., None, None]
+    m[..., :3, :3] = np.eye(3) + np.sin(qr) * K + (1.0 - np.cos(qr)) * K2
+    qp = np.where(chain.prismatic, Q, 0.0)[..., None]
+    m[..., :3, 3] = qp * k
+    return m
+
+
+def fk_frames(chain: Chain, q) -> np.ndarray:
+    """Frames of every link after its joint, and the flange, in the reporting frame.
+
+    Args:
+        chain: the robot's chain (:func:`chain_of`).
+        q: (n,) joint vector, rad / m.
+
+    Returns:
+        (n + 1, 4, 4): link frames 1..n, then the flange.
+    """
+    q = np.asarray(q, dtype=float).reshape(1, -1)
+    if q.shape[1] != chain.dof:
+        raise ValueError(f"expected {chain.dof} joint values, got {q.shape[1]}")
+    m = _motions(chain, q)[0]
+    out = np.empty((chain.dof + 1, 4, 4))
+    t = chain.base
+    for i in range(chain.dof):
+        t = t @ chain.origins[i] @ m[i]
+        out[i] = t
+    out[-1] = t @ chain.tool
+    return out
+
+
+def fk(chain: Chain, q) -> np.ndarray:
+    """Flange pose (4, 4) in the reporting frame for one joint vector (n,) rad / m."""
+    return fk_frames(chain, q)[-1]
+
+
+def fk_batch(chain: Chain, Q) -> np.ndarray:
+    """Flange poses (N, 4, 4) for a batch of joint vectors (N, n), vectorised."""
+    Q = np.atleast_2d(np.asarray(Q, dtype=float))
+    if Q.shape[1] != chain.dof:
+        raise ValueError(f"expected {chain.dof} joint values per row, got {Q.shape[1]}")
+    m = _motions(chain, Q)
+    t = np.broadcast_to(chain.base, (len(Q), 4, 4))
+    for i in range(chain.dof):
+        t = t @ (chain.origins[i] @ m[:, i])
+    return t @ chain.tool

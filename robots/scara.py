@@ -1,0 +1,63 @@
+"""A 600 mm reach 4-axis SCARA (RRPR), modelled on the Epson LS6-B602 class.
+
+Arm 1 (J1→J2) 325 mm, arm 2 (J2→J4 axis) 275 mm; J1 ±132°, J2 ±150°, J3 quill down
+(prismatic along −z) 0–200 mm, J4 tool roll ±360°. Both arms along base +x at zero;
+counter-clockwise positive. The flange frame ``tool0`` points down (its z is the approach
+direction) and its x axis makes the angle q1 + q2 + q4 with base x (the tool roll).
+
+Masses, inertias, heights, speeds, efforts and drive gains are not published for this
+class of robot: the values here are chosen to be plausible (total 17 kg; arm plane
+450 mm above the floor; flange 360 mm above the floor at J3 = 0, 160 mm at full stroke).
+"""
+
+import numpy as np
+
+from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec
+
+L1 = 0.325  # m
+L2 = 0.275  # m
+H1 = 0.450  # m, J1 arm plane above the floor
+H2 = 0.060  # m, arm 2 sits above arm 1
+QUILL = 0.150  # m, flange below arm 2 at J3 = 0
+Z0 = H1 + H2 - QUILL  # m, flange height at J3 = 0
+
+_BASE = (0.30, 0.32, 0.35, 1.0)
+_ARM = (0.95, 0.95, 0.93, 1.0)
+_ARM2 = (0.20, 0.45, 0.80, 1.0)
+_QUILL = (0.75, 0.75, 0.78, 1.0)
+_FLANGE = (0.12, 0.12, 0.12, 1.0)
+
+SPEC = RobotSpec(
+    name="scara",
+    title="SCARA 600 mm (LS6-B602 class)",
+    maker="armtwin (generic, Epson LS6-B602 class)",
+    reference="Epson LS6-B602 public data sheet (reach, arm lengths, ranges, stroke)",
+    links=(
+        LinkSpec("base_link", 8.0, 0.09, _BASE, path=((0, 0, 0), (0, 0, H1 - 0.03))),
+        LinkSpec("link_1", 4.5, 0.055, _ARM, path=((0, 0, 0), (L1, 0, 0)), housing=0.09, accent=_BASE),
+        LinkSpec("link_2", 3.0, 0.045, _ARM2, path=((0, 0, 0), (L2, 0, 0)), housing=0.08),
+        LinkSpec("link_3", 1.0, 0.014, _QUILL, path=((0, 0, 0.10), (0, 0, -QUILL))),
+        LinkSpec("link_4", 0.5, 0.03, _FLANGE, path=((0, 0, 0.0), (0, 0, 0.03))),
+    ),
+    joints=(
+        JointSpec("joint_1", JointType.REVOLUTE, Origin((0, 0, H1)), (0, 0, 1), np.radians(-132), np.radians(132), np.radians(420), 80.0),
+        JointSpec("joint_2", JointType.REVOLUTE, Origin((L1, 0, H2)), (0, 0, 1), np.radians(-150), np.radians(150), np.radians(720), 40.0),
+        JointSpec("joint_3", JointType.PRISMATIC, Origin((L2, 0, 0)), (0, 0, -1), 0.0, 0.200, 1.1, 150.0),
+        JointSpec("joint_4", JointType.REVOLUTE, Origin((0, 0, -QUILL)), (0, 0, 1), np.radians(-360), np.radians(360), np.radians(2600), 5.0),
+    ),
+    tool=Origin((0, 0, 0), (np.pi, 0, 0)),
+    report_frame=Origin(),
+    payload=3.0,
+    reach=L1 + L2,
+    named_poses={
+        "zero": (0, 0, 0, 0),
+        "home": (np.radians(0), np.radians(90), 0.05, 0.0),
+    },
+    geometry={"l1": L1, "l2": L2, "z0": Z0},
+    drive=DriveGains(
+        stiffness=(2000.0, 800.0, 20000.0, 50.0),
+        damping=(80.0, 30.0, 600.0, 0.5),
+        friction=(0.5, 0.3, 2.0, 0.02),
+        joint_damping=(0.5, 0.3, 2.0, 0.01),
+    ),
+)

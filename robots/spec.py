@@ -1,0 +1,290 @@
+"""Frozen data classes that describe a robot, and builders from DH tables.
+
+A robot is data: links (mass, shape, colour), joints (origin, axis, type, limits),
+the reporting base frame, the flange (``tool0``) frame, named poses and the
+geometry parameters that the closed-form IK uses. The URDF files under
+``robots/urdf/`` are generated from these specs (``python -m armtwin.robots.urdfgen``)
+so that the analytic FK and the physics model cannot drift apart.
+
+Units: metres, radians, kilograms, seconds; N·m for revolute efforts, N for prismatic.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+import numpy as np
+
+from ..controllers.transforms import matrix_to_rpy, rot_x, rot_z, rpy_to_matrix, transform
+
+URDF_DIR = Path(__file__).resolve().parent / "urdf"
+
+
+class JointType(enum.Enum):
+    """Kind of a moving joint."""
+
+    REVOLUTE = "revolute"
+    PRISMATIC = "prismatic"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A fixed transform as URDF writes it: translation xyz (m) then rotation rpy (rad)."""
+
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @staticmethod
+    def from_matrix(t: np.ndarray) -> "Origin":
+        """Origin of a (4, 4) transform; tiny round-off is snapped to zero."""
+        xyz = tuple(float(v) if abs(v) > 1e-15 else 0.0 for v in t[:3, 3])
+        rpy = tuple(float(v) if abs(v) > 1e-15 else 0.0 for v in matrix_to_rpy(t[:3, :3]))
+        return Origin(xyz, rpy)  # type: ignore[arg-type]
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """(4, 4) homogeneous transform."""
+        return transform(rpy_to_matrix(self.rpy), self.xyz)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One rigid link.
+
+    Attributes:
+        name: URDF link name.
+        mass: kg.
+        radius: m, radius of the primitive shapes that draw the link.
+        color: RGBA, 0..1.
+        path: points (m, link frame) that the link's body runs through, drawn as
+            cylinders between consecutive points; empty: from the origin to the
+            next joint's origin.
+        housing: length (m) of the motor housing drawn along the joint axis at the
+            link origin; 0 for none.
+        accent: RGBA of the housing (default: ``color``).
+    """
+
+    name: str
+    mass: float
+    radius: float
+    color: tuple[float, float, float, float]
+    path: tuple[tuple[float, float, float], ...] = ()
+    housing: float = 0.0
+    accent: tuple[float, float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class JointSpec:
+    """One moving joint between ``links[i]`` (parent) and ``links[i + 1]`` (child).
+
+    Attributes:
+        name: URDF joint name (``joint_1`` …).
+        type: revolute or prismatic.
+        origin: child link frame in the parent link frame at q = 0.
+        axis: unit axis in the child frame.
+        lower, upper: position limits, rad (revolute) or m (prismatic).
+        velocity: max speed, rad/s or m/s.
+        effort: max torque N·m (revolute) or force N (prismatic).
+    """
+
+    name: str
+    type: JointType
+    origin: Origin
+    axis: tuple[float, float, float]
+    lower: float
+    upper: float
+    velocity: float
+    effort: float
+
+
+@dataclass(frozen=True)
+class DriveGains:
+    """Joint drive data per robot (used by the hinge and articulation joint models).
+
+    All arrays have one entry per joint. ``stiffness`` in N·m/rad (N/m for prismatic)
+    and ``damping`` in N·m·s/rad (N·s/m) are the hinge model's explicit spring–damper;
+    ``friction`` (N·m / N) is Coulomb friction; ``joint_damping`` (N·m·s/rad) is viscous
+    damping in the joint itself. ``position_gain`` and ``velocity_gain`` are PyBullet's
+    dimensionless gains of the articulation model's implicit drive.
+    """
+
+    stiffness: tuple[float, ...]
+    damping: tuple[float, ...]
+    friction: tuple[float, ...]
+    joint_damping: tuple[float, ...]
+    position_gain: float = 0.3
+    velocity_gain: float = 1.0
+
+
+@dataclass(frozen=True)
+class RobotSpec:
+    """A robot as data. See the module docstring for units.
+
+    Attributes:
+        name: registry id (``scara``, ``irb120``, ``aubo_i5``).
+        title: human name.
+        maker: manufacturer (or "armtwin" for a generic model).
+        reference: where the data come from.
+        links: base link first, then one per joint; the flange ``tool0`` is added.
+        joints: the moving joints in chain order.
+        tool: flange (``tool0``) frame in the last link's frame.
+        report_frame: the frame poses are reported in, in the root (mount) link's frame.
+        payload: rated payload, kg.
+        reach: horizontal reach of the wrist/tool, m.
+        named_poses: name -> joint vector (rad / m).
+        geometry: kinematic parameters for the closed-form IK (metres / radians).
+        dh: the DH table as published (for documentation), or None.
+        drive: default drive gains for the dynamic joint models.
+    """
+
+    name: str
+    title: str
+    maker: str
+    reference: str
+    links: tuple[LinkSpec, ...]
+    joints: tuple[JointSpec, ...]
+    tool: Origin
+    report_frame: Origin
+    payload: float
+    reach: float
+    named_poses: Mapping[str, tuple[float, ...]]
+    geometry: Mapping[str, float]
+    drive: DriveGains
+    dh: Mapping[str, tuple[float, ...]] | None = None
+    notes: str = ""
+    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if len(self.links) != len(self.joints) + 1:
+            raise ValueError(f"{self.name}: need one link more than joints")
+        n = len(self.joints)
+        for pose, q in self.named_poses.items():
+            if len(q) != n:
+                raise ValueError(f"{self.name}: named pose {pose!r} has {len(q)} values, expected {n}")
+        object.__setattr__(self, "named_poses", MappingProxyType(dict(self.named_poses)))
+        object.__setattr__(self, "geometry", MappingProxyType(dict(self.geometry)))
+        if self.dh is not None:
+            object.__setattr__(self, "dh", MappingProxyType(dict(self.dh)))
+
+    # ----- derived views -------------------------------------------------------------
+    @property
+    def dof(self) -> int:
+        """Number of moving joints."""
+        return len(self.joints)
+
+    @property
+    def urdf_path(self) -> Path:
+        """Path of the generated URDF file."""
+        return URDF_DIR / f"{self.name}.urdf"
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(j.name for j in self.joints)
+
+    @property
+    def joint_types(self) -> tuple[JointType, ...]:
+        return tuple(j.type for j in self.joints)
+
+    @property
+    def prismatic(self) -> np.ndarray:
+        """(n,) bool: which joints are prismatic."""
+        return np.array([j.type is JointType.PRISMATIC for j in self.joints])
+
+    @property
+    def lower(self) -> np.ndarray:
+        """(n,) lower position limits, rad / m."""
+        return np.array([j.lower for j in self.joints])
+
+    @property
+    def upper(self) -> np.ndarray:
+        """(n,) upper position limits, rad / m."""
+        return np.array([j.upper for j in self.joints])
+
+    @property
+    def max_velocity(self) -> np.ndarray:
+        """(n,) speed limits, rad/s / m/s."""
+        return np.array([j.velocity for j in self.joints])
+
+    @property
+    def max_effort(self) -> np.ndarray:
+        """(n,) effort limits, N·m / N."""
+        return np.array([j.effort for j in self.joints])
+
+    def pose(self, name: str) -> np.ndarray:
+        """Named joint vector (rad / m)."""
+        try:
+            return np.array(self.named_poses[name], dtype=float)
+        except KeyError:
+            raise KeyError(f"{self.name} has no pose {name!r}; known: {', '.join(self.named_poses)}") from None
+
+    @property
+    def home(self) -> np.ndarray:
+        return self.pose("home")
+
+    def within_limits(self, q, tol: float = 1e-9) -> np.ndarray:
+        """Bool per joint vector: all joints inside their ranges (batch-aware)."""
+        q = np.asarray(q, dtype=float)
+        return np.all((q >= self.lower - tol) & (q <= self.upper + tol), axis=-1)
+
+    # Units at the edge: joints shown to people in degrees, prismatic ones in mm.
+    def to_display(self, q) -> np.ndarray:
+        """Joint values in display units (deg, mm for prismatic joints)."""
+        q = np.asarray(q, dtype=float)
+        return np.where(self.prismatic, q * 1000.0, np.degrees(q))
+
+    def from_display(self, v) -> np.ndarray:
+        """Joint values from display units (deg, mm for prismatic joints) to SI."""
+        v = np.asarray(v, dtype=float)
+        return np.where(self.prismatic, v / 1000.0, np.radians(v))
+
+    def display_units(self) -> tuple[str, ...]:
+        return tuple("mm" if p else "deg" for p in self.prismatic)
+
+
+# ----- builders ------------------------------------------------------------------------
+
+def dh_standard_origins(a, alpha, d, offset) -> tuple[list[Origin], Origin]:
+    """Joint origins and flange frame of a standard (distal) DH table.
+
+    Link i's URDF frame is placed at DH frame i-1 turned by theta_offset_i about z,
+    so that the URDF joint rotates about its own z and q = 0 gives theta = offset.
+
+    Args:
+        a, d: metres; alpha, offset: radians; one entry per joint.
+
+    Returns:
+        (origins, tool): joint origins in the parent link frame, and the flange frame
+        (DH frame n) in the last link frame.
+    """
+    origins = []
+    prev = np.eye(4)
+    for i in range(len(a)):
+        t = prev @ transform(rot_z(offset[i]))
+        origins.append(Origin.from_matrix(t))
+        prev = transform(None, (0, 0, d[i])) @ transform(None, (a[i], 0, 0)) @ transform(rot_x(alpha[i]))
+    return origins, Origin.from_matrix(prev)
+
+
+def dh_modified_origins(a, alpha, d, offset) -> tuple[list[Origin], Origin]:
+    """Joint origins of a modified (Craig, proximal) DH table; the flange is DH frame n.
+
+    ``a[i]``, ``alpha[i]`` are a_{i-1}, alpha_{i-1} as tables usually list them.
+    """
+    origins = []
+    for i in range(len(a)):
+        t = transform(rot_x(alpha[i])) @ transform(None, (a[i], 0, 0)) @ transform(None, (0, 0, d[i])) @ transform(rot_z(offset[i]))
+        origins.append(Origin.from_matrix(t))
+    return origins, Origin()
+
+
+def revolute_joints(origins, lower_deg, upper_deg, speed_deg_s, effort_nm) -> list[JointSpec]:
+    """Revolute joints about their z axes from per-joint tables in degrees."""
+    return [
+        JointSpec(f"joint_{i + 1}", JointType.REVOLUTE, o, (0.0, 0.0, 1.0), float(np.radians(lo)),
+                  float(np.radians(hi)), float(np.radians(v)), float(e))
+        for i, (o, lo, hi, v, e) in enumerate(zip(origins, lower_deg, upper_deg, speed_deg_s, effort_nm))
+    ]
