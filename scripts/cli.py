@@ -1,0 +1,131 @@
+"""The ``armtwin`` command line.
+
+Each subcommand lives in its own module ``scripts/cmd_<name>.py`` that defines
+``register(subparsers)``; each benchmark in ``scripts/bench_<name>.py`` is registered
+under ``armtwin bench <name>`` the same way. Handlers take the parsed arguments and
+return an exit code. Units at this edge: mm, degrees, mm/min.
+
+Errors a user can cause (unknown robot, bad numbers, unreachable poses, bad files)
+raise :class:`CliError` (or ValueError/KeyError/OSError from the library) and end as
+one line on stderr with exit code 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import pkgutil
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _modules(prefix: str) -> list[str]:
+    from . import __path__ as pkg_path
+    return sorted(m.name for m in pkgutil.iter_modules(pkg_path) if m.name.startswith(prefix))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser with every discovered subcommand."""
+    from .. import __version__
+    parser = argparse.ArgumentParser(prog="armtwin", description="Simulation and digital twin for industrial robot arms.")
+    parser.add_argument("--version", action="version", version=f"armtwin {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _modules("cmd_"):
+        importlib.import_module(f".{name}", __package__).register(sub)
+    bench = sub.add_parser("bench", help="benchmarks that print measured ratios side by side")
+    bench_sub = bench.add_subparsers(dest="bench", metavar="BENCHMARK")
+    for name in _modules("bench_"):
+        importlib.import_module(f".{name}", __package__).register(bench_sub)
+    bench.set_defaults(func=lambda a: (bench.print_help(), EXIT_USAGE)[1])
+    return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``armtwin`` console command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"armtwin: error: {exc}", file=sys.stderr)
+        return exc.code
+    except (ValueError, KeyError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"armtwin: error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("armtwin: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+# ----- helpers shared by the subcommands -------------------------------------------------
+
+def get_robot(name: str):
+    """The spec of robot ``name`` or a CliError naming the known ones."""
+    from ..robots import UnknownRobotError, get
+    try:
+        return get(name)
+    except UnknownRobotError as exc:
+        raise CliError(str(exc)) from None
+
+
+def parse_joints_display(spec, values: list[str], *, check_limits: bool = True) -> np.ndarray:
+    """Joint values typed by a person (deg; mm for prismatic joints) -> SI, with checks."""
+    if len(values) != spec.dof:
+        raise CliError(f"{spec.name} has {spec.dof} joints ({', '.join(u for u in spec.display_units())}), got {len(values)} values")
+    try:
+        disp = np.array([float(v) for v in values])
+    except ValueError:
+        raise CliError(f"joint values must be numbers, got {' '.join(values)}") from None
+    if not np.all(np.isfinite(disp)):
+        raise CliError("joint values must be finite numbers")
+    q = spec.from_display(disp)
+    if check_limits:
+        for i, (v, lo, hi, unit) in enumerate(zip(disp, spec.to_display(spec.lower), spec.to_display(spec.upper), spec.display_units())):
+            if v < lo - 1e-9 or v > hi + 1e-9:
+                raise CliError(f"J{i + 1} = {v:g} {unit} is outside its range [{lo:g}, {hi:g}] {unit}")
+    return q
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as JSON (numpy arrays and scalars converted)."""
+    def default(o):
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, np.generic):
+            return o.item()
+        raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    print(json.dumps(obj, default=default, indent=2))
+
+
+def add_json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
