@@ -1,0 +1,70 @@
+"""CLI: robots and fk commands, and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from armtwin import robots
+from armtwin.controllers.kinematics import chain_of, fk
+from armtwin.scripts.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_robots_lists_all(capsys):
+    code, out, _ = run(capsys, "robots", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["id"] for r in rows] == list(robots.names())
+    irb = next(r for r in rows if r["id"] == "irb120")
+    assert irb["axes"] == 6 and irb["payload_kg"] == 3.0 and irb["reach_mm"] == 580
+
+
+@pytest.mark.parametrize("name", robots.names())
+def test_fk_json_matches_analytic_fk(capsys, name):
+    spec = robots.get(name)
+    rng = np.random.default_rng(4)
+    q = rng.uniform(spec.lower, spec.upper)
+    disp = spec.to_display(q)
+    code, out, _ = run(capsys, "fk", name, *[repr(float(v)) for v in disp], "--json")
+    assert code == 0
+    data = json.loads(out)
+    T = fk(chain_of(spec), q)
+    assert np.allclose(data["position_mm"], T[:3, 3] * 1000, atol=1e-9)
+    assert np.allclose(data["rotation"], T[:3, :3], atol=1e-12)
+    from armtwin.controllers.transforms import quat_to_matrix
+    assert np.allclose(quat_to_matrix(data["quaternion_xyzw"]), T[:3, :3], atol=1e-9)
+
+
+def test_fk_irb120_zero_text(capsys):
+    code, out, _ = run(capsys, "fk", "irb120", "0", "0", "0", "0", "0", "0")
+    assert code == 0 and "374.000" in out and "630.000" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["fk", "ur5", "0"], "unknown robot 'ur5'"),
+    (["fk", "irb120", "0", "0"], "has 6 joints"),
+    (["fk", "irb120", "0", "0", "0", "0", "130", "0"], "J5 = 130 deg is outside its range [-120, 120]"),
+    (["fk", "scara", "0", "0", "250", "0"], "J3 = 250 mm is outside its range [0, 200]"),
+    (["fk", "irb120", "0", "0", "x", "0", "0", "0"], "must be numbers"),
+    (["fk", "irb120", "0", "0", "nan", "0", "0", "0"], "finite"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_console_script_runs():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "armtwin.scripts.cli", "fk", "irb120", "0", "0", "0", "0", "0", "0", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["position_mm"] == pytest.approx([374.0, 0.0, 630.0])
