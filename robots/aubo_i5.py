@@ -56,7 +56,7 @@ SPEC = RobotSpec(
     reach=0.886,
     named_poses={
         "zero": (0, 0, 0, 0, 0, 0),
-        "home": tuple(np.radians((0, 15, 75, 0, 90, 0))),
+        "home": tuple(np.radians((0, -20, 80, 10, 90, 0))),  # tool pointing down at (612, -122, 323) mm
     },
     geometry={"d1": 0.0985, "d2": 0.1215, "a2": 0.408, "a3": 0.376, "d5": 0.1025, "d6": 0.094},
     drive=DriveGains(
