@@ -17,7 +17,7 @@ import importlib
 import json
 import pkgutil
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -51,10 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f".{name}", __package__).register(bench_sub)
     bench.set_defaults(func=lambda a: (bench.print_help(), EXIT_USAGE)[1])
     return parser
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,9 +118,6 @@ def print_json(obj: Any) -> None:
 
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 if __name__ == "__main__":
