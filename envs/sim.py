@@ -12,8 +12,10 @@ base frame, for the flange ``tool0``.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import sys
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -136,17 +138,31 @@ class Camera:
         return np.c_[(ndc[:, 0] + 1) * 0.5 * width, (1 - ndc[:, 1]) * 0.5 * height]
 
 
-def cameras_for(spec: RobotSpec) -> dict[str, Camera]:
-    """Named camera presets that frame a robot's workspace."""
-    r = spec.reach
-    zc = 0.5 * max(r, 0.6)
-    tgt = (0.2 * r, 0.0, zc)
-    dist = 1.9 * r + 0.25
+def cameras_for(spec: RobotSpec, position=(0.0, 0.0, 0.0)) -> dict[str, Camera]:
+    """Named camera presets that frame a robot standing at ``position`` (world, m).
+
+    The frame is sized from the robot's data: its horizontal reach and the height of
+    its links in the ``home`` pose (analytic FK), so that the arm fills a good part of a
+    4:3 image while it sweeps its workspace.
+
+    Returns:
+        ``{"iso", "front", "side", "top"}`` -> :class:`Camera`. ``iso`` looks from the
+        front-right and above, ``front`` along +y, ``side`` along −x, ``top`` straight down.
+    """
+    from ..controllers.kinematics import fk_frames
+    r = float(spec.reach)
+    frames = spec.report_frame.matrix @ fk_frames(chain_of(spec), spec.home)
+    height = max(float(np.max(frames[:, 2, 3])), 0.5 * r)  # m, top of the arm at home
+    base = np.asarray(position, dtype=float)
+    tgt = tuple(base + np.array([0.1 * r, 0.0, 0.5 * height]))
+    radius = 0.5 * np.hypot(1.5 * r, 1.1 * height)  # m, half the diagonal of the box to show
+    dist = 0.95 * radius / np.tan(np.radians(Camera.fov / 2))
+    top_tgt = tuple(base + np.array([0.15 * r, 0.0, 0.0]))
     return {
-        "iso": Camera(tgt, dist, azimuth=-50.0, elevation=22.0),
-        "front": Camera(tgt, dist, azimuth=-90.0, elevation=8.0),
-        "side": Camera(tgt, dist, azimuth=0.0, elevation=8.0),
-        "top": Camera((0.0, 0.0, 0.0), dist * 1.05, azimuth=-90.0, elevation=89.0),
+        "iso": Camera(tgt, dist, azimuth=-55.0, elevation=24.0),
+        "front": Camera(tgt, dist, azimuth=-90.0, elevation=10.0),
+        "side": Camera(tgt, dist, azimuth=0.0, elevation=10.0),
+        "top": Camera(top_tgt, 0.95 * r / np.tan(np.radians(Camera.fov / 2)), azimuth=-90.0, elevation=89.0),
     }
 
 
@@ -208,12 +224,18 @@ class World:
             self.ground = pybullet.loadURDF("plane.urdf", physicsClientId=c)
 
     def _load_egl(self) -> int:
+        """Load PyBullet's EGL renderer plugin; its id, or -1 when it does not load.
+
+        Must run before any body is loaded. The plugin prints driver information to the
+        process's stdout at C level; that is silenced so ``--json`` output stays clean.
+        """
         try:
             import pkgutil
             egl = pkgutil.get_loader("eglRenderer")
             if egl is None:
                 return -1
-            return pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin", physicsClientId=self.client)
+            with _quiet_fds():
+                return pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin", physicsClientId=self.client)
         except Exception:  # noqa: BLE001 - any failure means: fall back to TinyRenderer
             return -1
 
@@ -229,7 +251,8 @@ class World:
             self._closed = True
             try:
                 if self._egl_plugin >= 0:
-                    pybullet.unloadPlugin(self._egl_plugin, physicsClientId=self.client)
+                    with _quiet_fds():
+                        pybullet.unloadPlugin(self._egl_plugin, physicsClientId=self.client)
                 pybullet.disconnect(physicsClientId=self.client)
             except pybullet.error:
                 pass
@@ -272,40 +295,161 @@ class World:
 
     # ----- time -----------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
-        """Advance the world by ``n`` control steps of ``physics.dt``.
+        """Advance the world by ``n`` control steps of ``physics.dt`` (each ``substeps`` physics steps).
 
-        Robots whose state became unstable keep their flag in :attr:`SimRobot.instability`.
+        A robot's command (q, qd) is the joint state wanted at the end of the control
+        step; within the step the drives aim at the first-order hold
+        ``q + qd·(τ − t_end)``. Robots whose state became unstable keep their flag in
+        :attr:`SimRobot.instability` (see :attr:`instabilities`).
         """
         p, c = pybullet, self.client
         dynamic = any(r.mode is not JointMode.KINEMATIC for r in self.robots)
+        sub = self.physics.substeps
+        h = self.physics.dt / sub
         for _ in range(n):
-            for _sub in range(self.physics.substeps):
+            for i in range(sub):
                 for r in self.robots:
-                    r._pre_physics()
+                    r._pre_physics((sub - i) * h)
                 if dynamic:
                     p.stepSimulation(physicsClientId=c)
+                    for r in self.robots:
+                        r._cached = None
                 for r in self.robots:
-                    r._post_physics()
+                    r._post_physics((sub - i - 1) * h)
             self.time += self.physics.dt
 
+    @property
+    def instabilities(self) -> list[Instability]:
+        """The stability guard's findings for all robots of this world (empty when all are stable)."""
+        return [r.instability for r in self.robots if r.instability is not None]
+
     # ----- rendering ------------------------------------------------------------------
-    def render(self, camera: Camera, width: int = 640, height: int = 480) -> np.ndarray:
-        """RGB image (height, width, 3) uint8 from ``camera``."""
+    def render(self, camera: Camera, width: int = 640, height: int = 480, *, rgba: bool = False) -> np.ndarray:
+        """Image from ``camera`` (EGL when loaded, else TinyRenderer).
+
+        Args:
+            camera: the view.
+            width, height: pixels.
+            rgba: return the engine's RGBA buffer (height, width, 4) as is, without the
+                copy that drops alpha (video encoders take RGBA directly).
+
+        Returns:
+            (height, width, 3) uint8 RGB, or (height, width, 4) uint8 RGBA.
+        """
+        raw = self._camera_image(camera, width, height)
+        img = np.reshape(np.asarray(raw, dtype=np.uint8), (int(height), int(width), 4))
+        return img if rgba else np.ascontiguousarray(img[:, :, :3])
+
+    def render_raw(self, camera: Camera, width: int = 640, height: int = 480) -> None:
+        """Call the engine's ``getCameraImage`` exactly as :meth:`render` does and drop the result.
+
+        For benchmarks: the cost of the renderer alone, as a baseline for recorders.
+        """
+        self._camera_image(camera, width, height)
+
+    def _camera_image(self, camera: Camera, width: int, height: int):
+        if int(width) != width or int(height) != height or width < 1 or height < 1:
+            raise ValueError(f"image size must be whole positive pixels, got {width}x{height}")
         view = camera.view_matrix().T.reshape(-1).tolist()
         proj = camera.projection_matrix(width / height).T.reshape(-1).tolist()
-        renderer = pybullet.ER_BULLET_HARDWARE_OPENGL if self._egl_plugin >= 0 else pybullet.ER_TINY_RENDERER
-        _, _, rgba, _, _ = pybullet.getCameraImage(
-            width, height, viewMatrix=view, projectionMatrix=proj, renderer=renderer,
-            lightDirection=[0.4, -0.6, 1.0], shadow=1, physicsClientId=self.client)
-        img = np.reshape(np.asarray(rgba, dtype=np.uint8), (height, width, 4))
-        return np.ascontiguousarray(img[:, :, :3])
+        kw = dict(viewMatrix=view, projectionMatrix=proj, lightDirection=[0.4, -0.6, 1.0], shadow=1,
+                  physicsClientId=self.client)
+        if self._egl_plugin >= 0:
+            with _quiet_fds(stderr=False):  # the plugin prints "ven = ..." on every frame
+                return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_BULLET_HARDWARE_OPENGL, **kw)[2]
+        return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_TINY_RENDERER, **kw)[2]
+
+
+def _libc():
+    try:
+        import ctypes
+        return ctypes.CDLL(None)
+    except (OSError, ImportError):
+        return None
+
+
+_LIBC = _libc()  # C stdio, to flush printf buffers around redirections
+
+
+def _flush_all() -> None:
+    """Flush Python's and C's stdio buffers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+    if _LIBC is not None:
+        try:
+            _LIBC.fflush(None)
+        except (OSError, AttributeError, TypeError, ValueError):
+            pass
+
+
+@contextlib.contextmanager
+def _quiet_fds(stderr: bool = True):
+    """Send the process's file descriptors 1 (and 2) to /dev/null for a block.
+
+    PyBullet's plugins print with C ``printf``, which Python's ``sys.stdout`` cannot catch.
+    """
+    _flush_all()
+    fds = (1, 2) if stderr else (1,)
+    saved = []
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, TypeError, AttributeError):  # also at interpreter shutdown
+        yield
+        return
+    try:
+        for fd in fds:
+            try:
+                saved.append((fd, os.dup(fd)))
+                os.dup2(devnull, fd)
+            except OSError:
+                pass
+        yield
+    finally:
+        _flush_all()  # C stdio buffers hold what was printed during the block: drop it here
+        for fd, old in saved:
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(devnull)
 
 
 class SimRobot:
-    """A robot in a :class:`World`. Create it with :meth:`World.add_robot`."""
+    """A robot in a :class:`World`. Create it with :meth:`World.add_robot`.
+
+    Joint models (:class:`JointMode`):
+
+    * KINEMATIC — the commanded joint values are written into the engine at every
+      physics step (and again after it, so gravity acting on other robots' steps cannot
+      move it); no mass, inertia or force. ``state().tau`` is zero (use
+      :meth:`inverse_dynamics` for the torque a motion would need).
+    * HINGE — at every physics step the drive torque
+      ``tau = K (q_cmd - q) + D (qd_cmd - qd) [+ g(q)]`` is computed explicitly from the
+      measured state, clamped to ±effort and applied as a joint torque; PyBullet's
+      default velocity motors are replaced by a velocity-zero motor limited to the
+      Coulomb ``friction``. The explicit spring is only conditionally stable: with
+      joint-space inertia M, it needs roughly ``eig(M⁻¹(h² K + 2 h D)) < 4`` at physics
+      step h — the reason its default gains are soft.
+    * ARTICULATION — PyBullet's implicit joint motor (POSITION_CONTROL): the solver
+      drives the joint velocity towards ``qd_cmd + position_gain (q_cmd - q) / h``
+      (with ``velocity_gain`` weighting the velocity error) using at most the joint's
+      effort; unconditionally stable in the step size.
+
+    ``joint_damping`` (viscous, in the engine) applies in both dynamic models. The
+    stability guard runs after every physics step: a non-finite state or a joint speed
+    above :attr:`INSTABILITY_SPEED_FACTOR` × its limit, or a drive torque that flips
+    between the effort limits for :attr:`CHATTER_STEPS` steps (a saturated explicit
+    spring's limit cycle), sets :attr:`instability`; the robot is then braked at its
+    last finite state and ignores commands until :meth:`reset`.
+    """
 
     #: speed beyond which the state counts as unstable, as a multiple of the joint's limit
-    INSTABILITY_SPEED_FACTOR = 20.0
+    INSTABILITY_SPEED_FACTOR = 10.0
+    #: physics steps of a drive torque flipping between ±effort that count as unstable chatter
+    CHATTER_STEPS = 24
+    #: density of the payload body (aluminium), kg/m³: a payload is a solid sphere at the flange
+    PAYLOAD_DENSITY = 2700.0
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
                  drive: DriveGains, position: np.ndarray) -> None:
@@ -321,75 +465,136 @@ class SimRobot:
         if missing or not hasattr(self, "tool_link"):
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
         self.joints = [by_name[n] for n in spec.joint_names]
-        self.drive = drive
         n = spec.dof
-        for name in ("stiffness", "damping", "friction", "joint_damping"):
-            if len(getattr(drive, name)) != n:
-                raise ValueError(f"drive.{name} needs {n} values for {spec.name}")
-        self._kp = np.array(drive.stiffness)
-        self._kd = np.array(drive.damping)
-        self._friction = np.array(drive.friction)
         self._effort = spec.max_effort
         self._vmax = spec.max_velocity
         self._q_cmd = spec.home.copy()
         self._qd_cmd = np.zeros(n)
         self._tau = np.zeros(n)
+        self._last_good = (spec.home.copy(), np.zeros(n))
+        self._flips = np.zeros(n, dtype=int)
+        self._prev_sat = np.zeros(n)
         self.instability: Instability | None = None
+        self._cached: tuple | None = None  # joint states read since the last physics step
+        self.payload = 0.0
         # world <- reporting frame
         self._world_T_report = transform(None, position) @ spec.report_frame.matrix
         self._report_T_world = invert(self._world_T_report)
-        for j, jd in zip(self.joints, drive.joint_damping):
-            p.changeDynamics(body, j, linearDamping=0.0, angularDamping=0.0, jointDamping=float(jd), physicsClientId=c)
-        self._configure_motors()
+        # the engine's own clamp (default 100 rad/s) would hide a blow-up from the guard
+        vclamp = 10.0 * self.INSTABILITY_SPEED_FACTOR * self._vmax
+        for j, v in zip(self.joints, vclamp):
+            p.changeDynamics(body, j, linearDamping=0.0, angularDamping=0.0, maxJointVelocity=float(v), physicsClientId=c)
+        self.set_drive(drive)
 
     # ----- configuration --------------------------------------------------------------
+    def set_drive(self, drive: DriveGains) -> None:
+        """Replace the drive data (gains, friction, damping) of this robot."""
+        n = self.spec.dof
+        for name in ("stiffness", "damping", "friction", "joint_damping"):
+            if len(getattr(drive, name)) != n:
+                raise ValueError(f"drive.{name} needs {n} values for {self.spec.name}, got {len(getattr(drive, name))}")
+        self.drive = drive
+        self._kp = np.array(drive.stiffness, dtype=float)
+        self._kd = np.array(drive.damping, dtype=float)
+        self._friction = np.array(drive.friction, dtype=float)
+        for j, jd in zip(self.joints, drive.joint_damping):
+            pybullet.changeDynamics(self.body, j, jointDamping=float(jd), physicsClientId=self.world.client)
+        self._configure_motors()
+
     def _configure_motors(self) -> None:
         p, c = pybullet, self.world.client
-        # PyBullet enables velocity motors by default; the kinematic and hinge models do not want them.
-        if self.mode is not JointMode.ARTICULATION:
-            p.setJointMotorControlArray(self.body, self.joints, p.VELOCITY_CONTROL,
-                                        forces=[0.0] * self.spec.dof, physicsClientId=c)
+        n = self.spec.dof
+        if self.instability is not None:  # brakes: hold still with full effort
+            p.setJointMotorControlArray(self.body, self.joints, p.VELOCITY_CONTROL, targetVelocities=[0.0] * n,
+                                        forces=self._effort.tolist(), physicsClientId=c)
+        elif self.mode is JointMode.ARTICULATION:
+            self._apply_articulation_drive()
+        else:
+            # PyBullet enables velocity motors by default. KINEMATIC wants none; HINGE keeps a
+            # velocity-zero motor whose force limit is the Coulomb friction.
+            forces = self._friction if self.mode is JointMode.HINGE else np.zeros(n)
+            p.setJointMotorControlArray(self.body, self.joints, p.VELOCITY_CONTROL, targetVelocities=[0.0] * n,
+                                        forces=forces.tolist(), physicsClientId=c)
+
+    def _apply_articulation_drive(self, target: np.ndarray | None = None) -> None:
+        d, n = self.drive, self.spec.dof
+        pybullet.setJointMotorControlArray(
+            self.body, self.joints, pybullet.POSITION_CONTROL,
+            targetPositions=(self._q_cmd if target is None else target).tolist(), targetVelocities=self._qd_cmd.tolist(),
+            forces=self._effort.tolist(), positionGains=[d.position_gain] * n,
+            velocityGains=[d.velocity_gain] * n, physicsClientId=self.world.client)
 
     def set_mode(self, mode: JointMode | str) -> None:
-        """Switch the joint model, keeping the current state."""
+        """Switch the joint model, keeping the current state and targets."""
         self.mode = JointMode.parse(mode)
         self.instability = None
+        self._tau = np.zeros(self.spec.dof)
         self._configure_motors()
 
     def set_payload(self, mass: float) -> None:
-        """Attach ``mass`` kg at the flange (0 removes it)."""
+        """Attach ``mass`` kg at the flange origin (0 removes it).
+
+        The payload is a solid aluminium sphere (:attr:`PAYLOAD_DENSITY`) centred on the
+        flange origin, so it adds m·g·r of gravity torque and its own rotational inertia.
+        """
         if not (np.isfinite(mass) and mass >= 0):
             raise ValueError(f"payload must be >= 0 kg, got {mass}")
         from ..robots.urdfgen import FLANGE_MASS
-        pybullet.changeDynamics(self.body, self.tool_link, mass=FLANGE_MASS + float(mass), physicsClientId=self.world.client)
+        m = FLANGE_MASS + float(mass)
+        if mass > 0:
+            r = (3.0 * mass / (4.0 * np.pi * self.PAYLOAD_DENSITY)) ** (1.0 / 3.0)
+            inertia = max(0.4 * mass * r * r, 1e-8)
+        else:
+            inertia = 1e-8
+        pybullet.changeDynamics(self.body, self.tool_link, mass=m, localInertiaDiagonal=[inertia] * 3,
+                                physicsClientId=self.world.client)
         self.payload = float(mass)
 
     # ----- state ----------------------------------------------------------------------
     def reset(self, q, qd=None) -> None:
-        """Teleport the joints to ``q`` (rad / m) with velocity ``qd`` and hold them there."""
+        """Teleport the joints to ``q`` (rad / m) with velocity ``qd``, hold them there, clear the guard."""
         q = self._checked(q, "q")
         qd = np.zeros_like(q) if qd is None else self._checked(qd, "qd")
-        for j, a, b in zip(self.joints, q, qd):
-            pybullet.resetJointState(self.body, j, float(a), float(b), physicsClientId=self.world.client)
+        self._write_state(q, qd)
         self._q_cmd, self._qd_cmd = q.copy(), qd.copy()
         self._tau = np.zeros_like(q)
+        self._flips[:] = 0
+        self._prev_sat[:] = 0
+        self._last_good = (q.copy(), qd.copy())
         self.instability = None
+        self._configure_motors()
+
+    def _write_state(self, q: np.ndarray, qd: np.ndarray) -> None:
+        c = self.world.client
+        self._cached = None
+        for j, a, b in zip(self.joints, q, qd):
+            pybullet.resetJointState(self.body, j, float(a), float(b), physicsClientId=c)
+
+    def _read(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """(q, qd, raw joint states); cached until the next physics step or state write."""
+        if self._cached is None:
+            s = pybullet.getJointStates(self.body, self.joints, physicsClientId=self.world.client)
+            self._cached = (np.array([x[0] for x in s]), np.array([x[1] for x in s]), s)
+        return self._cached
 
     def state(self) -> JointState:
-        """Joint positions, velocities and efforts now."""
-        s = pybullet.getJointStates(self.body, self.joints, physicsClientId=self.world.client)
-        q = np.array([x[0] for x in s])
-        qd = np.array([x[1] for x in s])
-        if self.mode is JointMode.ARTICULATION:
+        """Joint positions, velocities and actuator efforts now.
+
+        ``tau`` is the drive torque: the implicit motor's torque (ARTICULATION), the
+        clamped spring–damper torque applied in the last physics step (HINGE, friction
+        not included), zero (KINEMATIC).
+        """
+        q, qd, s = self._read()
+        if self.mode is JointMode.ARTICULATION and self.instability is None:
             tau = np.array([x[3] for x in s])
         else:
             tau = self._tau.copy()
-        return JointState(q, qd, tau)
+        return JointState(q.copy(), qd.copy(), tau)
 
     @property
     def q(self) -> np.ndarray:
         """Joint positions (n,), rad / m."""
-        return np.array([x[0] for x in pybullet.getJointStates(self.body, self.joints, physicsClientId=self.world.client)])
+        return self._read()[0].copy()
 
     @property
     def commanded(self) -> tuple[np.ndarray, np.ndarray]:
@@ -412,23 +617,40 @@ class SimRobot:
         """(4, 4) the reporting base frame in world coordinates."""
         return self._world_T_report.copy()
 
+    # ----- dynamics queries (engine model, including the payload) -------------------------
+    def inverse_dynamics(self, q, qd=None, qdd=None) -> np.ndarray:
+        """Joint torques (n,) N·m (N) that produce ``qdd`` at state (``q``, ``qd``) under gravity.
+
+        Uses the engine's model with the current payload; friction and joint damping are
+        not included. ``qd`` and ``qdd`` default to zero (then: the gravity torque).
+        """
+        q = self._checked(q, "q")
+        qd = np.zeros_like(q) if qd is None else self._checked(qd, "qd")
+        qdd = np.zeros_like(q) if qdd is None else self._checked(qdd, "qdd")
+        tau = pybullet.calculateInverseDynamics(self.body, q.tolist(), qd.tolist(), qdd.tolist(),
+                                                physicsClientId=self.world.client)
+        return np.asarray(tau, dtype=float)
+
+    def gravity_torque(self, q=None) -> np.ndarray:
+        """Joint torques (n,) N·m (N) that hold the arm (and payload) still at ``q`` (default: now)."""
+        return self.inverse_dynamics(self.q if q is None else q)
+
+    def mass_matrix(self, q=None) -> np.ndarray:
+        """Joint-space inertia matrix (n, n), kg·m² (kg for prismatic rows), payload included."""
+        q = self.q if q is None else self._checked(q, "q")
+        return np.asarray(pybullet.calculateMassMatrix(self.body, q.tolist(), physicsClientId=self.world.client))
+
     # ----- the one command path -------------------------------------------------------
     def command(self, q, qd=None) -> None:
         """Set the joint targets: positions (rad / m) and optionally velocities (rad/s / m/s).
 
-        The same call for every joint model; the target is applied at each physics step
-        until the next command.
+        The same call for every joint model. ``(q, qd)`` is the state wanted at the end of
+        the next control step (:meth:`World.step`); during the step each physics step aims
+        at ``q + qd·(τ − t_end)``, and the target stays until the next command. Commands
+        are stored but not acted on while the robot is unstable (until :meth:`reset`).
         """
         self._q_cmd = self._checked(q, "q")
         self._qd_cmd = np.zeros_like(self._q_cmd) if qd is None else self._checked(qd, "qd")
-        if self.mode is JointMode.ARTICULATION:
-            d = self.drive
-            n = self.spec.dof
-            pybullet.setJointMotorControlArray(
-                self.body, self.joints, pybullet.POSITION_CONTROL,
-                targetPositions=self._q_cmd.tolist(), targetVelocities=self._qd_cmd.tolist(),
-                forces=self._effort.tolist(), positionGains=[d.position_gain] * n,
-                velocityGains=[d.velocity_gain] * n, physicsClientId=self.world.client)
 
     def _checked(self, v, what: str) -> np.ndarray:
         v = np.asarray(v, dtype=float).reshape(-1)
@@ -438,43 +660,71 @@ class SimRobot:
             raise ValueError(f"{self.spec.name}: {what} has non-finite values: {v}")
         return v
 
-    def _pre_physics(self) -> None:
+    def _target(self, lead: float) -> np.ndarray:
+        """Drive target ``lead`` s before the end of the control step (first-order hold)."""
+        return self._q_cmd - lead * self._qd_cmd
+
+    def _pre_physics(self, lead: float) -> None:
+        """Before a physics step that starts ``lead`` s before the control step ends."""
         if self.instability is not None:
             return
         c = self.world.client
         if self.mode is JointMode.KINEMATIC:
-            for j, a, b in zip(self.joints, self._q_cmd, self._qd_cmd):
-                pybullet.resetJointState(self.body, j, float(a), float(b), physicsClientId=c)
+            return  # written after the physics step (_post_physics)
+        if self.mode is JointMode.ARTICULATION:
+            # PyBullet's motor reaches target + h·qd at the end of the step: aim at the target *now*
+            self._apply_articulation_drive(self._target(lead))
         elif self.mode is JointMode.HINGE:
-            s = pybullet.getJointStates(self.body, self.joints, physicsClientId=c)
-            q = np.array([x[0] for x in s])
-            qd = np.array([x[1] for x in s])
-            tau = self._kp * (self._q_cmd - q) + self._kd * (self._qd_cmd - qd) - self._friction * np.tanh(qd / 1e-3)
+            q, qd, _ = self._read()
+            tau = self._kp * (self._target(lead) - q) + self._kd * (self._qd_cmd - qd)
+            if self.drive.gravity_compensation:
+                tau = tau + self.inverse_dynamics(q)
             if np.all(np.isfinite(tau)):
                 self._tau = np.clip(tau, -self._effort, self._effort)
             pybullet.setJointMotorControlArray(self.body, self.joints, pybullet.TORQUE_CONTROL,
                                                forces=self._tau.tolist(), physicsClientId=c)
 
-    def _post_physics(self) -> None:
+    def _post_physics(self, lead: float) -> None:
+        """After a physics step that ends ``lead`` s before the control step ends; the guard."""
         if self.instability is not None:
             return
         if self.mode is JointMode.KINEMATIC:
-            return  # the state is exactly what was set
-        s = pybullet.getJointStates(self.body, self.joints, physicsClientId=self.world.client)
-        q = np.array([x[0] for x in s])
-        qd = np.array([x[1] for x in s])
-        t = self.world.time
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
-            self.instability = Instability(t, -1, f"{self.spec.name}: non-finite joint state at t={t:.4f} s ({self.mode.value} model)")
+            self._write_state(self._target(lead), self._qd_cmd)  # exact; also undoes the step's gravity
             return
+        q, qd, _ = self._read()
+        t = self.world.time + self.world.physics.dt - lead  # end of this physics step
+        where = f"at t={t:.4f} s ({self.mode.value} model, physics step {self.world.physics.dt / self.world.physics.substeps:.4g} s)"
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+            bad = int(np.argmax(~(np.isfinite(q) & np.isfinite(qd))))
+            return self._unstable(Instability(t, bad, f"{self.spec.name}: non-finite state of joint {bad + 1} {where}"))
         over = np.abs(qd) > self.INSTABILITY_SPEED_FACTOR * self._vmax
         if np.any(over):
             k = int(np.argmax(over))
-            self.instability = Instability(
-                t, k, f"{self.spec.name}: joint {k + 1} speed {abs(qd[k]):.3g} exceeds {self.INSTABILITY_SPEED_FACTOR:g}x its "
-                      f"limit {self._vmax[k]:.3g} at t={t:.4f} s ({self.mode.value} model, physics step "
-                      f"{self.world.physics.dt / self.world.physics.substeps:.4g} s)")
+            return self._unstable(Instability(
+                t, k, f"{self.spec.name}: joint {k + 1} speed {abs(qd[k]):.3g} exceeds {self.INSTABILITY_SPEED_FACTOR:g}x "
+                      f"its limit {self._vmax[k]:.3g} {where}"))
+        if self.mode is JointMode.HINGE:
+            sat = np.where(np.abs(self._tau) >= self._effort * (1 - 1e-9), np.sign(self._tau), 0.0)
+            flip = (sat != 0) & (sat == -self._prev_sat)
+            self._flips = np.where(flip, self._flips + 1, np.where(sat != 0, self._flips, 0))
+            self._prev_sat = sat
+            if np.any(self._flips >= self.CHATTER_STEPS):
+                k = int(np.argmax(self._flips))
+                return self._unstable(Instability(
+                    t, k, f"{self.spec.name}: joint {k + 1} drive chatters between ±{self._effort[k]:.3g} "
+                          f"(effort limit) for {self.CHATTER_STEPS} steps {where}; lower the stiffness/damping "
+                          f"or the step"))
+        self._last_good = (q, qd)
+
+    def _unstable(self, why: Instability) -> None:
+        """Flag the instability, put the robot back to its last finite state and brake it."""
+        self.instability = why
+        q, _ = self._last_good
+        self._write_state(q, np.zeros_like(q))
+        self._tau = np.zeros_like(q)
+        self._configure_motors()
 
     @property
     def stable(self) -> bool:
+        """False once the stability guard has tripped (see :attr:`instability`)."""
         return self.instability is None

@@ -57,11 +57,18 @@ SPEC = RobotSpec(
         "ready": tuple(np.radians((0, 20, 10, 0, 60, 0))),
     },
     geometry={"d1": 0.290, "a2": 0.270, "a3": 0.070, "d4": 0.302, "d6": 0.072},
+    # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
+    # I_min the smallest effective inertia 1/(M⁻¹)_ii (no payload), I_max the largest M_ii (rated
+    # payload) over the joint ranges, h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with
+    # x + y = 2 and damping ratio >= 0.1 at I_max (joint_damping = 10 % of the total damping); then
+    # all gains scaled by one factor so that max over 400 random poses of
+    # eig(M(q)⁻¹ (h²K + 2h(D + joint_damping))) = 2, half the explicit-Euler limit of 4 (the
+    # coupled J2–J3 mode buzzes at the Nyquist rate above it). Friction: implicit, stable at any value.
     drive=DriveGains(
-        stiffness=(3000.0, 3000.0, 1500.0, 300.0, 300.0, 100.0),
-        damping=(120.0, 120.0, 60.0, 8.0, 8.0, 3.0),
+        stiffness=(240.0, 9400.0, 1100.0, 37.0, 15.0, 0.14),
+        damping=(2.9, 18.0, 3.3, 0.12, 0.076, 0.0036),
         friction=(0.5, 0.5, 0.3, 0.1, 0.1, 0.05),
-        joint_damping=(0.5, 0.5, 0.3, 0.05, 0.05, 0.02),
+        joint_damping=(0.32, 2.0, 0.37, 0.014, 0.0084, 0.0004),
     ),
     dh={"convention": ("standard",), "a_mm": A_MM, "alpha_deg": ALPHA_DEG, "d_mm": D_MM, "offset_deg": OFFSET_DEG},
 )

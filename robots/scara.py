@@ -54,10 +54,17 @@ SPEC = RobotSpec(
         "home": (np.radians(0), np.radians(90), 0.05, 0.0),
     },
     geometry={"l1": L1, "l2": L2, "z0": Z0},
+    # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
+    # I_min the smallest effective inertia 1/(M⁻¹)_ii (no payload), I_max the largest M_ii (rated
+    # payload) over the joint ranges, h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with
+    # x + y = 2 and damping ratio >= 0.1 at I_max (joint_damping = 10 % of the total damping); then
+    # all gains scaled by one factor so that max over 400 random poses of
+    # eig(M(q)⁻¹ (h²K + 2h(D + joint_damping))) = 2, half the explicit-Euler limit of 4 (the
+    # coupled J2–J3 mode buzzes at the Nyquist rate above it). Friction: implicit, stable at any value.
     drive=DriveGains(
-        stiffness=(2000.0, 800.0, 20000.0, 50.0),
-        damping=(80.0, 30.0, 600.0, 0.5),
+        stiffness=(8000.0, 1000.0, 57000.0, 3.9),
+        damping=(18.0, 2.6, 66.0, 0.019),
         friction=(0.5, 0.3, 2.0, 0.02),
-        joint_damping=(0.5, 0.3, 2.0, 0.01),
+        joint_damping=(2.0, 0.29, 7.4, 0.0021),
     ),
 )

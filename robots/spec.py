@@ -105,11 +105,26 @@ class JointSpec:
 class DriveGains:
     """Joint drive data per robot (used by the hinge and articulation joint models).
 
-    All arrays have one entry per joint. ``stiffness`` in N·m/rad (N/m for prismatic)
-    and ``damping`` in N·m·s/rad (N·s/m) are the hinge model's explicit spring–damper;
-    ``friction`` (N·m / N) is Coulomb friction; ``joint_damping`` (N·m·s/rad) is viscous
-    damping in the joint itself. ``position_gain`` and ``velocity_gain`` are PyBullet's
-    dimensionless gains of the articulation model's implicit drive.
+    The per-joint tuples have one entry per joint. Override them per run with
+    ``dataclasses.replace(spec.drive, stiffness=...)``.
+
+    Attributes:
+        stiffness: hinge model's explicit spring, N·m/rad (N/m for prismatic joints).
+        damping: hinge model's explicit damper, N·m·s/rad (N·s/m).
+        friction: Coulomb friction in the joint, N·m (N); modelled in the hinge model
+            (an implicit velocity-zero motor limited to this force, PyBullet's way to
+            model joint friction). The articulation drive's single motor row is the
+            position drive, so there friction is not modelled separately.
+        joint_damping: viscous damping in the joint itself, N·m·s/rad (N·s/m); applied
+            by the engine in both dynamic models.
+        position_gain: articulation model's implicit drive, PyBullet ``positionGain``
+            (dimensionless: the fraction of the position error the drive removes per
+            physics step; 0 < gain <= 1).
+        velocity_gain: articulation model's implicit drive, PyBullet ``velocityGain``
+            (dimensionless: the fraction of the velocity error removed per step).
+        gravity_compensation: hinge model only: add the engine's gravity (and payload)
+            torque at the measured joint positions to the spring torque (before the
+            effort clamp). Off by default: the hinge model is the plain Unity-style spring.
     """
 
     stiffness: tuple[float, ...]
@@ -118,6 +133,21 @@ class DriveGains:
     joint_damping: tuple[float, ...]
     position_gain: float = 0.3
     velocity_gain: float = 1.0
+    gravity_compensation: bool = False
+
+    def __post_init__(self) -> None:
+        n = len(self.stiffness)
+        for name in ("damping", "friction", "joint_damping"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"DriveGains.{name} has {len(getattr(self, name))} values, stiffness has {n}")
+        for name in ("stiffness", "damping", "friction", "joint_damping"):
+            v = np.asarray(getattr(self, name), dtype=float)
+            if not np.all(np.isfinite(v) & (v >= 0)):
+                raise ValueError(f"DriveGains.{name} must be finite and >= 0, got {getattr(self, name)}")
+        if not (0.0 < self.position_gain <= 2.0):
+            raise ValueError(f"DriveGains.position_gain must be in (0, 2], got {self.position_gain}")
+        if not (0.0 <= self.velocity_gain <= 2.0):
+            raise ValueError(f"DriveGains.velocity_gain must be in [0, 2], got {self.velocity_gain}")
 
 
 @dataclass(frozen=True)

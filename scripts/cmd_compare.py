@@ -1,0 +1,282 @@
+"""``armtwin compare ROBOT``: the three joint models on the same trajectory, measured.
+
+Runs the motion through KINEMATIC, HINGE and ARTICULATION (``envs/compare.py``), then a
+payload sweep (0 … rated) and a time-step search (largest stable dt per dynamic mode).
+Prints a table, writes ``metrics.csv`` and three PNG plots (and with ``--video`` an MP4
+with the three models side by side) into ``--out`` (default ``./out/compare_<robot>``).
+Progress goes to stderr; the paths written are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .cli import CliError, add_json_flag, get_robot, print_json
+
+MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
+
+
+def register(sub) -> None:
+    from ..envs.compare import MOTIONS
+    p = sub.add_parser("compare", help="measure the kinematic, hinge and articulation joint models on one trajectory")
+    p.add_argument("robot", help="robot id (see `armtwin robots`)")
+    p.add_argument("--motion", default="pick-place", choices=MOTIONS, help="trajectory (default: pick-place)")
+    p.add_argument("--payload", type=float, default=None, metavar="KG",
+                   help="payload for the main table (default: both 0 and the rated payload)")
+    p.add_argument("--dt", type=float, default=1.0 / 240.0, metavar="S", help="control/physics step, s (default 1/240)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default ./out/compare_<robot>)")
+    p.add_argument("--quick", action="store_true", help="fewer sweep points (payload 0 and rated; coarser dt search)")
+    p.add_argument("--no-sweeps", action="store_true", help="only the main table (no payload / dt sweeps)")
+    p.add_argument("--video", action="store_true", help="also write compare.mp4: the three models side by side")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def _progress(msg: str) -> None:
+    print(f"[compare] {msg}", file=sys.stderr, flush=True)
+
+
+def _fmt(v, nd=3) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "NO"
+    if isinstance(v, float):
+        if not np.isfinite(v):
+            return "-"
+        return f"{v:.{nd}f}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)
+
+
+def print_table(spec, rows) -> None:
+    """The main comparison table on stdout."""
+    unit = "deg/mm" if spec.prismatic.any() else "deg"
+    cols = [("mode", "mode", 12), ("payload", "kg", 7), ("rms_joint_err", f"rms joint {unit}", 14),
+            ("max_joint_err", f"max joint {unit}", 14), ("rms_flange_err_mm", "rms flange mm", 13),
+            ("max_flange_err_mm", "max flange mm", 13), ("overshoot", f"overshoot {unit}", 14),
+            ("settling_s", "settle s", 8), ("peak_tau", "peak tau Nm", 11), ("rms_tau", "rms tau Nm", 10),
+            ("energy_j", "work J", 8), ("steps_per_s", "steps/s", 8), ("stable", "stable", 6)]
+    print("  ".join(h.rjust(w) for _, h, w in cols))
+    for m in rows:
+        r = m.row()
+        cells = []
+        for k, _, w in cols:
+            v = r[k]
+            cells.append((_fmt(v, 0) if k == "steps_per_s" else _fmt(v, 2 if k in ("peak_tau", "rms_tau", "energy_j") else 3)).rjust(w))
+        print("  ".join(cells))
+    for m in rows:
+        if m.message:
+            print(f"  {m.mode} @ {m.payload:g} kg: {m.message}")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    keys = list(rows[0].keys())
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def plot_tracking(path: Path, spec, traj, runs: dict, title: str) -> None:
+    """Reference joints, joint error and flange error over time, one line per mode."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ..envs.compare import flange_error_mm, joint_error
+    fig, ax = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True, gridspec_kw={"height_ratios": [1, 1.3, 1.3]})
+    any_run = next(iter(runs.values()))
+    scale = np.where(spec.prismatic, 1000.0, 180.0 / np.pi)
+    for j in range(spec.dof):
+        ax[0].plot(any_run.t, any_run.q_ref[:, j] * scale[j], lw=1.2, label=f"J{j + 1}")
+    ax[0].set_ylabel("reference\njoints (deg / mm)")
+    ax[0].legend(ncol=spec.dof, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    floor = 1e-4
+    for mode, r in runs.items():
+        c = MODE_COLORS[mode]
+        e = np.max(np.abs(joint_error(spec, r)), axis=1)
+        f = flange_error_mm(spec, r)
+        if mode == "kinematic":
+            ax[1].plot([], [], color=c, label="kinematic: 0 (exact)")
+            ax[2].plot([], [], color=c, label="kinematic: 0 (exact)")
+            continue
+        ax[1].plot(r.t, np.maximum(e, floor), color=c, lw=1.0, label=mode)
+        ax[2].plot(r.t, np.maximum(f, floor), color=c, lw=1.0, label=mode)
+        if not r.stable:
+            ax[1].axvline(r.t[-1], color=c, ls=":", lw=1)
+            ax[1].text(r.t[-1], 1, " unstable", color=c, fontsize=8)
+    for a, lab in ((ax[1], "max joint error\n(deg / mm, log)"), (ax[2], "flange position\nerror (mm, log)")):
+        a.set_yscale("log")
+        a.set_ylabel(lab)
+        a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=8, loc="upper right")
+    for seg in traj.segments:
+        if seg.kind != "hold":
+            for a in ax:
+                a.axvspan(seg.t0, seg.t0 + seg.duration, color="#ffd27f" if seg.kind == "move" else "#c8e6c9", alpha=0.25, lw=0)
+    fig.suptitle(title + "\n(shading: orange = fast joint swing, green = vertical approach, white = hold)", fontsize=10)
+    ax[2].set_xlabel("time (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_payload(path: Path, spec, rows, title: str) -> None:
+    """Flange error (RMS and max) and peak torque against the payload, per dynamic mode."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mode in ("hinge", "articulation"):
+        rs = sorted((m for m in rows if m.mode == mode), key=lambda m: m.payload)
+        if not rs:
+            continue
+        x = [m.payload for m in rs]
+        c = MODE_COLORS[mode]
+        ax[0].plot(x, [m.rms_flange_err_mm for m in rs], "o-", color=c, label=f"{mode} RMS")
+        ax[0].plot(x, [m.max_flange_err_mm for m in rs], "s--", color=c, alpha=0.6, label=f"{mode} max")
+        ax[1].plot(x, [m.peak_tau for m in rs], "o-", color=c, label=f"{mode} peak")
+        ax[1].plot(x, [m.rms_tau for m in rs], "s--", color=c, alpha=0.6, label=f"{mode} RMS")
+    ax[0].set_ylabel("flange position error (mm, log)")
+    ax[0].set_yscale("log")
+    ax[1].set_ylabel("joint torque (N·m)")
+    for a in ax:
+        a.set_xlabel("payload at the flange (kg)")
+        a.axvline(spec.payload, color="k", ls=":", lw=1)
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=8)
+    ax[0].text(spec.payload, ax[0].get_ylim()[1] * 0.7, " rated", fontsize=8, va="top")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_dt(path: Path, searches, title: str) -> None:
+    """RMS flange error against the time step, unstable tries marked, the stability limit drawn."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    ymax = 1.0
+    for s in searches:
+        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if m.stable)
+        if ok:
+            ymax = max(ymax, max(v for _, v in ok))
+    for s in searches:
+        mode = s.mode.value
+        c = MODE_COLORS[mode]
+        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if m.stable)
+        bad = sorted(m.dt for m in s.tried if not m.stable)
+        if ok:
+            ax.plot([d * 1000 for d, _ in ok], [max(v, 1e-4) for _, v in ok], "o-", color=c, label=f"{mode}: stable")
+        if bad:
+            ax.plot([d * 1000 for d in bad], [ymax * 3] * len(bad), "x", color=c, ms=9, mew=2, label=f"{mode}: guard tripped")
+        if np.isfinite(s.largest_stable_dt):
+            lab = f"{mode} largest stable dt = {s.largest_stable_dt * 1000:.1f} ms" + (" (search cap)" if s.capped else "")
+            ax.axvline(s.largest_stable_dt * 1000, color=c, ls="--", lw=1.2, label=lab)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time step dt (ms)")
+    ax.set_ylabel("RMS flange position error (mm)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title + "\n(x at the top: runs the stability guard stopped)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_video(path: Path, spec, traj, dt: float, payload: float) -> Path:
+    """The three models side by side in one world (kinematic, hinge, articulation from left to right)."""
+    from ..envs.sim import Camera, JointMode, PhysicsConfig, World
+    from ..envs.video import VideoRecorder
+    gap = 2.2 * spec.reach + 0.3
+    modes = (JointMode.KINEMATIC, JointMode.HINGE, JointMode.ARTICULATION)
+    with World(PhysicsConfig(dt=dt)) as world:
+        robots = [world.add_robot(spec, m, q0=traj.q0, payload=payload, position=(0.0, (i - 1) * gap, 0.0))
+                  for i, m in enumerate(modes)]
+        zc = 0.5 * max(spec.reach, 0.6)
+        cam = Camera((0.2 * spec.reach, 0.0, 0.8 * zc), 1.3 * gap + 0.8, azimuth=0.0, elevation=15.0, fov=40.0)
+        n = int(np.ceil(traj.duration / dt - 1e-9))
+        t = dt * np.arange(1, n + 1)
+        q, qd, _ = traj.sample(t)
+        with VideoRecorder(world, robots[1], path, camera=cam, fps=30, size=(960, 360), overlay=True,
+                           expected_duration=traj.duration) as rec:
+            for k in range(n):
+                for r in robots:
+                    r.command(q[k], qd[k])
+                world.step()
+                rec.maybe_capture({"label": "kinematic | hinge | articulation", "payload": f"{payload:g} kg"})
+        return Path(rec.result.paths[0]) if rec.result and rec.result.paths else path
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..envs.compare import DYNAMIC_MODES, build_motion, dt_sweep, metrics, payload_sweep, run_motion
+    from ..envs.sim import JointMode
+    spec = get_robot(args.robot)
+    if not (np.isfinite(args.dt) and 0 < args.dt <= 0.1):
+        raise CliError(f"--dt must be in (0, 0.1] s, got {args.dt}")
+    if args.payload is not None and not (np.isfinite(args.payload) and 0 <= args.payload <= 10 * spec.payload):
+        raise CliError(f"--payload must be in [0, {10 * spec.payload:g}] kg for {spec.name}, got {args.payload}")
+    out = Path(args.out or f"out/compare_{spec.name}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
+    t_start = time.perf_counter()
+    _progress(f"building the {args.motion} motion for {spec.title}")
+    traj = build_motion(spec, args.motion)
+    payloads = [args.payload] if args.payload is not None else [0.0, spec.payload]
+    main, runs = [], {}
+    for pl in payloads:
+        for mode in JointMode:
+            _progress(f"main run: {mode.value}, payload {pl:g} kg, dt {args.dt * 1000:.3g} ms")
+            r = run_motion(spec, traj, mode, dt=args.dt, payload=pl)
+            main.append(metrics(spec, traj, r))
+            if pl == payloads[-1]:
+                runs[mode.value] = r
+    csv_rows = [{"experiment": "main", **m.row()} for m in main]
+    sweep_rows, searches = [], []
+    if not args.no_sweeps:
+        fr = (0.0, 1.0) if args.quick else (0.0, 0.25, 0.5, 0.75, 1.0)
+        sweep_rows = payload_sweep(spec, traj, [f * spec.payload for f in fr], dt=args.dt, progress=_progress)
+        csv_rows += [{"experiment": "payload_sweep", **m.row()} for m in sweep_rows]
+        for mode in DYNAMIC_MODES:
+            s = dt_sweep(spec, traj, mode, dt0=args.dt, bisections=2 if args.quick else 4, progress=_progress)
+            searches.append(s)
+            csv_rows += [{"experiment": "dt_search", **m.row()} for m in s.tried]
+    paths = {"csv": out / "metrics.csv", "tracking": out / "tracking_error.png"}
+    write_csv(paths["csv"], csv_rows)
+    title = f"{spec.title}: {args.motion}, dt = {args.dt * 1000:.3g} ms, payload {payloads[-1]:g} kg"
+    plot_tracking(paths["tracking"], spec, traj, runs, title)
+    if not args.no_sweeps:
+        paths["payload"] = out / "error_vs_payload.png"
+        paths["dt"] = out / "error_vs_dt.png"
+        plot_payload(paths["payload"], spec, sweep_rows, f"{spec.title}: {args.motion}, dt = {args.dt * 1000:.3g} ms")
+        plot_dt(paths["dt"], searches, f"{spec.title}: {args.motion}, payload 0 kg")
+    if args.video:
+        _progress("rendering the side-by-side video")
+        paths["video"] = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1])
+    limits = {s.mode.value: {"largest_stable_dt_s": s.largest_stable_dt, "capped": s.capped,
+                             "first_unstable_dt_s": s.first_unstable_dt} for s in searches}
+    if args.json:
+        print_json({"robot": spec.name, "motion": args.motion, "dt": args.dt, "main": [m.row() for m in main],
+                    "payload_sweep": [m.row() for m in sweep_rows], "dt_limits": limits,
+                    "files": {k: str(v) for k, v in paths.items()}})
+    else:
+        print(f"{spec.title}: {args.motion} motion ({traj.duration:.2f} s), dt = {args.dt * 1000:.3g} ms")
+        print_table(spec, main)
+        if searches:
+            print("largest stable dt (stability guard, payload 0 kg):")
+            for s in searches:
+                cap = " (search cap; no instability found)" if s.capped else f" (unstable at {s.first_unstable_dt * 1000:.2f} ms)"
+                print(f"  {s.mode.value:13s} {s.largest_stable_dt * 1000:8.2f} ms{cap}")
+        for v in paths.values():
+            print(f"wrote {v}")
+    _progress(f"done in {time.perf_counter() - t_start:.1f} s")
+    return 0
