@@ -1,0 +1,852 @@
+"""Hardware-in-the-loop twin: the serial link to the servo rig and the twin sync.
+
+* :class:`RigLink` talks protocol v1 (docs/PROTOCOL.md) over any pyserial URL —
+  ``/dev/ttyUSB0``, the emulator's pty (``armtwin rig emulate``), ``socket://host:port``.
+  A reader thread decodes frames, tracks sequence numbers (lost frames), counts corrupt
+  frames, matches echoed sequence numbers to measure the latency, sends heartbeats when
+  nothing else went out for ``heartbeat_s``, and when the port disappears it keeps trying
+  to reopen it (and restores the mode) — it never raises out of the thread.
+* :class:`TwinSync` runs one direction of the twin per sample: VIRTUAL_TO_REAL (the
+  simulated joints command the rig through JOINT_TARGETS) or REAL_TO_VIRTUAL (the rig's
+  measured joints drive the simulated joints through :meth:`SimRobot.command`). Each
+  sample has ΔE = E_virtual − E_servo (deg, per mapped joint), the latency (ms, command out →
+  state echoing it back) and the fault flags; :class:`TwinLog` writes them as CSV.
+* :class:`TwinSyncWrapper` mirrors a Gymnasium env's robot to the rig after every step.
+
+No PyBullet here: the robot is a :class:`armtwin.envs.sim.SimRobot` from the World facade.
+Units: deg and ms at the sample/log level, rad inside the robot, encoder pulses on the wire.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import enum
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..controllers import rigproto as rp
+from ..controllers.servo import PULSES_PER_DEG
+
+__all__ = ["LinkConfig", "RigState", "LinkStats", "RigLink", "Direction", "SyncConfig", "SyncSample",
+           "FaultEvent", "SyncReport", "TwinLog", "TwinSync", "TwinSyncWrapper", "smooth_motion", "RigLinkError", "build_emulator", "Emulator", "FIRMWARE_DIR"]
+
+
+class RigLinkError(OSError):
+    """The port could not be opened at all (bad path/URL), or the rig did not answer."""
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Settings of a :class:`RigLink`.
+
+    Attributes:
+        baudrate: serial speed, bit/s (ignored by pty and socket:// ports).
+        heartbeat_s: send a HEARTBEAT when nothing was sent for this long, s (< the rig's 100 ms watchdog).
+        link_timeout_s: no JOINT_STATES for this long -> Fault.LINK, s (the rig sends one at least every 20 ms).
+        reconnect_s: pause between attempts to reopen a vanished port, s.
+        read_timeout_s: serial read timeout of the reader thread, s.
+    """
+
+    baudrate: int = 115200
+    heartbeat_s: float = 0.02
+    link_timeout_s: float = 0.05
+    reconnect_s: float = 0.2
+    read_timeout_s: float = 0.002
+
+    def __post_init__(self) -> None:
+        for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s"):
+            if not (getattr(self, name) > 0):
+                raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class RigState:
+    """One JOINT_STATES as received.
+
+    Attributes:
+        t: host monotonic time of reception, s.
+        seq: the rig's frame sequence number.
+        t_us: the rig's clock, µs.
+        positions: encoder pulses per motor.
+        pwm: PWM duty per motor (−255…255).
+        faults: the rig's fault flags.
+        latency_ms: command out -> this state, ms, when this state is the first echo of a command (else NaN).
+    """
+
+    t: float
+    seq: int
+    t_us: int
+    positions: tuple[int, ...]
+    pwm: tuple[int, ...]
+    faults: rp.Fault
+    latency_ms: float
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """Measured output angles (n_motors,), deg."""
+        return np.asarray(self.positions, dtype=float) / PULSES_PER_DEG
+
+
+@dataclass
+class LinkStats:
+    """Counters of a :class:`RigLink` (read them any time; they only grow)."""
+
+    frames_rx: int = 0
+    states_rx: int = 0
+    frames_tx: int = 0
+    lost: int = 0  # rig frames missing (sequence gaps)
+    dropped: int = 0  # corrupt frames dropped by the decoder
+    dropped_by_kind: dict = field(default_factory=dict)
+    targets_skipped: int = 0  # targets not sent because the wire was still busy (newer ones follow)
+    disconnects: int = 0
+    reconnect_attempts: int = 0
+    reconnects: int = 0
+    latencies_ms: list = field(default_factory=list)
+
+
+class RigLink:
+    """A protocol-v1 link to the rig over a pyserial URL, with a reader thread.
+
+    Args:
+        url: ``/dev/ttyUSB0``, a pty path, ``socket://host:port``, … (pyserial ``serial_for_url``).
+        config: timing settings.
+
+    Raises:
+        RigLinkError: from :meth:`open` when the port cannot be opened the first time.
+    """
+
+    def __init__(self, url: str, config: LinkConfig | None = None) -> None:
+        self.url = url
+        self.config = config or LinkConfig()
+        self.stats = LinkStats()
+        self._port = None
+        self._lock = threading.Lock()  # serialises writes and port swaps
+        self._seq = 0
+        self._last_tx = 0.0
+        self._wire_free = 0.0  # monotonic s at which the bytes written so far have left the wire
+        self._pending: collections.deque = collections.deque(maxlen=512)  # (seq, t_sent)
+        self._decoder = rp.StreamDecoder()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._latest: RigState | None = None
+        self._last_rig_seq: int | None = None
+        self._mode: rp.ModeMsg | None = None
+        self._mode_sent = 0.0
+        self.hello: rp.Hello | None = None
+        self.mode_ack: rp.ModeMsg | None = None
+        self.last_error = ""
+        self._new_state = threading.Condition()
+        self._t0 = time.monotonic()
+
+    # ----- life cycle -------------------------------------------------------------------
+    def _open_port(self):
+        import serial
+        port = serial.serial_for_url(self.url, baudrate=self.config.baudrate, timeout=self.config.read_timeout_s,
+                                     write_timeout=0.5)
+        try:
+            port.reset_input_buffer()
+        except Exception:  # noqa: BLE001 - not every URL handler supports it
+            pass
+        port.write(b"\x00")  # terminate whatever half frame the rig may hold
+        return port
+
+    def open(self) -> "RigLink":
+        """Open the port and start the reader thread."""
+        import serial
+        try:
+            self._port = self._open_port()
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise RigLinkError(f"cannot open rig port {self.url}: {exc}") from None
+        self._thread = threading.Thread(target=self._run, name="RigLink", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Send IDLE (best effort), stop the thread and close the port (idempotent)."""
+        if self._thread is not None and self.connected:
+            try:
+                self.send(rp.ModeMsg(rp.Mode.IDLE))
+            except Exception:  # noqa: BLE001
+                pass
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            self._thread = None
+        with self._lock:
+            if self._port is not None:
+                try:
+                    self._port.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self._port = None
+
+    def __enter__(self) -> "RigLink":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        """True while the port is open."""
+        return self._port is not None
+
+    # ----- sending ------------------------------------------------------------------------
+    def _now_us(self) -> int:
+        return int((time.monotonic() - self._t0) * 1e6) & 0xFFFFFFFF
+
+    def send(self, msg: rp.Message) -> int | None:
+        """Send one message; returns its seq, or None when the port is gone (never raises)."""
+        with self._lock:
+            port = self._port
+            if port is None:
+                return None
+            seq = self._seq
+            frame = rp.encode_frame(msg, seq, self._now_us())
+            t = time.monotonic()
+            try:
+                port.write(frame)
+            except Exception as exc:  # noqa: BLE001 - a vanished port: the reader thread reconnects
+                self.last_error = str(exc)
+                self._drop_port_locked()
+                return None
+            self._seq = (seq + 1) & 0xFFFF
+            self._last_tx = t
+            self._wire_free = max(self._wire_free, t) + len(frame) * 10.0 / self.config.baudrate
+            self._pending.append((seq, t))
+            self.stats.frames_tx += 1
+            return seq
+
+    #: a target is skipped when the wire stays busy for longer than this, s
+    WIRE_SLACK_S = 0.0005
+
+    def send_targets(self, pulses: Sequence[int]) -> int | None:
+        """JOINT_TARGETS in encoder pulses (saturated to int16); returns the seq, or None.
+
+        Targets are latest-value data: when the bytes sent earlier would still occupy the wire
+        (10 bits per byte at ``baudrate``) for more than ``WIRE_SLACK_S``, this target is
+        skipped (counted in ``stats.targets_skipped``) instead of queued, so a burst of
+        samples after a stall can never build a backlog in front of the rig.
+        """
+        if self._wire_free - time.monotonic() > self.WIRE_SLACK_S:
+            self.stats.targets_skipped += 1
+            return None
+        p = tuple(int(max(-32768, min(32767, v))) for v in pulses)
+        return self.send(rp.JointTargets(p))  # type: ignore[arg-type]
+
+    #: re-send the MODE this often until the rig echoes it, s (a board may still be booting)
+    MODE_RETRY_S = 0.2
+
+    def set_mode(self, mode: rp.Mode, stream_hz: int = 500, flags: int = 0) -> None:
+        """Select the lead direction.
+
+        The mode is remembered: it is re-sent every ``MODE_RETRY_S`` until the rig echoes it,
+        after every reconnect, and when the rig's sequence numbers jump (it rebooted — an
+        Arduino resets when its port is opened).
+        """
+        self._mode = rp.ModeMsg(mode, stream_hz, flags)
+        self.mode_ack = None
+        self._mode_sent = time.monotonic()
+        self.send(self._mode)
+
+    def power(self, on: bool) -> None:
+        """Cut (False) or restore (True) the motor supply (emulator / rig with a supply relay)."""
+        self.send(rp.Power(1 if on else 0))
+
+    def request_hello(self, timeout: float = 1.0) -> rp.Hello | None:
+        """Send HELLO and wait for the rig's answer (None on timeout)."""
+        self.hello = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.send(rp.Hello(role=0))
+            t_next = min(deadline, time.monotonic() + 0.2)
+            while time.monotonic() < t_next:
+                if self.hello is not None:
+                    return self.hello
+                time.sleep(0.005)
+        return self.hello
+
+    # ----- receiving ----------------------------------------------------------------------
+    def latest(self) -> RigState | None:
+        """The newest JOINT_STATES (or None before the first)."""
+        return self._latest
+
+    def wait_state(self, after_t: float, timeout: float) -> RigState | None:
+        """Block until a state newer than ``after_t`` (monotonic s) arrives, or ``timeout``."""
+        with self._new_state:
+            self._new_state.wait_for(lambda: self._latest is not None and self._latest.t > after_t, timeout=timeout)
+        s = self._latest
+        return s if s is not None and s.t > after_t else None
+
+    def link_faults(self, now: float | None = None) -> rp.Fault:
+        """Fault.LINK when the port is gone or no state came for ``link_timeout_s``."""
+        now = time.monotonic() if now is None else now
+        s = self._latest
+        if self._port is None or s is None or now - s.t > self.config.link_timeout_s:
+            return rp.Fault.LINK
+        return rp.Fault.NONE
+
+    def _drop_port_locked(self) -> None:
+        if self._port is not None:
+            try:
+                self._port.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._port = None
+            self.stats.disconnects += 1
+
+    def _run(self) -> None:
+        cfg = self.config
+        next_attempt = 0.0
+        while not self._stop.is_set():
+            port = self._port
+            if port is None:
+                now = time.monotonic()
+                if now < next_attempt:
+                    self._stop.wait(min(0.01, next_attempt - now))
+                    continue
+                next_attempt = now + cfg.reconnect_s
+                self.stats.reconnect_attempts += 1
+                try:
+                    newp = self._open_port()
+                except Exception as exc:  # noqa: BLE001
+                    self.last_error = str(exc)
+                    continue
+                with self._lock:
+                    self._port = newp
+                    self._decoder.reset()  # forget a half frame from the old connection, keep the counters
+                    self._last_rig_seq = None
+                    self._pending.clear()
+                self.stats.reconnects += 1
+                self.mode_ack = None  # the reader re-sends the mode until the rig echoes it
+                continue
+            try:
+                data = port.read(max(1, port.in_waiting))
+            except Exception as exc:  # noqa: BLE001 - SerialException, OSError, TypeError on a closed fd
+                self.last_error = str(exc)
+                with self._lock:
+                    if self._port is port:
+                        self._drop_port_locked()
+                next_attempt = time.monotonic() + cfg.reconnect_s
+                continue
+            t = time.monotonic()
+            if data:
+                self._handle(self._decoder.feed(data), t)
+            if self._mode is not None and self.mode_ack != self._mode and t - self._mode_sent > self.MODE_RETRY_S:
+                self._mode_sent = t
+                self.send(self._mode)
+            if t - self._last_tx > cfg.heartbeat_s:
+                self.send(rp.Heartbeat())
+
+    def _match_latency(self, echo: int, t: float) -> float:
+        """Latency (ms) of the newest sent frame whose seq low byte is ``echo``; NaN if none pending.
+
+        That frame and every older pending one are retired, so each command is measured at most
+        once (the first state echoing it) and stale unmatched entries can never be matched later.
+        """
+        pend = self._pending
+        for k in range(len(pend) - 1, -1, -1):
+            if (pend[k][0] & 0xFF) == echo:
+                ts = pend[k][1]
+                for _ in range(k + 1):
+                    pend.popleft()
+                return (t - ts) * 1e3
+        return math.nan
+
+    def _handle(self, frames: list[rp.Frame], t: float) -> None:
+        st = self.stats
+        st.dropped = self._decoder.stats.dropped
+        st.dropped_by_kind = dict(self._decoder.stats.by_kind)
+        for f in frames:
+            st.frames_rx += 1
+            if self._last_rig_seq is not None:
+                gap = (f.seq - self._last_rig_seq - 1) & 0xFFFF
+                if 0 < gap < 1000:
+                    st.lost += gap
+                elif gap >= 1000:  # not a loss but a restart of the rig's counter: it rebooted
+                    self.mode_ack = None
+            self._last_rig_seq = f.seq
+            m = f.msg
+            if isinstance(m, rp.JointStates):
+                lat = self._match_latency(m.echo, t)
+                if not math.isnan(lat):
+                    st.latencies_ms.append(lat)
+                st.states_rx += 1
+                state = RigState(t, f.seq, f.t_us, m.positions, m.pwm, rp.Fault(m.faults), lat)
+                with self._new_state:
+                    self._latest = state
+                    self._new_state.notify_all()
+            elif isinstance(m, rp.Hello):
+                self.hello = m
+            elif isinstance(m, rp.ModeMsg):
+                self.mode_ack = m
+
+
+# ----- twin sync --------------------------------------------------------------------------
+
+class Direction(enum.Enum):
+    """Which side leads."""
+
+    VIRTUAL_TO_REAL = "virtual-to-real"
+    REAL_TO_VIRTUAL = "real-to-virtual"
+
+    @classmethod
+    def parse(cls, value: "str | Direction") -> "Direction":
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown direction {value!r}; choose {' or '.join(d.value for d in cls)}") from None
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """Settings of a :class:`TwinSync`.
+
+    Attributes:
+        joints: 0-based indices of the robot joints mapped to rig motors 1, 2 (revolute only).
+        direction: which side leads.
+        rate_hz: loop rate of :meth:`TwinSync.run`, Hz.
+        stream_hz: REAL_TO_VIRTUAL: the rig's state stream rate, Hz.
+        local_demo: REAL_TO_VIRTUAL: let the rig move its motors along its built-in sine
+            (for a rig without a person turning the shafts; the emulator).
+    """
+
+    joints: tuple[int, ...] = (0, 1)
+    direction: Direction = Direction.VIRTUAL_TO_REAL
+    rate_hz: float = 500.0
+    stream_hz: int = 500
+    local_demo: bool = False
+
+    def __post_init__(self) -> None:
+        if not (1 <= len(self.joints) <= rp.N_MOTORS) or len(set(self.joints)) != len(self.joints):
+            raise ValueError(f"joints must name 1..{rp.N_MOTORS} different robot joints, got {self.joints}")
+        if not isinstance(self.direction, Direction):
+            raise ValueError(f"direction must be a Direction, got {self.direction!r}")
+        if not (0 < self.rate_hz <= 5000):
+            raise ValueError(f"rate_hz must be in (0, 5000], got {self.rate_hz}")
+
+
+@dataclass(frozen=True)
+class SyncSample:
+    """One sample of the twin.
+
+    Attributes:
+        stt: consecutive sample number (0, 1, 2, …).
+        time: s since the start of the sync.
+        virtual_deg: simulated joint angles of the mapped joints (k,), deg.
+        servo_deg: measured rig angles (k,), deg (NaN while no state is known).
+        error_deg: ΔE = virtual − servo (k,), deg.
+        latency_ms: newest command-out -> matching-state-back latency, ms (NaN if none yet, or
+            while the link is faulty).
+        faults: rig flags of the newest state plus Fault.LINK when the link is stale.
+        pwm: the rig's PWM per mapped joint.
+    """
+
+    stt: int
+    time: float
+    virtual_deg: np.ndarray
+    servo_deg: np.ndarray
+    error_deg: np.ndarray
+    latency_ms: float
+    faults: rp.Fault
+    pwm: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    """A fault that appeared (``on``) or cleared (``off``) at sample ``stt``."""
+
+    stt: int
+    time: float
+    fault: str
+    on: bool
+
+
+@dataclass
+class SyncReport:
+    """Summary of a :meth:`TwinSync.run`."""
+
+    samples: int = 0
+    seconds: float = 0.0
+    rate_hz: float = 0.0  # (samples − 1) / (time of the last sample − time of the first), Hz
+    events: list = field(default_factory=list)
+    stale_samples: int = 0  # samples for which no new state had arrived since the previous sample
+    interrupted: bool = False
+
+
+class TwinLog:
+    """CSV log of a twin at the full loop rate; flushed after every row, closed idempotently.
+
+    Columns: ``STT, Time, Error_j…, Virtual_j…, Servo_j…, Latency_ms, Fault`` (j = robot joint
+    numbers, 1-based; angles in deg, Time in s, Fault as ``OK`` or ``POWER|LINK`` …).
+    """
+
+    def __init__(self, path: str | os.PathLike, joints: Sequence[int]) -> None:
+        self.path = os.fspath(path)
+        labels = [f"j{j + 1}" for j in joints]
+        self.columns = (["STT", "Time"] + [f"Error_{l}" for l in labels] + [f"Virtual_{l}" for l in labels]
+                        + [f"Servo_{l}" for l in labels] + ["Latency_ms", "Fault"])
+        self._f = open(self.path, "w", newline="", buffering=1 << 16)
+        self._w = csv.writer(self._f)
+        self._w.writerow(self.columns)
+        self._f.flush()
+        self.rows = 0
+
+    def write(self, s: SyncSample) -> None:
+        """Append one sample and flush it to the OS."""
+        if self._f.closed:
+            return
+        f3 = lambda v: "nan" if not np.isfinite(v) else f"{v:.4f}"  # noqa: E731
+        self._w.writerow([s.stt, f"{s.time:.6f}", *map(f3, s.error_deg), *map(f3, s.virtual_deg),
+                          *map(f3, s.servo_deg), f"{s.latency_ms:.3f}" if np.isfinite(s.latency_ms) else "nan",
+                          s.faults.names()])
+        self._f.flush()
+        self.rows += 1
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.flush()
+            self._f.close()
+
+    def __enter__(self) -> "TwinLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def smooth_motion(spec, joints: Sequence[int], amplitude_deg: float = 30.0, move_s: float = 1.5,
+                  hold_s: float = 1.0) -> Callable[[float], np.ndarray]:
+    """A built-in joint motion: cosine-smoothed moves between +A, 0 and −A with holds.
+
+    Returns ``q(t)`` (rad, all robot joints; the unmapped ones stay at home). The second mapped
+    joint moves with −0.6 × the amplitude (so the two are told apart in plots). Amplitudes are
+    reduced to fit each joint's limits.
+    """
+    home = np.array(spec.home, dtype=float)
+    amps = []
+    for k, j in enumerate(joints):
+        room = min(spec.upper[j] - home[j], home[j] - spec.lower[j])
+        f = (1.0, -0.6)[k % 2]
+        amps.append(math.copysign(min(math.radians(amplitude_deg) * abs(f), 0.9 * room), f))
+    amps = np.array(amps)
+    levels = [0.0, 1.0, 0.0, -1.0]
+    seg = move_s + hold_s
+
+    def q(t: float) -> np.ndarray:
+        k = int(t // seg)
+        a, b = levels[k % 4], levels[(k + 1) % 4]
+        tau = min(1.0, (t - k * seg) / move_s)
+        s = a + (b - a) * (0.5 - 0.5 * math.cos(math.pi * tau))
+        out = home.copy()
+        out[list(joints)] = home[list(joints)] + s * amps
+        return out
+
+    return q
+
+
+class TwinSync:
+    """The twin between a simulated robot and the rig, one :meth:`step` per sample.
+
+    Args:
+        robot: an :class:`armtwin.envs.sim.SimRobot` (any joint model).
+        link: an open :class:`RigLink`.
+        config: joints, direction, rate.
+        log: optional :class:`TwinLog` receiving every sample.
+
+    Raises:
+        ValueError: a mapped joint that does not exist or is prismatic.
+    """
+
+    def __init__(self, robot, link: RigLink, config: SyncConfig, log: TwinLog | None = None) -> None:
+        spec = robot.spec
+        for j in config.joints:
+            if not (0 <= j < spec.dof):
+                raise ValueError(f"{spec.name} has joints 1..{spec.dof}; joint {j + 1} does not exist")
+            if spec.prismatic[j]:
+                raise ValueError(f"{spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
+        self.robot, self.link, self.config, self.log = robot, link, config, log
+        self.idx = list(config.joints)
+        self.stt = 0
+        self.events: list[FaultEvent] = []
+        self._faults = rp.Fault.NONE
+        self._t0: float | None = None
+        self._last_state_t = -1.0
+        self._last_latency = math.nan
+        self.stale = 0
+
+    def start(self) -> None:
+        """Send the MODE for the configured direction and start the clock."""
+        mode = rp.Mode.VIRTUAL_TO_REAL if self.config.direction is Direction.VIRTUAL_TO_REAL else rp.Mode.REAL_TO_VIRTUAL
+        flags = rp.ModeMsg.LOCAL_DEMO if self.config.local_demo else 0
+        self.link.set_mode(mode, self.config.stream_hz, flags)
+        self._t0 = time.monotonic()
+
+    def step(self, *, step_world: bool = True) -> SyncSample:
+        """One sample: exchange with the rig, compute ΔE and latency, log it.
+
+        VIRTUAL_TO_REAL: sends the robot's current mapped joints as targets (whoever drives
+        the robot — a program, a policy, the UI — has already commanded and stepped it).
+        REAL_TO_VIRTUAL: commands the robot's mapped joints to the rig's newest measurement
+        through ``SimRobot.command`` and, if ``step_world``, advances the world one step so
+        that E_virtual is the simulated joint after the command.
+        """
+        if self._t0 is None:
+            self.start()
+        now = time.monotonic()
+        spec = self.robot.spec
+        state = self.link.latest()
+        if self.config.direction is Direction.VIRTUAL_TO_REAL:
+            virt = np.degrees(self.robot.q[self.idx])
+            self.link.send_targets(np.rint(virt * PULSES_PER_DEG).astype(int).tolist() + [0] * (rp.N_MOTORS - len(self.idx)))
+        else:
+            if state is not None:
+                q_cmd, _ = self.robot.commanded
+                q_cmd[self.idx] = np.clip(np.radians(state.degrees[:len(self.idx)]), spec.lower[self.idx], spec.upper[self.idx])
+                self.robot.command(q_cmd)
+            if step_world:
+                self.robot.world.step()
+            virt = np.degrees(self.robot.q[self.idx])
+        if state is not None:
+            servo = state.degrees[:len(self.idx)]
+            if state.t > self._last_state_t:
+                if not math.isnan(state.latency_ms):
+                    self._last_latency = state.latency_ms
+            else:
+                self.stale += 1
+            self._last_state_t = state.t
+            faults = state.faults | self.link.link_faults(now)
+            pwm = tuple(state.pwm[:len(self.idx)])
+        else:
+            servo = np.full(len(self.idx), np.nan)
+            faults = rp.Fault.LINK
+            pwm = ()
+        latency = self._last_latency
+        if faults & rp.Fault.LINK:  # no fresh state: no latency to show; no servo values without a port
+            latency = math.nan
+            if not self.link.connected:
+                servo = np.full(len(self.idx), np.nan)
+        sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm)
+        self._track_faults(sample)
+        if self.log is not None:
+            self.log.write(sample)
+        self.stt += 1
+        return sample
+
+    def _track_faults(self, s: SyncSample) -> None:
+        changed = s.faults ^ self._faults
+        for f in rp.Fault:
+            if f and f in changed and f.name and f is not rp.Fault.RX_ERROR:
+                self.events.append(FaultEvent(s.stt, s.time, f.name, bool(f & s.faults)))
+        self._faults = s.faults
+
+    def run(self, seconds: float | None = None, *, source: Callable[[float], np.ndarray] | None = None,
+            stop: threading.Event | None = None, power_schedule: dict[int, bool] | None = None,
+            max_samples: int | None = None, on_sample: Callable[[SyncSample], None] | None = None) -> SyncReport:
+        """Run the loop at ``config.rate_hz`` until ``seconds``, ``max_samples`` or ``stop``.
+
+        Args:
+            seconds: duration, s (None: until ``stop`` or ``max_samples``).
+            source: VIRTUAL_TO_REAL: ``q(t)`` (rad, all joints) commanded to the robot each sample
+                (a program, a planner, a policy…). None leaves the robot to whoever else commands it.
+            stop: set it (e.g. from a signal handler) to end the loop cleanly.
+            power_schedule: {sample number: power on?} — POWER messages sent at those samples
+                (the fault test: {3000: False, 3150: True, 3600: False}).
+            max_samples: stop after this many samples.
+            on_sample: called with every sample (progress display).
+        """
+        world = self.robot.world
+        period = 1.0 / self.config.rate_hz
+        sched = dict(power_schedule or {})
+        report = SyncReport()
+        self.start()
+        t_first = t_last = None
+        t_start = self._t0
+        next_t = t_start
+        try:
+            while True:
+                if stop is not None and stop.is_set():
+                    report.interrupted = True
+                    break
+                if max_samples is not None and self.stt >= max_samples:
+                    break
+                now = time.monotonic()
+                if seconds is not None and now - t_start >= seconds:
+                    break
+                if self.stt in sched:
+                    self.link.power(sched.pop(self.stt))
+                if source is not None and self.config.direction is Direction.VIRTUAL_TO_REAL:
+                    self.robot.command(source(now - t_start))
+                if self.config.direction is Direction.VIRTUAL_TO_REAL:
+                    world.step()
+                s = self.step()
+                t_first = s.time if t_first is None else t_first
+                t_last = s.time
+                if on_sample is not None:
+                    on_sample(s)
+                next_t += period
+                delay = next_t - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -0.05:
+                    next_t = time.monotonic()  # the machine stalled: skip the missed ticks
+                # (catching up after a shorter delay never queues commands: RigLink.send_targets
+                # skips targets while the wire is still busy with earlier bytes)
+        except KeyboardInterrupt:
+            report.interrupted = True
+        report.samples = self.stt
+        report.seconds = time.monotonic() - t_start
+        if t_first is not None and t_last > t_first:  # samples per second of the loop itself
+            report.rate_hz = (report.samples - 1) / (t_last - t_first)
+        report.events = list(self.events)
+        report.stale_samples = self.stale
+        return report
+
+
+try:
+    import gymnasium as _gym
+
+    _WrapperBase = _gym.Wrapper
+except ImportError:  # pragma: no cover - gymnasium is a core dependency
+    _WrapperBase = object  # type: ignore[assignment,misc]
+
+
+class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
+    """Mirror an armtwin Gymnasium env's robot to the rig after every step (virtual → real).
+
+    Assumption: ``env.unwrapped.robot`` is the env's :class:`armtwin.envs.sim.SimRobot`
+    (true for the armtwin envs; any env exposing such an attribute works). The wrapper
+    adds ``info["twin"]`` = {"error_deg", "servo_deg", "latency_ms", "faults"} to each step.
+
+    Args:
+        env: the env to wrap.
+        link: an open :class:`RigLink`.
+        joints: 0-based robot joint indices mapped to the rig's motors.
+        log: optional :class:`TwinLog`.
+    """
+
+    def __init__(self, env, link: RigLink, joints: Sequence[int] = (0, 1), log: TwinLog | None = None) -> None:
+        super().__init__(env)
+        robot = getattr(env.unwrapped, "robot", None)
+        if robot is None or not hasattr(robot, "command"):
+            raise ValueError("TwinSyncWrapper needs env.unwrapped.robot to be a SimRobot")
+        self.sync = TwinSync(robot, link, SyncConfig(tuple(joints), Direction.VIRTUAL_TO_REAL), log)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.sync.start()
+        info = dict(info)
+        info["twin"] = self._info(self.sync.step())
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = dict(info)
+        info["twin"] = self._info(self.sync.step())
+        return obs, reward, terminated, truncated, info
+
+    @staticmethod
+    def _info(s: SyncSample) -> dict:
+        return {"error_deg": s.error_deg, "servo_deg": s.servo_deg, "latency_ms": s.latency_ms, "faults": s.faults.names()}
+
+
+# ----- the rig emulator (firmware core compiled on the host) ----------------------------------
+
+FIRMWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "firmware", "servo_rig")
+_EMU_SOURCES = ("emulator.cpp", "rig_core.cpp", "rig_core.h")
+
+
+def build_emulator(cache_dir: str | os.PathLike | None = None, *, compiler: str = "g++") -> str:
+    """Compile ``firmware/servo_rig`` into the rig emulator (once per source version).
+
+    The binary is cached as ``<cache_dir>/rig_emulator-<hash of the sources>``; the default
+    cache is ``$XDG_CACHE_HOME/armtwin`` (``~/.cache/armtwin``).
+
+    Returns:
+        The path of the executable.
+
+    Raises:
+        RigLinkError: the sources are missing or the compiler failed (its message included).
+    """
+    import hashlib
+    import shutil
+    import subprocess
+    import tempfile
+    h = hashlib.sha256()
+    for name in _EMU_SOURCES:
+        p = os.path.join(FIRMWARE_DIR, name)
+        if not os.path.exists(p):
+            raise RigLinkError(f"firmware source {p} is missing")
+        with open(p, "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    if cache_dir is None:
+        cache_dir = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "armtwin")
+    os.makedirs(cache_dir, exist_ok=True)
+    exe = os.path.join(os.fspath(cache_dir), f"rig_emulator-{h.hexdigest()[:16]}")
+    if os.path.exists(exe):
+        return exe
+    if shutil.which(compiler) is None:
+        raise RigLinkError(f"the C++ compiler {compiler!r} was not found (needed to build the rig emulator)")
+    fd, tmp = tempfile.mkstemp(prefix="rig_emulator.", dir=cache_dir)
+    os.close(fd)
+    cmd = [compiler, "-std=c++11", "-O2", "-Wall", "-o", tmp,
+           os.path.join(FIRMWARE_DIR, "emulator.cpp"), os.path.join(FIRMWARE_DIR, "rig_core.cpp")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        os.unlink(tmp)
+        raise RigLinkError(f"building the rig emulator failed: {r.stderr.strip()[:2000]}")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, exe)  # atomic: concurrent builds do not see half a file
+    return exe
+
+
+class Emulator:
+    """A running rig emulator process (``with Emulator() as emu: emu.device``).
+
+    Args:
+        baud: simulated serial speed, bit/s (bytes are paced at 10 bits each).
+        link: optional stable path (a symlink to the pty) — lets a restarted emulator
+            reappear under the same name (the reconnect test).
+        exe: a prebuilt binary (default: :func:`build_emulator`).
+    """
+
+    def __init__(self, baud: int = 115200, *, link: str | None = None, exe: str | None = None,
+                 control_hz: int = 1000) -> None:
+        import subprocess
+        self.exe = exe or build_emulator()
+        cmd = [self.exe, "--baud", str(int(baud)), "--control-hz", str(int(control_hz)), "--quiet"]
+        if link:
+            cmd += ["--link", link]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()  # type: ignore[union-attr]
+        if len(line) != 2 or line[0] != "DEVICE":
+            self.proc.kill()
+            raise RigLinkError(f"the rig emulator did not start (said {' '.join(line)!r})")
+        self.device = line[1]
+
+    def stop(self, kill: bool = False) -> None:
+        """End the process (SIGKILL when ``kill``: a pulled cable); idempotent."""
+        if self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            try:
+                self.proc.wait(timeout=2.0)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> "Emulator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,204 @@
+// rig_core.h — portable core of the servo-rig firmware (protocol v1, PID, state machine,
+// watchdog) plus the DC motor model used by the host emulator.
+//
+// The same file compiles for the Arduino (servo_rig.ino) and on the host with g++
+// (emulator.cpp). No dynamic memory, no exceptions, no <iostream>; time is passed in
+// by the platform as a uint32_t microsecond clock that wraps (Arduino micros()).
+//
+// Protocol reference: docs/PROTOCOL.md. Python twin: armtwin/controllers/rigproto.py.
+// Units: encoder pulses (37.5 per output degree), volts, seconds, microseconds.
+#ifndef RIG_CORE_H
+#define RIG_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace rig {
+
+// ----- protocol constants --------------------------------------------------------------
+const uint8_t PROTOCOL_VERSION = 1;
+const uint8_t N_MOTORS = 2;
+const size_t HEADER_SIZE = 8;         // version u8, type u8, seq u16, t_us u32 (little-endian)
+const size_t CRC_SIZE = 2;            // CRC-16/CCITT-FALSE, MSB first
+const size_t MAX_FRAME = 64;          // longest decoded frame (header + body + crc)
+const size_t MAX_ENCODED = MAX_FRAME + 2;  // COBS-encoded, without the delimiter
+const uint16_t FIRMWARE_VERSION = 0x0100;  // 1.0
+
+enum MsgType : uint8_t {
+  MSG_HELLO = 0x01,
+  MSG_MODE = 0x02,
+  MSG_JOINT_TARGETS = 0x03,
+  MSG_JOINT_STATES = 0x04,
+  MSG_HEARTBEAT = 0x05,
+  MSG_POWER = 0x06,
+};
+
+enum Mode : uint8_t { MODE_IDLE = 0, MODE_VIRTUAL_TO_REAL = 1, MODE_REAL_TO_VIRTUAL = 2 };
+const uint8_t MODE_FLAG_LOCAL_DEMO = 0x01;
+
+enum FaultBits : uint8_t {
+  FAULT_POWER = 0x01,     // motor supply below POWER_MIN_V
+  FAULT_WATCHDOG = 0x02,  // no valid frame for WATCHDOG_US: motors stopped
+  FAULT_STALL = 0x04,     // |pwm| >= STALL_PWM and no encoder motion for STALL_US
+  FAULT_RANGE = 0x08,     // a position was saturated to int16
+  FAULT_RX_ERROR = 0x10,  // a corrupt frame was dropped since the previous state
+};
+
+uint16_t crc16_ccitt_false(const uint8_t* data, size_t n, uint16_t crc = 0xFFFF);
+// COBS: returns the encoded length (no delimiter); out must hold n + n/254 + 1 bytes.
+size_t cobs_encode(const uint8_t* in, size_t n, uint8_t* out);
+// Returns the decoded length, or -1 on a malformed input.
+int cobs_decode(const uint8_t* in, size_t n, uint8_t* out, size_t out_cap);
+// A whole wire frame (COBS + 0x00 delimiter) into out (>= MAX_ENCODED + 1 bytes); returns its length.
+size_t encode_frame(uint8_t type, uint16_t seq, uint32_t t_us, const uint8_t* body, size_t body_len, uint8_t* out);
+// Expected body length of a message type, or -1 for an unknown type.
+int body_size(uint8_t type);
+
+struct Frame {
+  uint8_t version;
+  uint8_t type;
+  uint16_t seq;
+  uint32_t t_us;
+  uint8_t body[MAX_FRAME];
+  uint8_t body_len;
+};
+
+// Streaming decoder: push bytes; a complete valid frame is returned through `out`.
+class Decoder {
+ public:
+  enum Result : uint8_t { NONE = 0, FRAME = 1, DROPPED = 2 };
+  Decoder() : frames(0), dropped(0), len_(0), overflow_(false) {}
+  Result push(uint8_t b, Frame& out);
+  uint32_t frames;   // good frames
+  uint32_t dropped;  // corrupt frames dropped
+ private:
+  uint8_t buf_[MAX_ENCODED];
+  size_t len_;
+  bool overflow_;
+};
+
+// ----- PID ---------------------------------------------------------------------------------
+struct PIDGains {
+  float kp, ki, kd;      // volts per pulse, volts per pulse·s, volts per pulse/s
+  float output_limit;    // volts
+  float integral_limit;  // volts
+  float derivative_tau;  // s
+  bool published;        // use the published formula instead of the standard PID
+};
+PIDGains rig_gains();  // Kp 0.01, Ki 0.002, Kd 0.001, ±12 V, tau 4 ms
+
+// Same algorithm as armtwin.controllers.pid.PID (standard: accumulating integral with
+// conditional-integration anti-windup, filtered derivative of the error, output clamp).
+class PID {
+ public:
+  PID() : g_(rig_gains()) { reset(); }
+  explicit PID(const PIDGains& g) : g_(g) { reset(); }
+  void set_gains(const PIDGains& g) { g_ = g; reset(); }
+  void reset();
+  float update(float setpoint, float measurement, float dt);  // dt in s (0 on the first call)
+  float integral;
+ private:
+  PIDGains g_;
+  float d_, e_prev_;
+  bool first_;
+};
+
+// ----- DC gear motor model (emulator) ------------------------------------------------------
+struct MotorParams {
+  double nominal_voltage = 12.0;  // V
+  double no_load_rpm = 145.0;     // output rpm at nominal voltage
+  double gear_ratio = 27.0;
+  int encoder_cpr = 500;          // counts per motor turn (x1 decoding)
+  double resistance = 2.0;        // ohm
+  double rotor_inertia = 4.0e-6;  // kg m^2 (motor side)
+  double load_inertia = 2.0e-4;   // kg m^2 (output side)
+  double coulomb_friction = 3.0e-3;  // N m (motor side)
+  double viscous_friction = 2.0e-6;  // N m s/rad (motor side)
+  double motor_constant() const;  // k = Kt = Ke chosen so that the no-load speed is met
+  double inertia() const;
+};
+
+class MotorModel {
+ public:
+  explicit MotorModel(const MotorParams& p = MotorParams(), double substep = 1e-4);
+  void step(double volts, double dt);
+  int32_t pulses() const;         // encoder count (x1)
+  double output_rpm() const;
+  bool powered;
+  double supply;                  // V, the voltage limit
+  double theta, omega, current;   // rad, rad/s, A (motor side)
+ private:
+  MotorParams p_;
+  double k_, j_, h_;
+};
+
+// ----- the rig's state machine ---------------------------------------------------------------
+struct RigConfig {
+  uint16_t control_hz = 1000;
+  uint32_t watchdog_us = 100000;   // stop motors when no valid frame for this long
+  uint32_t keepalive_us = 20000;   // a JOINT_STATES at least this often, whatever the mode
+  float pulses_per_deg = 37.5f;
+  float supply_nominal = 12.0f;    // V; PWM = U * 255 / supply_nominal
+  float power_min_v = 9.0f;        // supply below this -> FAULT_POWER
+  float ff_pulses_per_s_per_volt = 145.0f * 6.0f * 37.5f / 12.0f;  // velocity feed-forward
+  float ff_static_v = 0.21f;       // friction feed-forward when the target moves, V
+  int16_t stall_pwm = 100;
+  uint32_t stall_us = 50000;
+  float demo_amplitude_deg = 30.0f;  // REAL_TO_VIRTUAL + LOCAL_DEMO sine
+  float demo_period_s = 4.0f;
+  PIDGains gains = rig_gains();
+};
+
+class RigCore {
+ public:
+  explicit RigCore(const RigConfig& cfg = RigConfig());
+  // A received byte (any time). Frames are handled as their delimiter arrives.
+  void on_rx_byte(uint8_t b, uint32_t now_us);
+  // One control cycle: positions from the encoders, the measured motor supply; writes PWM.
+  void control_tick(const int32_t pos[N_MOTORS], float supply_v, uint32_t now_us, int16_t pwm_out[N_MOTORS]);
+  // The next frame to put on the wire now (built fresh, so states are never stale), or 0.
+  size_t next_tx_frame(uint8_t* out, uint32_t now_us);
+  // Power command from a POWER message: -1 none pending, 0 cut, 1 restore (cleared on read).
+  int take_power_command();
+
+  Mode mode() const { return mode_; }
+  uint8_t faults() const { return faults_; }
+  const Decoder& decoder() const { return dec_; }
+  float target(int i) const { return target_[i]; }
+  uint32_t frames_sent;
+ private:
+  void handle(const Frame& f, uint32_t now_us);
+  void queue_ctrl(uint8_t type, const uint8_t* body, size_t n);
+  size_t build_state(uint8_t* out, uint32_t now_us);
+
+  RigConfig cfg_;
+  Decoder dec_;
+  PID pid_[N_MOTORS];
+  Mode mode_;
+  uint8_t mode_flags_;
+  uint16_t stream_hz_;
+  uint8_t faults_;         // sticky bits reported in the next state (RX_ERROR) + live bits
+  bool rx_error_;
+  uint16_t tx_seq_;
+  uint8_t last_rx_seq_;
+  bool have_rx_;
+  uint32_t last_rx_us_, last_state_us_, last_tick_us_, mode_since_us_;
+  bool state_requested_;
+  bool ticked_;
+  float target_[N_MOTORS], target_vel_[N_MOTORS];
+  uint32_t target_rx_us_, target_host_us_;
+  bool have_target_;
+  int32_t pos_[N_MOTORS], demo_center_[N_MOTORS], stall_pos_[N_MOTORS];
+  uint32_t stall_since_us_[N_MOTORS];
+  int16_t pwm_[N_MOTORS];
+  int power_cmd_;
+  // small queue of control replies (HELLO, MODE echo)
+  uint8_t ctrl_type_[4];
+  uint8_t ctrl_body_[4][16];
+  uint8_t ctrl_len_[4];
+  uint8_t ctrl_n_;
+};
+
+}  // namespace rig
+
+#endif  // RIG_CORE_H

@@ -1,0 +1,171 @@
+"""``armtwin sync``: the twin between a simulated robot and the servo rig over a serial port.
+
+    armtwin sync --port PORT --robot R --joints 1,2 --direction virtual-to-real|real-to-virtual
+                 [--program P] [--seconds S] --log twin.csv
+
+virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file: preflight,
+then the runner's control samples from :func:`armtwin.envs.runner.control_trajectory`; the
+run lasts the program plus a 1 s hold unless ``--seconds`` is given) or else by a built-in
+smooth joint motion — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints.
+Every sample goes to the CSV log (flushed per row; Ctrl-C / SIGTERM close it cleanly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .cli import CliError, get_robot
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sync", help="twin sync with the servo rig over a serial port (CSV log)")
+    p.add_argument("--port", required=True, help="pyserial URL: /dev/ttyUSB0, the emulator's pty, socket://host:port")
+    p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
+    p.add_argument("--joints", default="1,2", help="robot joints (1-based) mapped to rig motors 1,2 (default 1,2)")
+    p.add_argument("--direction", default="virtual-to-real", help="virtual-to-real (default) or real-to-virtual")
+    p.add_argument("--program", default=None, help="G-code program driving the simulated robot (virtual-to-real)")
+    p.add_argument("--seconds", type=float, default=None, help="duration, s (default: until Ctrl-C)")
+    p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
+    p.add_argument("--baud", type=int, default=115200, help="serial speed, bit/s (default 115200)")
+    p.add_argument("--log", required=True, help="CSV log path")
+    p.add_argument("--power-test", action="store_true",
+                   help="the published fault test: cut the rig's power at sample 3000, restore at 3150, cut at 3600, restore at 3750")
+    p.add_argument("--joint-mode", default="kinematic",
+                   help="joint model of the simulated robot: kinematic (default), hinge or articulation "
+                        "(real-to-virtual with a dynamic model shows how the simulated joints lag the rig)")
+    p.add_argument("--demo", action="store_true", help="real-to-virtual: ask the rig to move along its built-in sine")
+    p.set_defaults(func=run)
+
+
+def parse_joints(text: str, dof: int) -> tuple[int, ...]:
+    """"1,2" -> (0, 1) with checks (CliError on bad input)."""
+    try:
+        js = tuple(int(v) - 1 for v in text.split(","))
+    except ValueError:
+        raise CliError(f"--joints {text!r}: expected joint numbers such as 1,2") from None
+    if not 1 <= len(js) <= 2 or len(set(js)) != len(js):
+        raise CliError(f"--joints {text!r}: the rig has 2 motors; give 1 or 2 different joints")
+    for j in js:
+        if not 0 <= j < dof:
+            raise CliError(f"--joints {text!r}: joint {j + 1} does not exist (1..{dof})")
+    return js
+
+
+def _program_source(path: str, spec, period: float):
+    """q(t) (rad, all joints) of a G-code program: preflight, then the runner's control samples.
+
+    Returns (q(t), program duration in s). The last pose is held after the end.
+    """
+    import numpy as np
+    try:
+        from ..controllers.gcode.preflight import preflight
+        from ..envs.runner import control_trajectory
+    except ImportError as exc:
+        raise CliError(f"--program needs the G-code runner (armtwin.envs.runner): {exc}") from None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CliError(f"cannot read program {path}: {exc.strerror or exc}") from None
+    rep = preflight(text, spec)
+    errors = rep.errors()
+    if errors:
+        raise CliError(f"{path}:{errors[0]} (the preflight found {len(errors)} error(s); see `armtwin check`)")
+    if rep.plan is None or rep.q is None:
+        raise CliError(f"{path}: the program has no motion")
+    ps, q, _ = control_trajectory(rep, period)
+    t = np.asarray(ps.t, dtype=float)
+
+    def source(tt: float) -> np.ndarray:
+        return np.array([np.interp(tt, t, q[:, j]) for j in range(q.shape[1])])
+
+    return source, float(t[-1])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..envs.rig import (Direction, RigLink, RigLinkError, LinkConfig, SyncConfig, TwinLog, TwinSync,
+                            smooth_motion)
+    from ..controllers import rigproto as rp
+    from ..envs.sim import PhysicsConfig, World
+    spec = get_robot(args.robot)
+    joints = parse_joints(args.joints, spec.dof)
+    try:
+        direction = Direction.parse(args.direction)
+    except ValueError as exc:
+        raise CliError(f"--direction: {exc}") from None
+    if args.seconds is not None and not args.seconds > 0:
+        raise CliError(f"--seconds {args.seconds}: must be > 0")
+    if not 1 <= args.rate <= 5000:
+        raise CliError(f"--rate {args.rate}: must be between 1 and 5000 Hz")
+    for j in joints:
+        if spec.prismatic[j]:
+            raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
+    from ..envs.sim import JointMode
+    try:
+        joint_mode = JointMode.parse(args.joint_mode)
+    except ValueError as exc:
+        raise CliError(f"--joint-mode: {exc}") from None
+    cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
+    source = None  # checked before anything is opened
+    seconds = args.seconds
+    if direction is Direction.VIRTUAL_TO_REAL:
+        if args.program:
+            source, duration = _program_source(args.program, spec, 1.0 / args.rate)
+            if seconds is None:
+                seconds = duration + 1.0  # the program, then a 1 s hold
+        else:
+            source = smooth_motion(spec, joints)
+    elif args.program:
+        raise CliError("--program drives the simulated robot: it needs --direction virtual-to-real")
+    try:
+        link = RigLink(args.port, LinkConfig(baudrate=args.baud)).open()
+    except RigLinkError as exc:
+        raise CliError(str(exc)) from None
+    world = World(PhysicsConfig(dt=1.0 / args.rate))
+    log = None
+    stop = threading.Event()
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        robot = world.add_robot(spec, mode=joint_mode)
+        if source is not None and args.program:
+            robot.reset(source(0.0))  # the program's start pose
+        if link.request_hello(timeout=3.0) is None:  # an Arduino reboots when its port opens
+            if link.stats.dropped_by_kind.get("version"):
+                raise CliError(f"{args.port}: the rig speaks another protocol version (this host speaks "
+                               f"version {rp.PROTOCOL_VERSION}; see docs/PROTOCOL.md)")
+            print(f"armtwin: warning: no HELLO answer from {args.port}; continuing (the log's Fault column will tell)",
+                  file=sys.stderr)
+        log = TwinLog(args.log, joints)
+        sync = TwinSync(robot, link, cfg, log)
+        sched = {3000: False, 3150: True, 3600: False, 3750: True} if args.power_test else None
+        last = {"t": -1.0}
+
+        def progress(s):
+            if s.time - last["t"] >= 1.0:
+                last["t"] = s.time
+                err = " ".join(f"{e:+7.2f}" for e in s.error_deg)
+                print(f"\r  t={s.time:7.1f} s  STT={s.stt:7d}  ΔE deg [{err}]  latency {s.latency_ms:5.1f} ms  "
+                      f"{s.faults.names():12s}", end="", file=sys.stderr, flush=True)
+
+        rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, on_sample=progress)
+        print(file=sys.stderr)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if log is not None:
+            log.close()
+        link.close()
+        world.close()
+    st = link.stats
+    lat = sorted(st.latencies_ms)
+    p50 = lat[len(lat) // 2] if lat else float("nan")
+    print(f"samples {rep.samples}  rate {rep.rate_hz:.1f} Hz  latency p50 {p50:.2f} ms  lost frames {st.lost}  "
+          f"corrupt frames dropped {st.dropped}  reconnects {st.reconnects}/{st.reconnect_attempts} attempts"
+          + ("  (interrupted)" if rep.interrupted else ""))
+    for e in rep.events:
+        print(f"  fault {e.fault:8s} {'ON ' if e.on else 'off'} at STT {e.stt} (t = {e.time:.3f} s)")
+    print(args.log)
+    return 0

@@ -1,0 +1,251 @@
+"""Twin sync in both directions, the Gymnasium wrapper and the CLI commands (with the emulator)."""
+
+import csv
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from armtwin.envs.rig import (Direction, Emulator, RigLink, SyncConfig, TwinLog, TwinSync, TwinSyncWrapper,
+                              build_emulator, smooth_motion)
+from armtwin.envs.sim import JointMode, PhysicsConfig, World
+from armtwin.robots import get
+from armtwin.scripts.cli import main
+
+
+@pytest.fixture(scope="module")
+def exe():
+    return build_emulator()
+
+
+@pytest.fixture
+def emu(exe):
+    e = Emulator(exe=exe)
+    yield e
+    e.stop()
+
+
+def test_virtual_to_real_tracks_and_settles(emu):
+    spec = get("irb120")
+    samples = []
+    with World(PhysicsConfig(dt=1 / 500)) as world, RigLink(emu.device) as link:
+        robot = world.add_robot(spec)
+        sync = TwinSync(robot, link, SyncConfig((0, 2)), None)  # robot joints 1 and 3 on the two motors
+        sync.run(None, source=smooth_motion(spec, (0, 2), amplitude_deg=20, move_s=0.8, hold_s=0.7),
+                 max_samples=750, on_sample=samples.append)
+    t = np.array([s.time for s in samples])
+    virt = np.array([s.virtual_deg for s in samples])
+    servo = np.array([s.servo_deg for s in samples])
+    err = np.array([s.error_deg for s in samples])
+    np.testing.assert_allclose(err, virt - servo)
+    assert np.nanmax(np.abs(virt[:, 0])) > 15  # it really moved
+    hold = (t > 1.1) & (t < 1.45)  # end of the first hold (at +20°, −12°)
+    assert hold.sum() > 50
+    assert np.max(np.abs(err[hold])) < 0.5
+    lat = np.array([s.latency_ms for s in samples[50:]])
+    assert np.mean(np.isfinite(lat)) > 0.9  # NaN only while a stalled machine made the link time out
+    assert np.all(lat[np.isfinite(lat)] > 0)
+
+
+def test_real_to_virtual_follows_the_rig(emu):
+    spec = get("irb120")
+    samples = []
+    with World(PhysicsConfig(dt=1 / 500)) as world, RigLink(emu.device) as link:
+        robot = world.add_robot(spec, mode=JointMode.KINEMATIC)
+        cfg = SyncConfig((0, 1), Direction.REAL_TO_VIRTUAL, local_demo=True)
+        TwinSync(robot, link, cfg, None).run(None, max_samples=600, on_sample=samples.append)
+        q_final = robot.q
+    servo = np.array([s.servo_deg for s in samples[100:]])
+    virt = np.array([s.virtual_deg for s in samples[100:]])
+    assert np.ptp(servo[:, 0]) > 5  # the rig's demo sine moved the motors
+    np.testing.assert_allclose(virt, servo, atol=1e-6)  # the simulated joints took the measured ones
+    np.testing.assert_allclose(np.degrees(q_final[:2]), samples[-1].servo_deg, atol=1e-6)
+    assert np.allclose(q_final[2:], spec.home[2:])  # unmapped joints untouched
+
+
+class StandInEnv(gym.Env):
+    """A tiny env exposing ``unwrapped.robot`` like the armtwin envs: actions are joint targets."""
+
+    def __init__(self):
+        self.spec_ = get("irb120")
+        self.world = World(PhysicsConfig(dt=1 / 500))
+        self.robot = self.world.add_robot(self.spec_)
+        n = self.spec_.dof
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (n,), np.float64)
+        self.observation_space = gym.spaces.Box(-10.0, 10.0, (n,), np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.robot.reset(self.spec_.home)
+        return self.robot.q, {}
+
+    def step(self, action):
+        self.robot.command(np.clip(action, self.spec_.lower, self.spec_.upper))
+        self.world.step()
+        return self.robot.q, 0.0, False, False, {}
+
+    def close(self):
+        self.world.close()
+
+
+def test_gym_wrapper_mirrors_the_env_robot(emu, tmp_path):
+    import time
+    env = StandInEnv()
+    with RigLink(emu.device) as link:
+        log = TwinLog(tmp_path / "w.csv", (0, 1))
+        wenv = TwinSyncWrapper(env, link, joints=(0, 1), log=log)
+        obs, info = wenv.reset(seed=0)
+        assert "twin" in info
+        a = np.zeros(6)
+        for k in range(600):
+            a[0] = np.radians(15) * min(1.0, k / 300)
+            a[1] = np.radians(-10) * min(1.0, k / 300)
+            obs, r, term, trunc, info = wenv.step(a)
+            time.sleep(0.002)
+        log.close()
+    tw = info["twin"]
+    np.testing.assert_allclose(tw["servo_deg"], [15.0, -10.0], atol=0.5)
+    assert tw["faults"] == "OK"
+    with open(tmp_path / "w.csv") as f:
+        assert len(list(csv.reader(f))) == 1 + 601
+    env.close()
+
+
+def test_wrapper_needs_a_robot():
+    class NoRobot(gym.Env):
+        action_space = gym.spaces.Discrete(2)
+        observation_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError):
+        TwinSyncWrapper(NoRobot(), link=None)
+
+
+def test_cli_sync_and_plot(emu, tmp_path, capsys):
+    log = str(tmp_path / "twin.csv")
+    rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--direction", "virtual-to-real",
+               "--seconds", "1.0", "--log", log])
+    out = capsys.readouterr().out
+    assert rc == 0 and log in out
+    with open(log) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["STT", "Time", "Error_j1", "Error_j2", "Virtual_j1", "Virtual_j2", "Servo_j1",
+                             "Servo_j2", "Latency_ms", "Fault"]
+    assert [int(r["STT"]) for r in rows] == list(range(len(rows))) and len(rows) > 300
+    rc = main(["plot", log])
+    png = capsys.readouterr().out.strip()
+    assert rc == 0 and png.endswith(".png") and os.path.getsize(png) > 10_000
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--joints", "1,9"], "does not exist"),
+    (["--joints", "3"], "prismatic"),
+    (["--direction", "sideways"], "direction"),
+    (["--port", "/dev/nonexistent-rig"], "cannot open"),
+])
+def test_cli_sync_bad_input(argv, msg, capsys, tmp_path):
+    base = {"--port": "/dev/null", "--robot": "irb120", "--joints": "1,2", "--direction": "virtual-to-real"}
+    if argv[1] == "3":
+        base["--robot"] = "scara"
+    base[argv[0]] = argv[1]
+    args = ["sync", "--seconds", "0.1", "--log", str(tmp_path / "x.csv")] + [v for kv in base.items() for v in kv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_cli_plot_bad_file(tmp_path, capsys):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    assert main(["plot", str(p)]) == 2
+    assert "not a twin log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
+def test_cli_sync_log_survives_signals(sig, emu, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    log = tmp_path / "twin.csv"
+    p = subprocess.Popen([sys.executable, "-m", "armtwin.scripts.cli", "sync", "--port", emu.device, "--robot", "irb120",
+                          "--joints", "1,2", "--log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t_end = time.monotonic() + 60  # generous: start-up on a loaded machine
+        while time.monotonic() < t_end and p.poll() is None:  # wait until rows are flushed as they come
+            if log.exists() and log.read_text().count("\n") > 310:
+                break
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()[1]
+        p.send_signal(getattr(signal, sig))
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    text = log.read_text()
+    lines = text.split("\n")
+    complete = [l for l in lines[1:] if l.count(",") == 9]
+    assert len(complete) > 300
+    assert [int(l.split(",")[0]) for l in complete] == list(range(len(complete)))  # no gaps
+    if sig == "SIGKILL":
+        assert len(lines[1:]) - len(complete) <= 2  # at most the row being written (and the final "")
+    else:
+        assert p.returncode == 0, err
+        assert text.endswith("\n") and len(complete) == len(lines) - 2  # closed cleanly, nothing partial
+        assert str(log) in out
+
+
+def test_wrapper_on_a_registered_armtwin_env(emu):
+    import time
+    reg = pytest.importorskip("armtwin.envs.registration")
+    env = gym.make("armtwin/IRB120Reach-v0", control="joint", joint_mode="kinematic")
+    with RigLink(emu.device) as link:
+        wenv = TwinSyncWrapper(env, link, joints=(0, 1))
+        obs, info = wenv.reset(seed=1)
+        rng = np.random.default_rng(0)
+        for _ in range(20):
+            obs, r, term, trunc, info = wenv.step(rng.uniform(-0.3, 0.3, env.action_space.shape))
+            time.sleep(0.02)
+        for _ in range(60):  # hold: zero joint deltas
+            obs, r, term, trunc, info = wenv.step(np.zeros(env.action_space.shape))
+            time.sleep(0.02)
+    tw = info["twin"]
+    assert tw["faults"] == "OK"
+    assert np.all(np.abs(tw["error_deg"]) < 0.5)
+    env.close()
+
+
+def test_cli_sync_runs_a_gcode_program(emu, tmp_path, capsys):
+    pytest.importorskip("armtwin.envs.runner")
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G21 G90\nG1 X10 F600\n")
+    log = str(tmp_path / "twin.csv")
+    rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--program", str(prog),
+               "--seconds", "1.0", "--log", log])
+    assert rc == 0, capsys.readouterr().err
+    with open(log) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) > 300
+    bad = tmp_path / "bad.ngc"
+    bad.write_text("G21 G90\nG1 X5000 F600\n")  # 5 m away: beyond the IRB120's reach
+    capsys.readouterr()
+    assert main(["sync", "--port", emu.device, "--robot", "irb120", "--program", str(bad), "--log", log]) == 2
+    err = capsys.readouterr().err
+    assert "bad.ngc" in err and err.count("\n") == 1
+
+
+def test_cli_rig_emulate_prints_the_device(capsys):
+    assert main(["rig", "emulate", "--seconds", "0.3"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("/dev/pts/")
+    assert main(["rig", "emulate", "--baud", "10"]) == 2
+    assert "--baud" in capsys.readouterr().err
+
+
+def test_cli_bench_rig_json_keys(capsys):
+    import json
+    assert main(["bench", "rig", "--seconds", "1", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    for k in ("rate_hz", "latency_p50_ms", "latency_p99_ms", "error_deg", "samples_lost", "wire_share"):
+        assert k in r
+    assert r["samples"] > 100 and 0 < r["wire_share"] <= 1.0
