@@ -1,0 +1,621 @@
+"""Closed-form inverse kinematics for every armtwin robot (pure Python/numpy, no PyBullet).
+
+>>> from armtwin import robots
+>>> from armtwin.controllers.ik import pose_from_rpy, solve
+>>> spec = robots.get("irb120")
+>>> r = solve(spec, pose_from_rpy((0.374, 0.0, 0.630), (0.0, 1.5707963267948966, 0.0)))
+>>> r.ok, r.best_branch
+(True, 'front/up/noflip')
+
+Three entry points share one solver per robot:
+
+* :func:`solve` — one pose, every closed-form solution, one of them chosen (control loops;
+  plain Python scalars, a few tens of microseconds).
+* :func:`solve_batch` — N poses at once, vectorised over poses and branches (whole programs).
+* :func:`solve_path` — a densely sampled path, keeping the arm configuration (shoulder and
+  elbow branch) and unwrapping joints toward the previous sample; reports the first sample
+  that cannot be followed.
+
+Families (chosen from the keys of ``spec.geometry``; each solver is checked once against
+:func:`~armtwin.controllers.kinematics.fk` when it is built):
+
+==================  ====================================  =====================================
+geometry keys       solver                                branches
+==================  ====================================  =====================================
+d1 a2 a3 d4 d6      :mod:`.ik_spherical` (IRB120)         8: front/back × up/down × noflip/flip
+d1 d2 a2 a3 d5 d6   :mod:`.ik_offset_wrist` (AUBO-i5)     up to 8, only the real ones
+l1 l2 z0            :mod:`.ik_scara` (SCARA)              2: right/left
+==================  ====================================  =====================================
+
+Joints whose range is wider than a turn (IRB120 J6 ±400°, SCARA J4 ±360°) take the 2π
+equivalent nearest ``q_near``; :attr:`IKResult.solutions` also lists the other equivalents
+that fit the range (for the SCARA only the nearest one).
+
+Choice rule: among the solutions inside the joint ranges the one with the smallest weighted
+travel ``sum_i w_i * |q_i - q_near_i|`` (rad, m) wins; the default weights
+(:func:`default_weights`) are 1 for J1–J3 and 0.25 for the wrist joints. ``stay_on_branch``
+keeps the branch label of ``q_near``.
+
+Orientation input: a (4, 4) transform (metres) in the robot's reporting base frame for the
+flange ``tool0``; :func:`pose_from_quat` builds one from a position and a quaternion
+(x, y, z, w), :func:`pose_from_rpy` from URDF roll-pitch-yaw (fixed axes X, then Y, then Z:
+``R = Rz(yaw) Ry(pitch) Rx(roll)``, radians). For the SCARA only the position and the tool
+roll (the angle of the tool x axis in the base xy plane) are used.
+
+Normal outcomes are results (:class:`IKStatus`); invalid input (wrong shapes, NaN, a matrix
+that is not a rotation) raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .ik_offset_wrist import OffsetWristSolver
+from .ik_scara import ScaraSolver
+from .ik_spherical import SphericalWristSolver
+from .kinematics import chain_of, fk
+from .transforms import quat_to_matrix, rotation_angle, rpy_to_matrix, transform
+
+__all__ = [
+    "DEFAULT_ARM_WEIGHT",
+    "DEFAULT_MAX_STEP",
+    "DEFAULT_WRIST_WEIGHT",
+    "BatchIKResult",
+    "IKResult",
+    "IKSolution",
+    "IKStatus",
+    "PathIKResult",
+    "branch_labels",
+    "branch_of",
+    "default_weights",
+    "pose_from_quat",
+    "pose_from_rpy",
+    "solve",
+    "solve_batch",
+    "solve_path",
+]
+
+DEFAULT_ARM_WEIGHT = 1.0     # travel weight of J1–J3 (per rad, or per m for a prismatic joint)
+DEFAULT_WRIST_WEIGHT = 0.25  # travel weight of J4 and beyond
+DEFAULT_MAX_STEP = 0.5       # rad, largest revolute joint step between path samples
+_LIMIT_TOL = 1e-9            # rad / m slack on joint limits
+_TWO_PI = 2.0 * math.pi
+
+
+class IKStatus(enum.Enum):
+    """Outcome of an IK request.
+
+    SOLVED: a solution inside the joint ranges was chosen.
+    UNREACHABLE: no solution (the pose is out of reach by :attr:`IKResult.distance`), or, with
+        ``stay_on_branch``, none on the requested branch.
+    OUT_OF_RANGE: solutions exist, but none inside the joint ranges (the reason names the joint).
+    SINGULAR: reserved; near singularities the solvers return finite solutions that keep the
+        free joint at its ``q_near`` value, so this status is not produced today.
+    """
+
+    SOLVED = "solved"
+    UNREACHABLE = "unreachable"
+    OUT_OF_RANGE = "out_of_range"
+    SINGULAR = "singular"
+
+
+@dataclass(frozen=True, eq=False)
+class IKSolution:
+    """One closed-form solution.
+
+    Attributes:
+        q: (n,) joint vector, rad (m for prismatic joints).
+        branch: branch label, e.g. ``"front/up/noflip"`` or ``"right"``.
+        within_limits: all joints inside their ranges.
+    """
+
+    q: np.ndarray
+    branch: str
+    within_limits: bool
+
+
+@dataclass(frozen=True, eq=False)
+class IKResult:
+    """Result of :func:`solve`.
+
+    Attributes:
+        status: the outcome.
+        best: (n,) chosen joint vector (rad / m), or None unless SOLVED.
+        best_branch: branch label of ``best``, or None.
+        reason: one line for people (distances in mm, angles in degrees).
+        distance: metres by which the target is out of reach (0 when reachable).
+        solutions: every closed-form solution (inside the ranges or not), built on first access.
+    """
+
+    status: IKStatus
+    best: np.ndarray | None
+    best_branch: str | None
+    reason: str
+    distance: float = 0.0
+    _raw: Sequence = field(default=(), repr=False)     # (q list, branch code) per solution
+    _ctx: object = field(default=None, repr=False)     # the robot's solver context
+
+    @property
+    def ok(self) -> bool:
+        """True when a solution was chosen (status SOLVED)."""
+        return self.status is IKStatus.SOLVED
+
+    @cached_property
+    def solutions(self) -> tuple[IKSolution, ...]:
+        """All solutions, best first, then in branch order; 2π equivalents that fit the range included."""
+        ctx = self._ctx
+        out = []
+        for q, code in self._raw:
+            for qq in ctx.equivalents(q):
+                out.append(IKSolution(np.array(qq), ctx.labels[code], ctx.within(qq)))
+        if self.best is not None:
+            out.sort(key=lambda s: 0 if np.array_equal(s.q, self.best) else 1)
+        return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class BatchIKResult:
+    """Result of :func:`solve_batch` for N poses.
+
+    Attributes:
+        q: (N, n) chosen joint vectors (rad / m), NaN rows where not SOLVED.
+        ok: (N,) bool, SOLVED.
+        status: (N,) object array of :class:`IKStatus`.
+        branch: (N,) str, branch label of the chosen solution ("" where none).
+        distance: (N,) metres out of reach (0 when reachable).
+        solutions: (N, B, n) every branch's solution (rad / m; NaN where a branch has no real
+            solution), indexed like :func:`branch_labels`; wide-range joints are taken nearest
+            ``q_near`` and inside the range.
+        within: (N, B) bool, that branch's solution is inside the ranges.
+    """
+
+    q: np.ndarray
+    ok: np.ndarray
+    status: np.ndarray
+    branch: np.ndarray
+    distance: np.ndarray
+    solutions: np.ndarray = field(repr=False)
+    within: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PathIKResult:
+    """Result of :func:`solve_path` for N samples.
+
+    Attributes:
+        q: (N, n) joint vectors (rad / m), continuous along the path; NaN from the first failure on.
+        ok: (N,) bool per sample (False from the first failure on).
+        first_failure: index of the first sample that cannot be followed, or None.
+        reason: why it failed ("" when the whole path is fine).
+        branch: the arm configuration label kept along the path (the start's).
+    """
+
+    q: np.ndarray
+    ok: np.ndarray
+    first_failure: int | None
+    reason: str
+    branch: str
+
+    @property
+    def all_ok(self) -> bool:
+        return self.first_failure is None
+
+
+# ----- per-robot context ------------------------------------------------------------------
+
+_FAMILIES = (
+    (frozenset(("d1", "a2", "a3", "d4", "d6")), SphericalWristSolver),
+    (frozenset(("d1", "d2", "a2", "a3", "d5", "d6")), OffsetWristSolver),
+    (frozenset(("l1", "l2", "z0")), ScaraSolver),
+)
+
+
+class _Context:
+    """Everything :func:`solve` needs per robot, prepared once (cached on the spec)."""
+
+    def __init__(self, spec) -> None:
+        keys = frozenset(spec.geometry)
+        for fam_keys, cls in _FAMILIES:
+            if fam_keys <= keys:
+                break
+        else:
+            raise ValueError(f"{spec.name}: no closed-form IK for geometry keys {sorted(keys)}")
+        offsets = np.radians(spec.dh["offset_deg"]) if spec.dh is not None and "offset_deg" in spec.dh else np.zeros(spec.dof)
+        self.spec = spec
+        self.n = spec.dof
+        self.solver = cls(spec.geometry, offsets)
+        self.labels: tuple[str, ...] = tuple(self.solver.labels)
+        self.labels_arr = np.array(self.labels)
+        self.solved_reason = tuple(f"solved on branch {lab}" for lab in self.labels)
+        self.arm_mask: int = self.solver.arm_mask
+        self.lower = spec.lower.tolist()
+        self.upper = spec.upper.tolist()
+        self.lower_a = spec.lower - _LIMIT_TOL
+        self.lower_t = self.lower_a.tolist()
+        self.upper_t = (spec.upper + _LIMIT_TOL).tolist()
+        self.upper_a = spec.upper + _LIMIT_TOL
+        self.prismatic = spec.prismatic.tolist()
+        self.home = spec.home.tolist()
+        self.weights = default_weights(spec).tolist()
+        # revolute joints whose range is not inside (-pi, pi]: their 2*pi equivalents matter
+        self.unwrap = tuple(j for j in range(self.n) if not self.prismatic[j]
+                            and (self.lower[j] < -math.pi - 1e-12 or self.upper[j] > math.pi + 1e-12))
+        # (joint, lower, upper) of those joints, limits with tolerance
+        self.wide = tuple((j, self.lower_t[j], self.upper_t[j]) for j in self.unwrap)
+        self._check(spec)
+
+    def _check(self, spec) -> None:
+        """Make sure the solver reproduces the robot's FK (a spec of another layout fails here)."""
+        chain = chain_of(spec)
+        rng = np.random.default_rng(12345)
+        for q in [spec.home] + list(rng.uniform(spec.lower, spec.upper, (3, spec.dof)) * 0.8):
+            T = fk(chain, q)
+            cands, _ = self.solver.solve(T.ravel().tolist(), q.tolist())
+            good = False
+            for qq, _code in cands:
+                T2 = fk(chain, np.array(qq))
+                if np.abs(T2[:3, 3] - T[:3, 3]).max() < 1e-8 and (
+                        self.solver.family == "scara" or rotation_angle(T2[:3, :3], T[:3, :3]) < 1e-8):
+                    good = True
+                    break
+            if not good:
+                raise ValueError(f"{spec.name}: the {self.solver.family} IK does not reproduce the FK; "
+                                 "the geometry or DH table does not fit this solver")
+
+    def within(self, q) -> bool:
+        lo, up = self.lower, self.upper
+        for j in range(self.n):
+            if q[j] < lo[j] - _LIMIT_TOL or q[j] > up[j] + _LIMIT_TOL:
+                return False
+        return True
+
+    def equivalents(self, q: list) -> list[list]:
+        """``q`` and its 2π equivalents in wide-range joints that fit the ranges (SCARA: only q)."""
+        out = [q]
+        if not self.solver.lists_equivalents:
+            return out
+        for j in self.unwrap:
+            more = []
+            for base in out:
+                for k in (-2, -1, 1, 2):
+                    v = base[j] + k * _TWO_PI
+                    if self.lower[j] - _LIMIT_TOL <= v <= self.upper[j] + _LIMIT_TOL:
+                        qq = list(base)
+                        qq[j] = v
+                        more.append(qq)
+            out += more
+        return out
+
+    def violation(self, q) -> tuple[float, int, float]:
+        """(total excess, worst joint index, its signed excess) of a joint vector outside its ranges."""
+        total, worst, wv = 0.0, -1, 0.0
+        for j in range(self.n):
+            ex = q[j] - self.upper[j] if q[j] > self.upper[j] else (q[j] - self.lower[j] if q[j] < self.lower[j] else 0.0)
+            total += abs(ex)
+            if abs(ex) > abs(wv):
+                worst, wv = j, ex
+        return total, worst, wv
+
+    def fmt_joint(self, j: int, value: float) -> str:
+        return f"{value * 1000:.1f} mm" if self.prismatic[j] else f"{math.degrees(value):.1f}°"
+
+
+def _context(spec) -> _Context:
+    ctx = spec._cache.get("ik")
+    if ctx is None:
+        ctx = _Context(spec)
+        spec._cache["ik"] = ctx
+    return ctx
+
+
+# ----- public helpers ---------------------------------------------------------------------
+
+def default_weights(spec) -> np.ndarray:
+    """(n,) default travel weights: :data:`DEFAULT_ARM_WEIGHT` for J1–J3, :data:`DEFAULT_WRIST_WEIGHT` after."""
+    w = np.full(spec.dof, DEFAULT_WRIST_WEIGHT)
+    w[:3] = DEFAULT_ARM_WEIGHT
+    return w
+
+
+def branch_labels(spec) -> tuple[str, ...]:
+    """Branch labels of a robot, in the order of :attr:`BatchIKResult.solutions`."""
+    return _context(spec).labels
+
+
+def branch_of(spec, q) -> str:
+    """Branch label of a joint vector (n,) rad / m (the label IK gives the solution ``q``)."""
+    ctx = _context(spec)
+    return ctx.labels[ctx.solver.branch_code(_joint_list(q, ctx.n, "q"))]
+
+
+def pose_from_quat(position, quat_xyzw) -> np.ndarray:
+    """(4, 4) pose from a position (3,) m and a quaternion (x, y, z, w) (normalised here)."""
+    return transform(quat_to_matrix(np.asarray(quat_xyzw, dtype=float).reshape(4)), np.asarray(position, dtype=float).reshape(3))
+
+
+def pose_from_rpy(position, rpy) -> np.ndarray:
+    """(4, 4) pose from a position (3,) m and URDF roll-pitch-yaw (3,) rad: R = Rz(y) Ry(p) Rx(r)."""
+    return transform(rpy_to_matrix(np.asarray(rpy, dtype=float).reshape(3)), np.asarray(position, dtype=float).reshape(3))
+
+
+# ----- input checks -----------------------------------------------------------------------
+
+def _pose_list(T) -> list:
+    """The 16 entries of a (4, 4) pose as floats, after checking it is a rigid transform."""
+    if type(T) is np.ndarray and T.shape == (4, 4):
+        t = T.ravel().tolist()
+    else:
+        a = np.asarray(T, dtype=float)
+        if a.shape != (4, 4):
+            raise ValueError(f"IK target must be a (4, 4) transform, got shape {a.shape}")
+        t = a.ravel().tolist()
+    r00, r01, r02, p0, r10, r11, r12, p1, r20, r21, r22, p2 = t[:12]
+    if not math.isfinite(r00 + r01 + r02 + p0 + r10 + r11 + r12 + p1 + r20 + r21 + r22 + p2):
+        raise ValueError("IK target contains NaN or infinite values")
+    if (abs(r00 * r00 + r10 * r10 + r20 * r20 - 1.0) > 1e-6 or abs(r01 * r01 + r11 * r11 + r21 * r21 - 1.0) > 1e-6
+            or abs(r02 * r02 + r12 * r12 + r22 * r22 - 1.0) > 1e-6 or abs(r00 * r01 + r10 * r11 + r20 * r21) > 1e-6
+            or abs(r00 * r02 + r10 * r12 + r20 * r22) > 1e-6 or abs(r01 * r02 + r11 * r12 + r21 * r22) > 1e-6):
+        raise ValueError("IK target rotation is not orthonormal (tolerance 1e-6)")
+    return t
+
+
+def _joint_list(q, n: int, what: str) -> list:
+    if isinstance(q, np.ndarray) and q.shape == (n,):
+        out = q.tolist()
+    else:
+        a = np.asarray(q, dtype=float)
+        if a.shape != (n,):
+            raise ValueError(f"{what} must have {n} joint values, got shape {a.shape}")
+        out = a.tolist()
+    if not math.isfinite(sum(out)):
+        raise ValueError(f"{what} contains NaN or infinite values")
+    return out
+
+
+def _weights_list(weights, n: int) -> list:
+    w = _joint_list(weights, n, "weights")
+    if any(v < 0 for v in w):
+        raise ValueError("weights must be >= 0")
+    return w
+
+
+# ----- single pose ------------------------------------------------------------------------
+
+def _choose(ctx: _Context, cands: list, qn: list, w: list, want: int | None, mask: int):
+    """Fit wide joints (in place), check limits, pick the weighted-nearest in-range candidate.
+
+    Returns (best_q, best_code), (None, -1) when no candidate qualifies.
+    """
+    best, bcode, bcost = None, -1, math.inf
+    lo, up = ctx.lower_t, ctx.upper_t
+    wide = ctx.wide
+    tau = _TWO_PI
+    for q, code in cands:
+        for j, lj, uj in wide:   # 2*pi equivalent nearest q_near, kept inside the range
+            v = q[j]
+            d = qn[j] - v
+            if d > math.pi or d < -math.pi:
+                v += tau * round(d / tau)
+            if v > uj:
+                if v - tau >= lj:
+                    v -= tau
+            elif v < lj and v + tau <= uj:
+                v += tau
+            q[j] = v
+        if want is not None and (code & mask) != want:
+            continue
+        cost = 0.0
+        for v, lj, uj, wj, rj in zip(q, lo, up, w, qn):
+            if v < lj or v > uj:
+                break
+            cost += wj * abs(v - rj)
+        else:
+            if cost < bcost:
+                best, bcode, bcost = q, code, cost
+    return best, bcode
+
+
+def _failure(ctx: _Context, cands: list, dist: float, want: int | None, mask: int,
+             what: str = "the current branch") -> tuple[IKStatus, str, float]:
+    """Status, reason and distance when no candidate was chosen."""
+    raw = [(q, code, ctx.within(q)) for q, code in cands]
+    if not raw:
+        return IKStatus.UNREACHABLE, f"target is out of reach by {dist * 1000:.1f} mm", dist
+    pool = raw if want is None else [r for r in raw if (r[1] & mask) == want]
+    if not pool:
+        have = ", ".join(sorted({ctx.labels[c] for _, c, _ in raw}))
+        return IKStatus.UNREACHABLE, f"no solution on {what} (reachable on: {have})", 0.0
+    q, code, _ = min(pool, key=lambda r: ctx.violation(r[0])[0])
+    _, j, ex = ctx.violation(q)
+    lim = ctx.upper[j] if ex > 0 else ctx.lower[j]
+    side = "above its upper" if ex > 0 else "below its lower"
+    reason = (f"no solution inside the joint ranges: nearest is the {ctx.labels[code]} solution with J{j + 1} = "
+              f"{ctx.fmt_joint(j, q[j])}, {ctx.fmt_joint(j, abs(ex))} {side} limit {ctx.fmt_joint(j, lim)}")
+    if want is not None:
+        other = sorted({ctx.labels[c] for _, c, ok in raw if ok and (c & mask) != want})
+        if other:
+            reason += f" (in range on other branches: {', '.join(other)})"
+    return IKStatus.OUT_OF_RANGE, reason, 0.0
+
+
+def solve(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -> IKResult:
+    """Closed-form IK of one pose, with the weighted shortest-travel choice.
+
+    Args:
+        spec: the robot (:func:`armtwin.robots.get`).
+        T: (4, 4) flange pose in the robot's reporting base frame, metres.
+        q_near: (n,) current joints (rad / m); the reference for the choice, for 2π unwrapping
+            and for the free joint at singularities. Default: the robot's home pose.
+        weights: (n,) travel weights (>= 0); default :func:`default_weights`.
+        stay_on_branch: only accept solutions on ``q_near``'s branch (arm and wrist).
+
+    Returns:
+        An :class:`IKResult`; never raises for unreachable or out-of-range targets.
+
+    Raises:
+        ValueError: for a malformed pose, joint vector or weights.
+    """
+    ctx = spec._cache.get("ik") or _context(spec)
+    n = ctx.n
+    t = _pose_list(T)
+    qn = ctx.home if q_near is None else _joint_list(q_near, n, "q_near")
+    w = ctx.weights if weights is None else _weights_list(weights, n)
+    cands, dist = ctx.solver.solve(t, qn)
+    want = ctx.solver.branch_code(qn) if stay_on_branch else None
+    best, code = _choose(ctx, cands, qn, w, want, 0xFF)
+    if best is None:
+        status, reason, distance = _failure(ctx, cands, dist, want, 0xFF)
+        return _result(status, None, None, reason, distance, cands, ctx)
+    label = ctx.labels[code]
+    return _result(_SOLVED, np.array(best), label, ctx.solved_reason[code], 0.0, cands, ctx)
+
+
+_SOLVED = IKStatus.SOLVED
+_new = object.__new__
+
+
+def _result(status, best, branch, reason, distance, raw, ctx) -> IKResult:
+    """IKResult without the frozen-dataclass __init__ (this is the control-loop hot path)."""
+    r = _new(IKResult)
+    r.__dict__.update(status=status, best=best, best_branch=branch, reason=reason, distance=distance,
+                      _raw=raw, _ctx=ctx)
+    return r
+
+
+# ----- batch ------------------------------------------------------------------------------
+
+_STATUS_TABLE = np.array([IKStatus.SOLVED, IKStatus.OUT_OF_RANGE, IKStatus.UNREACHABLE], dtype=object)
+
+
+def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -> BatchIKResult:
+    """Closed-form IK of N poses, vectorised over poses and branches.
+
+    Same solutions and choice rule as :func:`solve` (each pose independently; use
+    :func:`solve_path` for continuity along a path).
+
+    Args:
+        spec: the robot.
+        T: (N, 4, 4) flange poses, metres.
+        q_near: (n,) or (N, n) reference joints, rad / m; default home.
+        weights: (n,) travel weights; default :func:`default_weights`.
+        stay_on_branch: only accept solutions on the branch of each row's ``q_near``.
+
+    Returns:
+        A :class:`BatchIKResult`.
+
+    Raises:
+        ValueError: for malformed input (shapes, NaN).
+    """
+    ctx = _context(spec)
+    n = ctx.n
+    T = np.asarray(T, dtype=float)
+    if T.ndim != 3 or T.shape[1:] != (4, 4):
+        raise ValueError(f"solve_batch needs (N, 4, 4) poses, got shape {T.shape}")
+    N = len(T)
+    if not np.all(np.isfinite(T[:, :3, :])):
+        raise ValueError("IK targets contain NaN or infinite values")
+    if q_near is None:
+        QN = np.broadcast_to(np.asarray(ctx.home), (N, n))
+    else:
+        QN = np.asarray(q_near, dtype=float)
+        if QN.shape == (n,):
+            QN = np.broadcast_to(QN, (N, n))
+        elif QN.shape != (N, n):
+            raise ValueError(f"q_near must be ({n},) or ({N}, {n}), got {QN.shape}")
+        if not np.all(np.isfinite(QN)):
+            raise ValueError("q_near contains NaN or infinite values")
+    w = ctx.weights if weights is None else _weights_list(weights, n)
+    J, distance = ctx.solver.solve_batch(T, QN)                        # (n, N, B) joint-major
+    B = J.shape[2]
+    within = np.ones((N, B), dtype=bool)
+    cost = np.zeros((N, B))
+    for j in range(n):
+        v = J[j]
+        r = QN[:, j, None]
+        if j in ctx.unwrap:   # 2*pi equivalent nearest q_near, kept inside the range
+            v += _TWO_PI * np.round((r - v) / _TWO_PI)
+            lo, up = ctx.lower_t[j], ctx.upper_t[j]
+            v -= _TWO_PI * ((v > up) & (v - _TWO_PI >= lo))
+            v += _TWO_PI * ((v < lo) & (v + _TWO_PI <= up))
+        within &= (v >= ctx.lower_t[j]) & (v <= ctx.upper_t[j])      # NaN -> False
+        if w[j]:
+            cost += w[j] * np.abs(v - r)
+    cost[~within] = np.inf
+    rows = np.arange(N)
+    if stay_on_branch:
+        codes = np.array([ctx.solver.branch_code(r) for r in QN.tolist()]) if q_near is not None \
+            else np.full(N, ctx.solver.branch_code(ctx.home))
+        cost[np.arange(B)[None, :] != codes[:, None]] = np.inf
+    k = np.argmin(cost, axis=1)
+    ok = cost[rows, k] < np.inf
+    q = J[:, rows, k].T
+    q[~ok] = np.nan
+    real = ~np.isnan(J[0])
+    real = real[rows, codes] if stay_on_branch else real.any(axis=1)   # no real solution on the branch: UNREACHABLE
+    code = np.where(ok, 0, np.where(real, 1, 2))
+    branch = np.where(ok, ctx.labels_arr[k], "")
+    return BatchIKResult(q, ok, _STATUS_TABLE[code], branch, distance, J.transpose(1, 2, 0), within)
+
+
+# ----- path -------------------------------------------------------------------------------
+
+def solve_path(spec, T, q_start, *, weights=None, max_step: float | None = DEFAULT_MAX_STEP) -> PathIKResult:
+    """IK along a densely sampled path with branch continuity.
+
+    Each sample is solved from the previous solution: the arm configuration (shoulder and
+    elbow branch; the SCARA's elbow) of ``q_start`` is kept, the wrist may change branch only
+    continuously, wide-range joints are unwrapped toward the previous sample, and the weighted
+    nearest in-range solution is taken. The first sample that is unreachable, out of range,
+    only reachable in another configuration, or needs a revolute joint step larger than
+    ``max_step`` ends the path.
+
+    Args:
+        spec: the robot.
+        T: (N, 4, 4) flange poses along the path, metres.
+        q_start: (n,) joints before the first sample, rad / m (its branch is kept).
+        weights: (n,) travel weights; default :func:`default_weights`.
+        max_step: largest allowed revolute joint change between consecutive samples (and from
+            ``q_start`` to sample 0), rad; None disables the check.
+
+    Returns:
+        A :class:`PathIKResult`.
+    """
+    ctx = _context(spec)
+    n = ctx.n
+    T = np.asarray(T, dtype=float)
+    if T.ndim != 3 or T.shape[1:] != (4, 4):
+        raise ValueError(f"solve_path needs (N, 4, 4) poses, got shape {T.shape}")
+    prev = _joint_list(q_start, n, "q_start")
+    w = ctx.weights if weights is None else _weights_list(weights, n)
+    if max_step is not None and not max_step > 0:
+        raise ValueError(f"max_step must be > 0 rad or None, got {max_step}")
+    mask = ctx.arm_mask
+    start_code = ctx.solver.branch_code(prev)
+    want = start_code & mask
+    label = ctx.labels[start_code]
+    N = len(T)
+    out = np.full((N, n), np.nan)
+    ok = np.zeros(N, dtype=bool)
+    for i in range(N):
+        cands, dist = ctx.solver.solve(_pose_list(T[i]), prev)
+        best, _ = _choose(ctx, cands, prev, w, want, mask)
+        if best is None:
+            _, why, _ = _failure(ctx, cands, dist, want, mask, f"the start configuration {label}")
+            return PathIKResult(out, ok, i, f"sample {i}: {why}", label)
+        if max_step is not None:
+            for j in range(n):
+                if not ctx.prismatic[j] and abs(best[j] - prev[j]) > max_step:
+                    where = "from q_start" if i == 0 else f"from sample {i - 1}"
+                    return PathIKResult(out, ok, i, (
+                        f"sample {i}: J{j + 1} would jump by {math.degrees(abs(best[j] - prev[j])):.1f}° {where} "
+                        f"(limit {math.degrees(max_step):.1f}°): singularity or too coarse sampling"), label)
+        out[i] = best
+        ok[i] = True
+        prev = best
+    return PathIKResult(out, ok, None, "", label)

@@ -1,0 +1,241 @@
+"""Closed-form IK of a 6R arm with a UR-like offset wrist (AUBO-i5 layout), pure Python/numpy.
+
+Kinematic family: modified (Craig) DH with alpha_{i-1} = (0, -90, 180, 180, -90, 90) deg,
+a_{i-1} = (0, 0, a2, a3, 0, 0), d = (d1, d2, 0, 0, d5, d6); ``theta_i = q_i + offset_i``.
+Geometry from ``spec.geometry`` (d1, d2, a2, a3, d5, d6, metres), offsets from
+``spec.dh["offset_deg"]``. J2, J3, J4 are parallel; the arm plane sits d2 beside the J1 axis.
+
+Method (as for UR arms): the J5 centre ``p5 = p - d6 * z_tool`` must lie d2 beside the J1 axis,
+which gives two J1 (front / back); the J4 axis is then known (it is J2's), so
+``cos theta5 = z_tool . y1`` (no flip / flip) and J6 follows from the tool x, y axes. Knowing
+J5 and J6 places the J4 origin, and J2, J3 come from a planar two-link problem (elbow up / down);
+J4 closes the planar angle sum.
+
+Branch labels ``"<shoulder>/<elbow>/<wrist>"``:
+    shoulder: ``front`` when the J5 centre lies on the side the arm faces at q1 = 0 (ahead of
+        the J1 axis), ``back`` when J1 turns half a turn away and the arm reaches over.
+    elbow: ``up`` when the elbow (J3) lies above the line from J2 to the J4 origin.
+    wrist: ``noflip`` for theta5 >= 0, ``flip`` for theta5 < 0.
+
+Near the edge of the workspace some branches have no real solution: only the real ones are
+returned. At theta5 = 0 (J6 axis parallel to J2..J4) J6 is free and keeps its ``q_near`` value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ik_spherical import _wrap, _wrap_np
+
+__all__ = ["OffsetWristSolver"]
+
+_SING = 1e-10
+# Metres of slack at the edge of the elbow's reach. Near theta5 = 0 the J5 axis (hence the J4
+# origin) is only known to ~1e-16 / sin(theta5) rad, so a stretched arm can miss by ~1e-10 m.
+_REACH_TOL = 1e-9
+
+
+class OffsetWristSolver:
+    """Analytic IK for the AUBO-i5 kinematic family (see the module docstring).
+
+    Args:
+        geometry: mapping with d1, d2, a2, a3, d5, d6 (metres).
+        offsets: (6,) DH theta offsets, rad.
+    """
+
+    family = "offset_wrist"
+    lists_equivalents = True  # 2*pi equivalents inside a wide range are listed as solutions
+    arm_mask = 0b110
+
+    def __init__(self, geometry, offsets) -> None:
+        self.d1 = float(geometry["d1"])
+        self.d2 = float(geometry["d2"])
+        self.a2 = float(geometry["a2"])
+        self.a3 = float(geometry["a3"])
+        self.d5 = float(geometry["d5"])
+        self.d6 = float(geometry["d6"])
+        self.off = tuple(float(o) for o in offsets)
+        self.reach_out = self.a2 + self.a3
+        self.reach_in = abs(self.a2 - self.a3)
+        # Code bit s = 0 is the J1 root with the J5 centre on the +x1 side. The arm's forward
+        # direction at q1 = 0 is x1 turned by -offset1, so with a 180 deg offset it is "back".
+        names = ("front", "back") if math.cos(self.off[0]) >= 0.0 else ("back", "front")
+        self.labels: tuple[str, ...] = tuple(
+            f"{s}/{e}/{w}" for s in names for e in ("up", "down") for w in ("noflip", "flip"))
+
+    def solve(self, t: list, qn: list) -> tuple[list, float]:
+        """All real IK branches of one pose.
+
+        Args:
+            t: the 16 entries of the (4, 4) target, row-major, metres.
+            qn: (6,) joint vector used for the free joint at the wrist singularity, rad.
+
+        Returns:
+            (candidates, distance): list of ``(q list (6,) rad in (-pi, pi], code)``, and the
+            smallest distance (m) by which a branch misses its reachable set (0 if any solves).
+        """
+        nx, ox, ax, px, ny, oy, ay, py, nz, oz, az, pz = t[:12]
+        d1, d2, d5, d6, a2, a3, off = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3, self.off
+        off1, off2, off3 = off[1], off[2], off[3]
+        pi, tau = math.pi, 2.0 * math.pi
+        p5x, p5y, p5z = px - d6 * ax, py - d6 * ay, pz - d6 * az
+        rho = math.hypot(p5x, p5y)
+        if rho < d2 - _REACH_TOL:
+            return [], d2 - rho
+        psi = math.atan2(p5y, p5x)
+        asn = math.asin(min(d2 / rho, 1.0))
+        shoulders = ((0, psi - asn), (1, psi - math.pi + asn)) if asn < 0.5 * math.pi else ((0, psi - asn),)
+        out = []
+        miss = math.inf
+        for s, th1 in shoulders:
+            c1, s1 = math.cos(th1), math.sin(th1)
+            c5 = -s1 * ax + c1 * ay
+            s5a = math.hypot(az, c1 * ax + s1 * ay)   # |y1 x z_tool|: exact near theta5 = 0
+            u = -s1 * nx + c1 * ny
+            v = -s1 * ox + c1 * oy
+            q1 = _wrap(th1 - off[0])
+            for w, sg in (((0, 1.0),) if s5a <= _SING else ((0, 1.0), (1, -1.0))):
+                s5 = sg * s5a
+                th5 = math.atan2(s5, c5)
+                if s5a <= _SING:
+                    th6 = qn[5] + off[5]
+                    c6, s6 = math.cos(th6), math.sin(th6)
+                else:
+                    c6, s6 = -u / s5, v / s5          # u = -s5 c6, v = s5 s6
+                    th6 = math.atan2(s6, c6)
+                k, m = c5 * c6, c5 * s6
+                x4x, x4y, x4z = k * nx - m * ox + s5 * ax, k * ny - m * oy + s5 * ay, k * nz - m * oz + s5 * az
+                p4x = p5x - d5 * (s6 * nx + c6 * ox)
+                p4y = p5y - d5 * (s6 * ny + c6 * oy)
+                p4z = p5z - d5 * (s6 * nz + c6 * oz)
+                X = c1 * p4x + s1 * p4y
+                Z = p4z - d1
+                r = math.hypot(X, Z)
+                if r > self.reach_out + _REACH_TOL:
+                    miss = min(miss, r - self.reach_out)
+                    continue
+                if r < self.reach_in - _REACH_TOL:
+                    miss = min(miss, self.reach_in - r)
+                    continue
+                D = (r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
+                D = min(max(D, -1.0), 1.0)
+                b = math.acos(D)
+                delta = math.atan2(a3 * math.sqrt(1.0 - D * D), a2 + a3 * D)   # for theta3 = +b
+                gam = math.atan2(Z, X)
+                ang4 = math.atan2(x4z, c1 * x4x + s1 * x4y)
+                q5 = _wrap(th5 - off[4])
+                q6 = _wrap(th6 - off[5])
+                # elbow "up": theta3 < 0 in front, > 0 at the back
+                up = -b if s == 0 else b
+                for e, th3 in (((0, up), (1, -up)) if 0.0 < b < math.pi else ((0 if s == 0 else 1, up),)):
+                    al2 = gam - delta if th3 >= 0.0 else gam + delta
+                    # inline wraps into (-pi, pi]: each value lies within (-3 pi, 3 pi] here
+                    q2 = -al2 - off1
+                    q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
+                    q3 = th3 - off2
+                    q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
+                    q4 = _wrap(th3 + al2 - ang4 - off3)
+                    out.append(([q1, q2, q3, q4, q5, q6], 4 * s + 2 * e + w))
+        return out, (0.0 if out else miss)
+
+    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All 8 branches for N poses, vectorised.
+
+        Args:
+            T: (N, 4, 4) targets, metres.
+            qn: (N, 6) joint vectors for the free joint at the wrist singularity, rad.
+
+        Returns:
+            (J, distance): J (6, N, 8) joint-major solutions, rad, NaN for branches without a
+            real solution (last axis indexed by branch code); (N,) smallest miss distance (m),
+            0 where any branch solves.
+        """
+        N = len(T)
+        d1, d2, d5, d6, a2, a3, off = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3, self.off
+        n, o, a, p = T[:, :3, 0], T[:, :3, 1], T[:, :3, 2], T[:, :3, 3]
+        p5 = p - d6 * a
+        rho = np.hypot(p5[:, 0], p5[:, 1])
+        psi = np.arctan2(p5[:, 1], p5[:, 0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            asn = np.arcsin(np.minimum(d2 / rho, 1.0))
+        th1 = np.stack([psi - asn, psi - math.pi + asn], axis=1)          # (N, 2)
+        c1, s1 = np.cos(th1), np.sin(th1)
+        def ex(v, i):  # (N, 1) column of a (N, 3) array
+            return v[:, i, None]
+
+        c5 = -s1 * ex(a, 0) + c1 * ex(a, 1)
+        s5a = np.hypot(ex(a, 2), c1 * ex(a, 0) + s1 * ex(a, 1))
+        u = -s1 * ex(n, 0) + c1 * ex(n, 1)
+        v = -s1 * ex(o, 0) + c1 * ex(o, 1)
+        sing = s5a <= _SING                                                # (N, 2)
+        sg = np.array([1.0, -1.0])
+        s5 = s5a[..., None] * sg                                           # (N, 2, 2) axes s, w
+        c5w = np.broadcast_to(c5[..., None], s5.shape)
+        th5 = np.arctan2(s5, c5w)
+        th6 = np.arctan2(sg * v[..., None], -sg * u[..., None])
+        th6 = np.where(sing[..., None], (qn[:, 5] + off[5])[:, None, None], th6)
+        c6, s6 = np.cos(th6), np.sin(th6)
+        k, m = c5w * c6, c5w * s6
+        def e3(v, i):  # (N, 1, 1) column of a (N, 3) array
+            return v[:, i, None, None]
+
+        x4x = k * e3(n, 0) - m * e3(o, 0) + s5 * e3(a, 0)
+        x4y = k * e3(n, 1) - m * e3(o, 1) + s5 * e3(a, 1)
+        x4z = k * e3(n, 2) - m * e3(o, 2) + s5 * e3(a, 2)
+        p4x = e3(p5, 0) - d5 * (s6 * e3(n, 0) + c6 * e3(o, 0))
+        p4y = e3(p5, 1) - d5 * (s6 * e3(n, 1) + c6 * e3(o, 1))
+        p4z = e3(p5, 2) - d5 * (s6 * e3(n, 2) + c6 * e3(o, 2))
+        c1e, s1e = c1[..., None], s1[..., None]
+        X = c1e * p4x + s1e * p4y
+        Z = p4z - d1
+        r = np.hypot(X, Z)
+        miss = np.maximum(np.maximum(r - self.reach_out, self.reach_in - r), 0.0)   # (N, 2, 2)
+        miss[miss <= _REACH_TOL] = 0.0
+        D = np.clip((r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3), -1.0, 1.0)
+        b = np.arccos(D)
+        gam = np.arctan2(Z, X)
+        ang4 = np.arctan2(x4z, c1e * x4x + s1e * x4y)
+        # theta3 per (s, w, e): "up" is -b in front, +b at the back
+        th3 = np.empty(b.shape + (2,))
+        th3[:, 0, :, 0] = -b[:, 0]
+        th3[:, 0, :, 1] = b[:, 0]
+        th3[:, 1, :, 0] = b[:, 1]
+        th3[:, 1, :, 1] = -b[:, 1]
+        gam, ang4 = gam[..., None], ang4[..., None]
+        al2 = gam - np.arctan2(a3 * np.sin(th3), a2 + a3 * np.cos(th3))
+        Q = np.empty((N, 2, 2, 2, 6))                                      # axes s, w, e
+        Q[..., 0] = (th1 - off[0])[:, :, None, None]
+        Q[..., 1] = -al2 - off[1]
+        Q[..., 2] = th3 - off[2]
+        Q[..., 3] = th3 + al2 - ang4 - off[3]
+        Q[..., 4] = (th5 - off[4])[..., None]
+        Q[..., 5] = (th6 - off[5])[..., None]
+        Q = _wrap_np(Q)
+        # drop what the single-pose path does not produce: unreal branches and duplicates
+        Q[miss > 0] = np.nan
+        Q[:, :, 1][sing] = np.nan
+        folded = (b <= 0.0) | (b >= math.pi)                              # (N, 2, 2)
+        Q[:, 0, :, 1][folded[:, 0]] = np.nan
+        Q[:, 1, :, 0][folded[:, 1]] = np.nan
+        Q[rho < d2 - _REACH_TOL] = np.nan
+        Q[asn >= 0.5 * math.pi, 1] = np.nan
+        distance = np.where(rho < d2 - _REACH_TOL, d2 - rho, 0.0)
+        none = np.all(np.isnan(Q[..., 0]).reshape(N, 8), axis=1) & (distance == 0)
+        mm = miss.reshape(N, 4).min(axis=1) if N else np.zeros(0)
+        distance = np.where(none, mm, distance)
+        return np.ascontiguousarray(np.moveaxis(Q.transpose(0, 1, 3, 2, 4).reshape(N, 8, 6), 2, 0)), distance
+
+    def branch_code(self, q) -> int:
+        """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""
+        off = self.off
+        al2 = -(q[1] + off[1])
+        th3 = _wrap(q[2] + off[2])
+        al3 = al2 + th3
+        al4 = al3 - (q[3] + off[3])
+        x5 = self.a2 * math.cos(al2) + self.a3 * math.cos(al3) + self.d5 * math.sin(al4)
+        s = 0 if x5 >= 0.0 else 1
+        e = 0 if (th3 <= 0.0) == (s == 0) else 1
+        w = 0 if _wrap(q[4] + off[4]) >= 0.0 else 1
+        return 4 * s + 2 * e + w

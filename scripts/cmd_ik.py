@@ -1,0 +1,123 @@
+"""``armtwin ik ROBOT X Y Z (--quat QX QY QZ QW | --rpy RX RY RZ)``: closed-form inverse kinematics.
+
+Position in mm, angles in degrees (the SCARA's J3 in mm). Exit codes: 0 solved, 3 out of reach,
+4 no solution inside the joint ranges (or none on the requested branch), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+
+from .cli import CliError, add_json_flag, get_robot, parse_joints_display, print_json
+
+EXIT_UNREACHABLE = 3
+EXIT_OUT_OF_RANGE = 4
+
+_EPILOG = f"""\
+orientation: --quat is (x, y, z, w) and is normalised; --rpy is URDF roll-pitch-yaw in degrees
+(fixed axes X, then Y, then Z: R = Rz(RZ) Ry(RY) Rx(RX)). 6-axis robots need one of them. The
+SCARA uses only the tool roll about z (RZ of --rpy, e.g. --rpy 180 0 30; default roll 0).
+
+exit codes: 0 solved; {EXIT_UNREACHABLE} target out of reach; {EXIT_OUT_OF_RANGE} no solution inside the joint
+ranges; 2 bad input. With --json the JSON is printed in every case (status "solved",
+"unreachable" or "out_of_range") and the one-line message still goes to stderr.
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ik", help="inverse kinematics: joint solutions for a flange pose (mm, deg)",
+                       description="Closed-form inverse kinematics for a flange (tool0) pose in the base frame.",
+                       epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("robot", help="robot id (see `armtwin robots`)")
+    p.add_argument("xyz", nargs=3, metavar=("X", "Y", "Z"), help="flange position, mm")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quat", nargs=4, metavar=("QX", "QY", "QZ", "QW"), help="orientation quaternion (x, y, z, w)")
+    g.add_argument("--rpy", nargs=3, metavar=("RX", "RY", "RZ"), help="orientation, URDF roll-pitch-yaw, degrees")
+    p.add_argument("--near", nargs="+", metavar="J", help="current joints (deg; mm for prismatic): the reference "
+                   "for the shortest-travel choice; default the home pose")
+    p.add_argument("--stay-on-branch", action="store_true", help="only accept solutions on the --near branch")
+    p.add_argument("--all", action="store_true", help="list every solution, inside the ranges or not")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def _floats(values, what: str) -> np.ndarray:
+    try:
+        out = np.array([float(v) for v in values])
+    except ValueError:
+        raise CliError(f"{what} must be numbers, got {' '.join(values)}") from None
+    if not np.all(np.isfinite(out)):
+        raise CliError(f"{what} must be finite numbers")
+    return out
+
+
+def target_pose(spec, xyz_mm, quat=None, rpy_deg=None) -> np.ndarray:
+    """(4, 4) target (m) from CLI values; raises CliError for bad values or a missing orientation."""
+    from ..controllers.ik import pose_from_quat, pose_from_rpy
+    pos = _floats(xyz_mm, "X Y Z") / 1000.0
+    if quat is not None:
+        qv = _floats(quat, "--quat")
+        if np.linalg.norm(qv) < 1e-9:
+            raise CliError("--quat has zero length")
+        return pose_from_quat(pos, qv)
+    if rpy_deg is not None:
+        return pose_from_rpy(pos, np.radians(_floats(rpy_deg, "--rpy")))
+    if spec.name == "scara" or spec.dof < 6:
+        return pose_from_rpy(pos, (math.pi, 0.0, 0.0))   # tool down, roll 0
+    raise CliError(f"{spec.name} needs an orientation: --quat QX QY QZ QW or --rpy RX RY RZ (degrees)")
+
+
+def solution_rows(spec, result) -> list[dict]:
+    """The JSON rows of every solution (joints in display units)."""
+    return [{"joints_deg": spec.to_display(s.q).tolist(), "branch": s.branch, "within_limits": bool(s.within_limits),
+             "chosen": bool(result.best is not None and np.array_equal(s.q, result.best))}
+            for s in result.solutions]
+
+
+def format_joints(spec, q) -> str:
+    """Joints in display units on one line (no "-0.000")."""
+    d = spec.to_display(q)
+    d = np.where(np.abs(d) < 5e-4, 0.0, d)
+    return "  ".join(f"J{i + 1} {v:9.3f}{' mm' if p else '°'}" for i, (v, p) in enumerate(zip(d, spec.prismatic)))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..controllers.ik import IKStatus, solve
+    spec = get_robot(args.robot)
+    T = target_pose(spec, args.xyz, args.quat, args.rpy)
+    q_near = parse_joints_display(spec, args.near, check_limits=False) if args.near else None
+    r = solve(spec, T, q_near, stay_on_branch=args.stay_on_branch)
+    code = {IKStatus.SOLVED: 0, IKStatus.UNREACHABLE: EXIT_UNREACHABLE}.get(r.status, EXIT_OUT_OF_RANGE)
+    if args.json:
+        print_json({
+            "robot": spec.name,
+            "target": {"position_mm": (T[:3, 3] * 1000).tolist(), "rotation": T[:3, :3].tolist()},
+            "solutions": solution_rows(spec, r),
+            "best": None if r.best is None else spec.to_display(r.best).tolist(),
+            "best_branch": r.best_branch,
+            "status": r.status.value,
+            "reason": r.reason,
+            "distance_mm": r.distance * 1000.0,
+        })
+    else:
+        x, y, z = T[:3, 3] * 1000
+        print(f"{spec.title}: IK for flange at x={x:.3f} y={y:.3f} z={z:.3f} mm")
+        if spec.name == "scara" and abs(T[2, 2]) < 1.0 - 1e-9:
+            print("  note: the SCARA's tool axis is vertical; only the roll about z is used")
+        if r.ok:
+            print(f"  best ({r.best_branch}): {format_joints(spec, r.best)}")
+        if args.all:
+            print(f"  {len(r.solutions)} solution(s)  (* chosen, ✓ inside the joint ranges)")
+            for row, s in zip(solution_rows(spec, r), r.solutions):
+                mark = "*" if row["chosen"] else " "
+                ok = "✓" if s.within_limits else "✗"
+                print(f"  {mark} {ok} {s.branch:<18} {format_joints(spec, s.q)}")
+        elif r.ok and len(r.solutions) > 1:
+            print(f"  ({len(r.solutions)} solutions in all, {sum(s.within_limits for s in r.solutions)} inside the ranges; --all lists them)")
+    if not r.ok:
+        print(f"armtwin: {r.status.value.replace('_', ' ')}: {r.reason}", file=sys.stderr)
+    return code

@@ -1,0 +1,402 @@
+"""Closed-form IK: round trips against the FK, branches, singularities, statuses, choice, batch, path."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from armtwin import robots
+from armtwin.controllers.ik import (
+    IKStatus,
+    branch_labels,
+    branch_of,
+    default_weights,
+    pose_from_quat,
+    pose_from_rpy,
+    solve,
+    solve_batch,
+    solve_path,
+)
+from armtwin.controllers.kinematics import chain_of, fk, fk_batch
+from armtwin.controllers.transforms import matrix_to_quat, rotation_angle
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROBOTS = ("irb120", "aubo_i5", "scara")
+POS_TOL = 1e-9   # m
+ROT_TOL = 1e-9   # rad
+
+
+def _joint_strategy(spec):
+    return st.tuples(*[st.floats(float(lo), float(hi), allow_nan=False) for lo, hi in zip(spec.lower, spec.upper)]).map(np.array)
+
+
+def _pose_error(spec, T_a, T_b) -> tuple[float, float]:
+    """(position error m, orientation error rad); the SCARA's orientation is only the tool roll."""
+    dp = float(np.linalg.norm(T_a[:3, 3] - T_b[:3, 3]))
+    if spec.name == "scara":
+        ra = math.atan2(T_a[1, 0], T_a[0, 0])
+        rb = math.atan2(T_b[1, 0], T_b[0, 0])
+        return dp, abs(math.remainder(ra - rb, 2 * math.pi))
+    return dp, float(rotation_angle(T_a[:3, :3], T_b[:3, :3]))
+
+
+def _same_joints(spec, q_a, q_b, tol=1e-6) -> bool:
+    """Equal joint vectors; revolute joints compared modulo 2*pi."""
+    d = np.asarray(q_a, dtype=float) - np.asarray(q_b, dtype=float)
+    rev = ~spec.prismatic
+    d[rev] = np.remainder(d[rev] + np.pi, 2 * np.pi) - np.pi
+    return bool(np.all(np.abs(d) < tol))
+
+
+def _check_all_reach(spec, result, T, labels=True):
+    chain = chain_of(spec)
+    assert result.solutions, "a reachable pose must have solutions"
+    for s in result.solutions:
+        assert np.all(np.isfinite(s.q))
+        dp, da = _pose_error(spec, fk(chain, s.q), T)
+        assert dp < POS_TOL and da < ROT_TOL, (s.branch, dp, da)
+        assert s.within_limits == bool(spec.within_limits(s.q))
+        if labels:
+            assert branch_of(spec, s.q) == s.branch
+
+
+# ----- round trips (property tests) ---------------------------------------------------------
+
+def _doubly_near_singular(spec, q) -> bool:
+    """AUBO with a stretched elbow and 0 < |theta5| < 1e-6: the pose fixes the J4 origin only to
+    ~d5 * 1e-16 / sin(theta5), so the elbow angle is known only to its square root (the FK round
+    trip still holds; recovering q itself to 1e-6 rad is not possible from a float pose)."""
+    return spec.name == "aubo_i5" and abs(q[2]) < 1e-3 and 0.0 < abs(math.sin(q[4])) < 1e-6
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_round_trip_property(name):
+    spec = robots.get(name)
+    chain = chain_of(spec)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_joint_strategy(spec))
+    def check(q):
+        T = fk(chain, q)
+        # with q_near = q even the free joints of singular poses come back as they were
+        r = solve(spec, T, q)
+        assert r.status is IKStatus.SOLVED
+        dp, da = _pose_error(spec, fk(chain, r.best), T)
+        assert dp < POS_TOL and da < ROT_TOL
+        # (labels are checked away from branch boundaries, below: hypothesis likes q = 0 exactly)
+        _check_all_reach(spec, r, T, labels=False)
+        if not _doubly_near_singular(spec, q):
+            assert any(_same_joints(spec, s.q, q) for s in r.solutions)
+            # the chosen solution travels no more than q itself (weighted): it is q
+            assert np.abs(r.best - q) @ default_weights(spec) < 1e-6
+
+    check()
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_original_among_solutions_from_home(name):
+    """Away from singularities the solutions do not depend on q_near: q is found from home."""
+    spec = robots.get(name)
+    chain = chain_of(spec)
+    rng = np.random.default_rng(7)
+    for q in rng.uniform(spec.lower, spec.upper, (200, spec.dof)):
+        T = fk(chain, q)
+        r = solve(spec, T, spec.home)
+        assert any(_same_joints(spec, s.q, q) for s in r.solutions), np.degrees(q)
+        _check_all_reach(spec, r, T)   # including branch_of(solution) == its label
+
+
+def test_irb120_has_8_branches_and_j6_equivalents():
+    spec = robots.get("irb120")
+    q = np.radians([10, 20, -30, 40, 50, 20])
+    r = solve(spec, fk(chain_of(spec), q))
+    assert {s.branch for s in r.solutions} == set(branch_labels(spec))
+    # q6 = 20 deg has equivalents -340 and +380 inside +-400 deg, on the same branch
+    same = [s for s in r.solutions if np.allclose(s.q[:5], q[:5], atol=1e-9)]
+    assert sorted(np.round(np.degrees([s.q[5] for s in same]), 6)) == [-340.0, 20.0, 380.0]
+
+
+def test_aubo_returns_only_real_branches_near_the_edge():
+    spec = robots.get("aubo_i5")
+    chain = chain_of(spec)
+    q = np.radians([0, 10, 5, 0, 60, 0])   # nearly stretched: only some branches are real
+    T = fk(chain, q)
+    r = solve(spec, T)
+    assert 0 < len(r.solutions) < 8
+    _check_all_reach(spec, r, T)
+
+
+# ----- singular poses -----------------------------------------------------------------------
+
+def test_irb120_wrist_singular_keeps_j4():
+    spec = robots.get("irb120")
+    chain = chain_of(spec)
+    T = fk(chain, np.radians([20, 10, 10, 50, 0, -30]))
+    q_near = np.radians([20, 10, 10, 35, 5, 0])
+    r = solve(spec, T, q_near)
+    assert r.ok
+    _check_all_reach(spec, r, T, labels=False)
+    assert r.best[3] == pytest.approx(q_near[3], abs=1e-12)
+    # J4 + J6 carries the roll: 50 - 30 = 20 deg
+    assert math.degrees(r.best[3] + r.best[5]) == pytest.approx(20.0, abs=1e-9)
+
+
+def test_irb120_stretched_arm_and_wrist_on_j1_axis():
+    spec = robots.get("irb120")
+    g = spec.geometry
+    chain = chain_of(spec)
+    phi = math.atan2(g["d4"], g["a3"])
+    q = np.array([0.3, 0.0, -phi, 0.2, 0.4, 0.1])   # arm stretched straight up, wrist centre on J1
+    T = fk(chain, q)
+    wc = T[:3, 3] - g["d6"] * T[:3, 2]
+    assert abs(wc[0]) < 1e-12 and abs(wc[1]) < 1e-12
+    q_near = np.array([-0.4, 0.0, -1.0, 0.5, 0.3, 0.0])
+    r = solve(spec, T, q_near)
+    assert r.ok
+    _check_all_reach(spec, r, T, labels=False)
+    assert r.best[0] == pytest.approx(q_near[0], abs=1e-12)   # J1 free: kept
+    assert len({s.branch for s in r.solutions}) >= 2          # stretched: one elbow per shoulder
+
+
+def test_aubo_wrist_singular_and_target_on_j1_axis():
+    spec = robots.get("aubo_i5")
+    chain = chain_of(spec)
+    q = np.radians([30, -20, 80, 10, 0, 40])
+    T = fk(chain, q)
+    q_near = q.copy()
+    q_near[5] = math.radians(25)
+    r = solve(spec, T, q_near)
+    assert r.ok
+    _check_all_reach(spec, r, T, labels=False)
+    assert r.best[5] == pytest.approx(q_near[5], abs=1e-12)
+    # The flange can never be on the J1 axis: the J5 centre must be d2 from it and is only d6
+    # from the flange. With the tool pointing radially inward it misses by d2 - d6 = 27.5 mm.
+    g = spec.geometry
+    T2 = pose_from_rpy((0.0, 0.0, 0.6), (0.0, -math.pi / 2, 0.0))   # tool z along -x
+    assert np.allclose(T2[:3, 2], [-1, 0, 0])
+    r2 = solve(spec, T2)
+    assert r2.status is IKStatus.UNREACHABLE
+    assert r2.distance == pytest.approx(g["d2"] - g["d6"], abs=1e-12)
+    # ... and a J5 centre exactly d2 from the axis (shoulder singularity: the two J1 roots meet)
+    T3 = fk(chain, np.radians([0, 0, 0, 0, 40, 0]))
+    r3 = solve(spec, T3)
+    assert r3.ok
+    _check_all_reach(spec, r3, T3, labels=False)
+    assert np.ptp([s.q[0] for s in r3.solutions]) < 1e-6
+
+
+def test_scara_stretched_gives_one_solution():
+    spec = robots.get("scara")
+    T = fk(chain_of(spec), np.array([0.5, 0.0, 0.1, 0.2]))
+    r = solve(spec, T, np.array([0.5, 0.0, 0.1, 0.2]))
+    assert r.ok and len(r.solutions) == 1
+    _check_all_reach(spec, r, T, labels=False)
+
+
+# ----- unreachable and out of range --------------------------------------------------------
+
+def test_irb120_unreachable_distance():
+    spec = robots.get("irb120")
+    g = spec.geometry
+    phi = math.atan2(g["d4"], g["a3"])
+    T = fk(chain_of(spec), np.array([0.0, 0.0, -phi, 0.0, 0.0, 0.0]))   # stretched straight up
+    T[2, 3] += 0.05
+    r = solve(spec, T)
+    assert r.status is IKStatus.UNREACHABLE and not r.ok and r.best is None
+    assert r.distance == pytest.approx(0.05, abs=1e-9)
+    assert "50.0 mm" in r.reason
+
+
+def test_scara_unreachable_outside_and_inside():
+    spec = robots.get("scara")
+    far = solve(spec, pose_from_rpy((0.7, 0.0, 0.3), (math.pi, 0, 0)))
+    assert far.status is IKStatus.UNREACHABLE and far.distance == pytest.approx(0.1, abs=1e-12)
+    near = solve(spec, pose_from_rpy((0.0, 0.01, 0.3), (math.pi, 0, 0)))
+    assert near.status is IKStatus.UNREACHABLE and near.distance == pytest.approx(0.04, abs=1e-12)
+
+
+def test_aubo_unreachable_distance_bounded_by_the_shift():
+    spec = robots.get("aubo_i5")
+    T = fk(chain_of(spec), np.zeros(6))   # arm stretched straight up
+    T[2, 3] += 0.05
+    r = solve(spec, T)
+    assert r.status is IKStatus.UNREACHABLE
+    assert 0.0 < r.distance <= 0.05 + 1e-9
+
+
+def test_scara_out_of_range_names_j3():
+    spec = robots.get("scara")
+    z = spec.geometry["z0"] - 0.25   # 50 mm beyond the 200 mm stroke
+    r = solve(spec, pose_from_rpy((0.4, 0.2, z), (math.pi, 0, 0)))
+    assert r.status is IKStatus.OUT_OF_RANGE and r.best is None
+    assert "J3" in r.reason and "50.0 mm" in r.reason
+    assert r.solutions and not any(s.within_limits for s in r.solutions)
+
+
+def test_irb120_out_of_range_names_a_joint():
+    spec = robots.get("irb120")
+    chain = chain_of(spec)
+    q = np.radians([0, 0, 0, 0, 130, 0])    # J5 beyond +-120 deg; its flip needs J4 = 180 (> 160)
+    T = fk(chain, q)
+    r = solve(spec, T)
+    assert r.status is IKStatus.OUT_OF_RANGE
+    assert not any(spec.within_limits(s.q) for s in r.solutions)
+    assert "J5" in r.reason or "J4" in r.reason
+    _check_all_reach(spec, r, T)
+
+
+# ----- the choice rule ----------------------------------------------------------------------
+
+def _two_arm_branches(spec, q):
+    r = solve(spec, fk(chain_of(spec), q))
+    inside = [s for s in r.solutions if s.within_limits]
+    a = next(s for s in inside if s.branch == "front/up/noflip")
+    b = next(s for s in inside if s.branch == "front/down/noflip")
+    return a, b
+
+
+def test_weighted_rule_prefers_the_heavier_joints():
+    spec = robots.get("aubo_i5")
+    a, b = _two_arm_branches(spec, np.radians([10, -10, 60, 20, 40, 10]))
+    q_near = np.concatenate([a.q[:3], b.q[3:]])   # arm like A, wrist like B
+    arm_only = solve(spec, fk(chain_of(spec), a.q), q_near, weights=[1, 1, 1, 0, 0, 0])
+    wrist_only = solve(spec, fk(chain_of(spec), a.q), q_near, weights=[0, 0, 0, 1, 1, 1])
+    assert arm_only.best_branch == a.branch and np.allclose(arm_only.best, a.q)
+    assert wrist_only.best_branch == b.branch and np.allclose(wrist_only.best, b.q)
+    # the default rule is sum(w * |dq|) with w = (1, 1, 1, .25, .25, .25), computed here by hand
+    w = np.array([1, 1, 1, 0.25, 0.25, 0.25])
+    expect = a if np.abs(a.q - q_near) @ w < np.abs(b.q - q_near) @ w else b
+    assert solve(spec, fk(chain_of(spec), a.q), q_near).best_branch == expect.branch
+
+
+def test_shortest_travel_picks_nearest_j6_equivalent():
+    spec = robots.get("irb120")
+    q = np.radians([0, 10, 10, 30, 40, 20])
+    q_near = q.copy()
+    q_near[5] = math.radians(350)
+    r = solve(spec, fk(chain_of(spec), q), q_near)
+    assert math.degrees(r.best[5]) == pytest.approx(380.0, abs=1e-9)
+
+
+def test_stay_on_branch():
+    spec = robots.get("irb120")
+    T = fk(chain_of(spec), np.radians([0, 10, 10, 30, 5, 0]))
+    q_near = np.radians([0, 10, 10, 30, -1, 0])     # wrist "flip" (q5 < 0), but near the noflip one
+    assert branch_of(spec, q_near) == "front/up/flip"
+    assert solve(spec, T, q_near).best_branch == "front/up/noflip"
+    r = solve(spec, T, q_near, stay_on_branch=True)
+    assert r.ok and r.best_branch == "front/up/flip"
+    assert math.degrees(r.best[3]) == pytest.approx(-150.0, abs=1e-9)
+
+
+# ----- batch == single ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_batch_matches_single(name):
+    spec = robots.get(name)
+    chain = chain_of(spec)
+    rng = np.random.default_rng(3)
+    Q = rng.uniform(spec.lower * 1.1, spec.upper * 1.1, (150, spec.dof))
+    T = fk_batch(chain, Q)
+    T[::10, :3, 3] *= 2.0                     # some out of reach
+    q_near = rng.uniform(spec.lower, spec.upper, (150, spec.dof))
+    for stay in (False, True):
+        b = solve_batch(spec, T, q_near, stay_on_branch=stay)
+        for i in range(len(T)):
+            r = solve(spec, T[i], q_near[i], stay_on_branch=stay)
+            assert b.status[i] is r.status
+            assert b.ok[i] == r.ok
+            assert b.distance[i] == pytest.approx(r.distance, abs=1e-12)
+            if r.ok:
+                assert np.allclose(b.q[i], r.best, atol=1e-9) and b.branch[i] == r.best_branch
+            else:
+                assert np.all(np.isnan(b.q[i])) and b.branch[i] == ""
+
+
+# ----- path ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_path_on_a_line_is_continuous(name):
+    spec = robots.get(name)
+    chain = chain_of(spec)
+    T0 = fk(chain, spec.home)
+    s = np.linspace(0.0, 1.0, 300)
+    T = np.repeat(T0[None], len(s), axis=0)
+    T[:, :3, 3] += s[:, None] * np.array([0.10, 0.08, -0.06])
+    p = solve_path(spec, T, spec.home)
+    assert p.first_failure is None and p.ok.all()
+    assert np.abs(np.diff(p.q, axis=0)).max() < 0.01
+    assert {branch_of(spec, q) for q in p.q} == {branch_of(spec, spec.home)}
+    for q, Ti in zip(p.q, T):
+        dp, da = _pose_error(spec, fk(chain, q), Ti)
+        assert dp < POS_TOL and da < ROT_TOL
+
+
+def test_path_through_the_wrist_singularity_stays_continuous():
+    """q5 passes through 0 along the path: the wrist label changes, the joints do not jump."""
+    spec = robots.get("irb120")
+    chain = chain_of(spec)
+    s = np.linspace(0.0, 1.0, 101)                    # sample 50 is exactly q5 = 0
+    Q = np.radians([10, 15, 5, 30, 0, 20]) + np.outer(s - 0.5, np.radians([0, 10, 0, 0, 40, 0]))
+    T = fk_batch(chain, Q)
+    p = solve_path(spec, T, Q[0])
+    assert p.first_failure is None
+    assert np.allclose(p.q, Q, atol=1e-6)
+    assert branch_of(spec, p.q[0]) == "front/up/flip" and branch_of(spec, p.q[-1]) == "front/up/noflip"
+
+
+def test_path_reports_first_unreachable_sample():
+    spec = robots.get("scara")
+    x = np.linspace(0.4, 0.7, 301)
+    T = np.stack([pose_from_rpy((xi, 0.05, 0.3), (math.pi, 0, 0)) for xi in x])
+    p = solve_path(spec, T, solve(spec, T[0], np.array([0.0, 0.5, 0.05, 0.0])).best)
+    expected = int(np.argmax(np.hypot(x, 0.05) > 0.6))
+    assert p.first_failure == expected
+    assert p.ok[:expected].all() and not p.ok[expected:].any()
+    assert "out of reach" in p.reason
+
+
+def test_path_through_the_j1_axis_needs_a_flip():
+    """The wrist centre crossing the J1 axis: the front configuration cannot follow continuously."""
+    spec = robots.get("irb120")
+    x = np.linspace(0.15, -0.15, 121)
+    R = np.diag([-1.0, 1.0, -1.0])                   # tool pointing down
+    T = np.stack([np.block([[R, np.array([[xi], [0.0], [0.45]])], [np.zeros((1, 3)), np.ones((1, 1))]]) for xi in x])
+    r0 = solve(spec, T[0])
+    p = solve_path(spec, T, r0.best)
+    assert p.first_failure is not None
+    wrist_x = x                                        # tool straight down: wrist centre above the flange
+    assert wrist_x[p.first_failure - 1] >= 0.0 and p.first_failure <= int(np.argmax(wrist_x < 0)) + 1
+    assert p.ok[: p.first_failure].all()
+
+
+# ----- helpers and input checks -------------------------------------------------------------
+
+def test_pose_helpers_agree():
+    q_xyzw = np.array([0.1, -0.2, 0.3, 0.9])
+    T = pose_from_quat((0.1, 0.2, 0.3), q_xyzw)
+    assert np.allclose(matrix_to_quat(T[:3, :3]), q_xyzw / np.linalg.norm(q_xyzw))
+    T2 = pose_from_rpy((0, 0, 0), (0.0, 0.0, math.pi / 2))
+    assert np.allclose(T2[:3, 0], [0, 1, 0])
+
+
+@pytest.mark.parametrize("bad", [np.eye(3), np.full((4, 4), np.nan), np.diag([2.0, 1.0, 1.0, 1.0])])
+def test_invalid_input_raises(bad):
+    with pytest.raises(ValueError):
+        solve(robots.get("irb120"), bad)
+
+
+def test_invalid_q_near_raises():
+    with pytest.raises(ValueError):
+        solve(robots.get("irb120"), np.eye(4), q_near=[0.0, 1.0])
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_empty_batch_and_path(name):
+    spec = robots.get(name)
+    b = solve_batch(spec, np.zeros((0, 4, 4)))
+    assert b.q.shape == (0, spec.dof) and b.ok.shape == (0,)
+    p = solve_path(spec, np.zeros((0, 4, 4)), spec.home)
+    assert p.q.shape == (0, spec.dof) and p.first_failure is None

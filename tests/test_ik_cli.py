@@ -1,0 +1,107 @@
+"""Smoke tests of `armtwin ik`, `armtwin validate` and `armtwin bench ik` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from armtwin import robots
+from armtwin.controllers.kinematics import chain_of, fk
+from armtwin.controllers.transforms import matrix_to_quat
+from armtwin.scripts.cli import main
+
+
+def test_ik_json_irb120_zero_pose(capsys):
+    assert main(["ik", "irb120", "374", "0", "630", "--rpy", "0", "90", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "solved"
+    assert np.allclose(out["best"], [0, 0, 0, 0, 0, 0], atol=1e-9)
+    chosen = [s for s in out["solutions"] if s["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["branch"] == "front/up/noflip" and chosen[0]["within_limits"]
+    assert {"joints_deg", "branch", "within_limits"} <= set(out["solutions"][0])
+
+
+def test_ik_json_solutions_reach_the_target(capsys):
+    spec = robots.get("aubo_i5")
+    q = np.radians([20, -10, 70, 15, 80, -30])
+    T = fk(chain_of(spec), q)
+    quat = matrix_to_quat(T[:3, :3])
+    args = ["ik", "aubo_i5", *map(str, T[:3, 3] * 1000), "--quat", *map(str, quat), "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    for s in out["solutions"]:
+        Ts = fk(chain_of(spec), np.radians(s["joints_deg"]))
+        assert np.allclose(Ts[:3, 3], T[:3, 3], atol=1e-6)
+
+
+def test_ik_scara_uses_mm_for_j3_and_the_roll(capsys):
+    assert main(["ik", "scara", "400", "100", "300", "--rpy", "180", "0", "30", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    spec = robots.get("scara")
+    z0_mm = spec.geometry["z0"] * 1000
+    for s in out["solutions"]:
+        j1, j2, j3, j4 = s["joints_deg"]
+        assert j3 == pytest.approx(z0_mm - 300.0)
+        assert abs((j1 + j2 + j4 - 30.0 + 180.0) % 360.0 - 180.0) < 1e-9
+
+
+def test_ik_text_all_lists_every_solution(capsys):
+    assert main(["ik", "irb120", "300", "100", "400", "--rpy", "180", "0", "0", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "best (" in out and "front/up/noflip" in out and "back/" in out
+
+
+def test_ik_unreachable_exit_code_and_message(capsys):
+    code = main(["ik", "irb120", "1000", "0", "630", "--rpy", "0", "90", "0"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert len(err.strip().splitlines()) == 1 and "out of reach" in err and "mm" in err
+
+
+def test_ik_out_of_range_exit_code(capsys):
+    code = main(["ik", "scara", "400", "100", "50", "--json"])
+    cap = capsys.readouterr()
+    assert code == 4
+    assert json.loads(cap.out)["status"] == "out_of_range" and json.loads(cap.out)["best"] is None
+    assert "J3" in cap.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["ik", "irb120", "300", "0", "400"],                                  # no orientation
+    ["ik", "irb120", "x", "0", "400", "--rpy", "0", "0", "0"],            # not a number
+    ["ik", "irb120", "300", "0", "400", "--quat", "0", "0", "0", "0"],    # zero quaternion
+    ["ik", "nosuchrobot", "300", "0", "400", "--rpy", "0", "0", "0"],
+    ["ik", "irb120", "300", "0", "400", "--rpy", "0", "0", "0", "--near", "1", "2"],
+])
+def test_ik_bad_input_is_one_line_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_validate_passes(capsys):
+    assert main(["validate", "irb120", "scara"]) == 0
+    out = capsys.readouterr().out
+    assert "374.00" in out and "630.00" in out          # the published zero pose
+    assert "irb120 PASS" in out and "scara PASS" in out
+
+
+def test_validate_json(capsys):
+    assert main(["validate", "aubo_i5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rep = out["robots"][0]
+    assert out["passed"] and rep["robot"] == "aubo_i5"
+    for row in rep["ik"]:
+        assert row["original_found"]
+        assert sum(s["chosen"] for s in row["solutions"]) == (1 if row["status"] == "solved" else 0)
+
+
+def test_bench_ik_json_small(capsys):
+    assert main(["bench", "ik", "--n", "200", "--pybullet-n", "5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("armtwin_batch_us", "armtwin_single_us", "pybullet_us", "armtwin_success", "pybullet_success",
+                "speedup_batch_vs_pybullet"):
+        assert key in out
+    assert out["armtwin_success"] == 1.0
+    assert out["batch_equals_single"]
