@@ -22,8 +22,12 @@ from .cli import CliError, add_json_flag, get_robot, print_json
 MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
 
 
+# The motions of envs/compare.py, named here so that building the parser does not load
+# PyBullet (tests/test_compare.py checks the two lists agree).
+MOTIONS = ("pick-place", "swing", "slow")
+
+
 def register(sub) -> None:
-    from ..envs.compare import MOTIONS
     p = sub.add_parser("compare", help="measure the kinematic, hinge and articulation joint models on one trajectory")
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
     p.add_argument("--motion", default="pick-place", choices=MOTIONS, help="trajectory (default: pick-place)")

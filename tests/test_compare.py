@@ -70,3 +70,9 @@ def test_cli_quick_writes_the_csv_and_the_plots(tmp_path, capsys):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert {r["mode"] for r in rows} == {"kinematic", "hinge", "articulation"}
     assert {r["experiment"] for r in rows} == {"main", "payload_sweep", "dt_search"}
+
+
+def test_cli_motion_names_match_the_experiment():
+    from armtwin.envs import compare
+    from armtwin.scripts import cmd_compare
+    assert tuple(cmd_compare.MOTIONS) == tuple(compare.MOTIONS)
