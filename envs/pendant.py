@@ -1,0 +1,863 @@
+"""A browser teach pendant for a simulated robot (``armtwin ui ROBOT``), built on ``viser``.
+
+Two layers:
+
+* :class:`PendantCore` — the logic, no GUI: a :class:`~armtwin.envs.sim.World` with one robot,
+  joint targets, jogging (joints; the tool along/about the base or tool axes), IK targets
+  with a branch choice (:func:`armtwin.controllers.ik.solve`), taught points, G-code export
+  and program runs. Every motion goes through ``SimRobot.command`` and is advanced by
+  :meth:`PendantCore.tick` (``World.step``) — the one command path. Thread-safe (one lock).
+* :class:`Pendant` — the viser server: the robot's URDF mirrored live from the simulated
+  joints, sliders, jog buttons, a draggable target (transform gizmo), readouts, the joint
+  model, teach/save and run-program controls; a background thread runs the simulation in
+  real time.
+
+Units at this edge: degrees, millimetres (the SCARA's J3 in mm), mm/min for feeds; SI inside.
+
+Usage::
+
+    from armtwin.envs.pendant import Pendant
+    p = Pendant("irb120", host="127.0.0.1", port=8080)   # starts serving at once
+    print(p.url)
+    p.serve_forever()        # or: ... p.close()
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..controllers.kinematics import chain_of, fk
+from ..controllers.transforms import (
+    invert,
+    matrix_to_quat,
+    matrix_to_rpy,
+    quat_to_matrix,
+    rot_x,
+    rot_y,
+    rot_z,
+    transform,
+)
+from ..robots import RobotSpec
+from .sim import JointMode, PhysicsConfig, World
+
+__all__ = ["MoveResult", "Pendant", "PendantConfig", "PendantCore", "examples_dir", "gcode_for_points"]
+
+_ROT = {"x": rot_x, "y": rot_y, "z": rot_z}
+
+
+def examples_dir() -> Path:
+    """The repository's ``examples/`` folder (may not exist)."""
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+@dataclass(frozen=True)
+class PendantConfig:
+    """Settings of a pendant.
+
+    Attributes:
+        dt: physics control step, s.
+        rate: GUI/simulation update rate, Hz (the simulation runs in real time).
+        joint_step: default jog step of revolute joints, deg.
+        prismatic_step: default jog step of prismatic joints, mm.
+        tool_step: default tool jog step, mm.
+        turn_step: default tool turn step, deg.
+        feed: feed rate written into saved G-code, mm/min.
+        save_dir: folder where "save as G-code" writes.
+        program_dir: folder listed in the program chooser (default ``examples/``).
+    """
+
+    dt: float = 1.0 / 240.0
+    rate: float = 30.0
+    joint_step: float = 5.0
+    prismatic_step: float = 10.0
+    tool_step: float = 10.0
+    turn_step: float = 5.0
+    feed: float = 3000.0
+    save_dir: Path = Path(".")
+    program_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("dt", "rate", "joint_step", "prismatic_step", "tool_step", "turn_step", "feed"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"PendantConfig.{name} must be a positive number, got {v!r}")
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """Outcome of a jog or target request.
+
+    Attributes:
+        applied: the robot was commanded to the new joints.
+        q: (n,) commanded joints (rad / m) when applied, else the unchanged target.
+        message: one line for people.
+        branch: IK branch of the solution, if IK was used.
+    """
+
+    applied: bool
+    q: np.ndarray
+    message: str
+    branch: str | None = None
+
+
+def _axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
+    axis = np.asarray(axis, float)
+    n = np.linalg.norm(axis)
+    if n < 1e-12 or abs(angle) < 1e-15:
+        return np.eye(3)
+    k = axis / n
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
+
+
+def _rotation_log(R: np.ndarray) -> tuple[np.ndarray, float]:
+    c = np.clip((np.trace(R) - 1) / 2, -1.0, 1.0)
+    angle = math.acos(c)
+    if angle < 1e-9:
+        return np.array([0.0, 0.0, 1.0]), 0.0
+    if abs(math.pi - angle) < 1e-6:
+        d = np.sqrt(np.maximum((np.diag(R) + 1) / 2, 0))
+        i = int(np.argmax(d))
+        axis = (R[:, i] + np.eye(3)[:, i]) / 2
+        return axis / np.linalg.norm(axis), angle
+    axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]]) / (2 * math.sin(angle))
+    return axis, angle
+
+
+def gcode_for_points(spec: RobotSpec, poses: list[np.ndarray], *, feed_mm_min: float = 3000.0,
+                     origin_m=None, title: str = "") -> str:
+    """G-code (RS-274/NGC, as armtwin's interpreter reads it) visiting taught flange poses.
+
+    Conventions (armtwin's G-code): units mm (G21), absolute (G90), XY plane (G17), feed in
+    mm/min; X Y Z relative to the work origin (the robot's default :func:`machine_for` origin
+    unless ``origin_m`` is given); A B C in degrees (orientation ``Rz(C) Ry(B) Rx(A) Rx(180°)``);
+    the SCARA takes C only. The first move is a rapid (G0), the others linear (G1).
+
+    Args:
+        spec: the robot.
+        poses: (4, 4) flange poses in the reporting base frame, m.
+        feed_mm_min: feed of the G1 moves, mm/min.
+        origin_m: (3,) work origin in the base frame, m.
+        title: a comment put in the header.
+    """
+    from ..controllers.gcode.config import machine_for
+    from ..controllers.gcode.interpreter import abc_of
+    origin = np.asarray(machine_for(spec).origin if origin_m is None else origin_m, float)
+    scara = spec.name == "scara" or set(spec.geometry) == {"l1", "l2", "z0"}
+    o_mm = origin * 1000.0
+    lines = [f"(armtwin teach pendant: {spec.name}, {len(poses)} points{', ' + title if title else ''})",
+             f"(work origin X{o_mm[0]:.3f} Y{o_mm[1]:.3f} Z{o_mm[2]:.3f} mm in the base frame; XYZ below are relative to it)",
+             "G21 G90 G17 G94"]
+    for k, T in enumerate(poses):
+        p = (np.asarray(T)[:3, 3] - origin) * 1000.0
+        a, b, c = abc_of(np.asarray(T)[:3, :3])
+        words = f"X{p[0]:.3f} Y{p[1]:.3f} Z{p[2]:.3f}"
+        words += f" C{c:.3f}" if scara else f" A{a:.3f} B{b:.3f} C{c:.3f}"
+        if k == 0:
+            lines.append(f"N{10 * (k + 1)} G0 {words}")
+        else:
+            lines.append(f"N{10 * (k + 1)} G1 {words}" + (f" F{feed_mm_min:.0f}" if k == 1 else ""))
+    lines.append("M2")
+    return "\n".join(lines).replace("-0.000", "0.000") + "\n"
+
+
+class PendantCore:
+    """The pendant's logic on one simulated robot (no GUI). Thread-safe.
+
+    Args:
+        spec: the robot.
+        mode: joint model.
+        config: settings.
+    """
+
+    def __init__(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, config: PendantConfig | None = None) -> None:
+        self.spec = spec
+        self.config = config or PendantConfig()
+        self.lock = threading.RLock()
+        self.world = World(PhysicsConfig(dt=self.config.dt), renderer="tiny")
+        self.robot = self.world.add_robot(spec, JointMode.parse(mode))
+        self.q_target = self.robot.q.copy()
+        self.points: list[np.ndarray] = []
+        self._program: deque = deque()  # (q (n,), qd (n,), line) samples, one per world step
+        self.program_line: int | None = None
+        self.program_name: str | None = None
+        self.version = 0  # bumps whenever the target changes by something other than a slider
+        self._chain = chain_of(spec)
+
+    # ----- state ------------------------------------------------------------------------
+    def close(self) -> None:
+        with self.lock:
+            self.world.close()
+
+    @property
+    def running_program(self) -> bool:
+        return bool(self._program)
+
+    def tick(self, steps: int = 1) -> None:
+        """Advance the world ``steps`` control steps (program samples are commanded first)."""
+        with self.lock:
+            for _ in range(steps):
+                if self._program:
+                    q, qd, line = self._program.popleft()
+                    self.q_target = q
+                    self.program_line = line
+                    self.robot.command(q, qd)
+                    if not self._program:
+                        self.program_line = None
+                        self.robot.command(q)
+                    self.version += 1
+                self.world.step()
+
+    def tool_pose(self, q=None) -> np.ndarray:
+        """(4, 4) flange pose in the reporting frame: of ``q``, or as the engine has it now."""
+        if q is not None:
+            return fk(self._chain, q)
+        with self.lock:
+            return self.robot.flange_pose()
+
+    def readout(self) -> dict[str, Any]:
+        """Joint values (display units), tool pose (mm, URDF RPY deg), time, mode."""
+        with self.lock:
+            q = self.robot.q
+            T = self.robot.flange_pose()
+            t = self.world.time
+            mode = self.robot.mode.value
+        return {"time": t, "mode": mode, "joints": self.spec.to_display(q), "units": self.spec.display_units(),
+                "position_mm": T[:3, 3] * 1000.0, "rpy_deg": np.degrees(matrix_to_rpy(T[:3, :3])),
+                "target": self.spec.to_display(self.q_target), "program_line": self.program_line,
+                "stable": self.robot.stable}
+
+    # ----- joint space --------------------------------------------------------------------
+    def set_mode(self, mode: JointMode | str) -> None:
+        """Switch the joint model (the robot keeps its state and target)."""
+        with self.lock:
+            self.robot.set_mode(JointMode.parse(mode))
+            self.robot.command(self.q_target)
+
+    def _apply(self, q: np.ndarray, message: str, branch: str | None = None) -> MoveResult:
+        with self.lock:
+            self._program.clear()
+            self.program_line = None
+            self.q_target = np.asarray(q, float).copy()
+            self.robot.command(self.q_target)
+            self.version += 1
+        return MoveResult(True, self.q_target.copy(), message, branch)
+
+    def set_joints(self, q) -> MoveResult:
+        """Command joints (n,) rad / m; values outside the ranges are clipped (and said so)."""
+        q = np.asarray(q, float).reshape(-1)
+        if q.shape != (self.spec.dof,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"{self.spec.name}: need {self.spec.dof} finite joint values")
+        qc = np.clip(q, self.spec.lower, self.spec.upper)
+        clipped = [i + 1 for i in range(len(q)) if abs(qc[i] - q[i]) > 1e-12]
+        return self._apply(qc, f"clipped J{', J'.join(map(str, clipped))} to range" if clipped else "ok")
+
+    def set_joint_display(self, i: int, value: float) -> MoveResult:
+        """Set joint ``i`` (0-based) to ``value`` in display units (deg; mm for prismatic)."""
+        with self.lock:
+            disp = self.spec.to_display(self.q_target)
+        disp[i] = float(value)
+        return self.set_joints(self.spec.from_display(disp))
+
+    def jog_joint(self, i: int, direction: int, step: float | None = None) -> MoveResult:
+        """Move joint ``i`` by ``direction`` × ``step`` (deg; mm for prismatic joints)."""
+        if not 0 <= i < self.spec.dof:
+            raise ValueError(f"{self.spec.name} has joints 1..{self.spec.dof}, got J{i + 1}")
+        if step is None:
+            step = self.config.prismatic_step if self.spec.prismatic[i] else self.config.joint_step
+        with self.lock:
+            disp = self.spec.to_display(self.q_target)
+        disp[i] += float(np.sign(direction)) * float(step)
+        q = self.spec.from_display(disp)
+        if q[i] < self.spec.lower[i] - 1e-12 or q[i] > self.spec.upper[i] + 1e-12:
+            with self.lock:
+                return MoveResult(False, self.q_target.copy(), f"J{i + 1} would leave its range")
+        return self._apply(q, f"J{i + 1} jogged")
+
+    # ----- Cartesian ----------------------------------------------------------------------
+    def target_pose(self) -> np.ndarray:
+        """(4, 4) flange pose of the commanded joints (reporting frame)."""
+        with self.lock:
+            return fk(self._chain, self.q_target)
+
+    def jog_tool(self, axis: str, direction: int, step: float | None = None, *, frame: str = "base",
+                 branch: str | None = None) -> MoveResult:
+        """Jog the tool: ``axis`` "x"/"y"/"z" moves by ``step`` mm, "rx"/"ry"/"rz" turns by ``step`` deg.
+
+        Args:
+            axis: which axis.
+            direction: +1 or -1.
+            step: mm or deg (default from the config).
+            frame: "base" (axes of the robot base; turns about the base axes through the tool
+                point, like G-code A/B/C) or "tool" (the flange's own axes).
+            branch: IK branch to stay on (None: the nearest solution).
+        """
+        axis = axis.lower()
+        if axis not in ("x", "y", "z", "rx", "ry", "rz"):
+            raise ValueError(f"tool jog axis must be x, y, z, rx, ry or rz, got {axis!r}")
+        if frame not in ("base", "tool"):
+            raise ValueError(f"jog frame must be 'base' or 'tool', got {frame!r}")
+        T = self.target_pose()
+        sgn = float(np.sign(direction))
+        if axis in ("x", "y", "z"):
+            d = np.eye(3)["xyz".index(axis)] * sgn * (self.config.tool_step if step is None else step) / 1000.0
+            T[:3, 3] += d if frame == "base" else T[:3, :3] @ d
+        else:
+            a = math.radians(sgn * (self.config.turn_step if step is None else step))
+            R = _ROT[axis[1]](a)
+            T[:3, :3] = R @ T[:3, :3] if frame == "base" else T[:3, :3] @ R
+        return self.move_to_pose(T, branch=branch)
+
+    def move_to_pose(self, T: np.ndarray, *, branch: str | None = None) -> MoveResult:
+        """Solve IK for the flange pose ``T`` (4, 4; reporting frame, m) and command it if it is reachable.
+
+        Args:
+            T: the target.
+            branch: keep this IK branch label (e.g. "front/up/noflip", "left"); None: the
+                nearest solution to the current joints (weighted shortest travel).
+
+        Returns:
+            A :class:`MoveResult`; unreachable or out-of-range targets are not applied.
+        """
+        from ..controllers.ik import solve
+        with self.lock:
+            q_near = self.q_target.copy()
+        r = solve(self.spec, np.asarray(T, float), q_near)
+        if branch:
+            cands = [s for s in r.solutions if s.branch == branch and s.within_limits]
+            if not cands:
+                why = r.reason if not r.ok else f"no solution on branch {branch} here"
+                return MoveResult(False, q_near, f"not applied: {why}")
+            best = min(cands, key=lambda s: float(np.sum(np.abs(s.q - q_near))))
+            return self._apply(best.q, f"IK ok ({best.branch})", best.branch)
+        if not r.ok or r.best is None:
+            return MoveResult(False, q_near, f"not applied: {r.status.value}: {r.reason}")
+        return self._apply(r.best, f"IK ok ({r.best_branch})", r.best_branch)
+
+    def branches(self) -> tuple[str, ...]:
+        """IK branch labels of the robot."""
+        from ..controllers.ik import branch_labels
+        return tuple(branch_labels(self.spec))
+
+    def current_branch(self) -> str:
+        from ..controllers.ik import branch_of
+        with self.lock:
+            return branch_of(self.spec, self.q_target)
+
+    # ----- teaching -------------------------------------------------------------------------
+    def record_point(self) -> int:
+        """Record the current commanded flange pose; returns the number of points."""
+        self.points.append(self.target_pose())
+        return len(self.points)
+
+    def clear_points(self) -> None:
+        self.points.clear()
+
+    def gcode(self) -> str:
+        """G-code of the recorded points (see :func:`gcode_for_points`)."""
+        return gcode_for_points(self.spec, self.points, feed_mm_min=self.config.feed,
+                                title=datetime.now().strftime("%Y-%m-%d %H:%M"))
+
+    def save_gcode(self, name: str | Path) -> Path:
+        """Write the recorded points as a ``.ngc`` file (in the config's save folder if relative)."""
+        if not self.points:
+            raise ValueError("no points recorded yet")
+        path = Path(name)
+        if path.suffix.lower() != ".ngc":
+            path = path.with_suffix(".ngc")
+        if not path.is_absolute():
+            path = Path(self.config.save_dir) / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.gcode())
+        return path
+
+    # ----- programs ---------------------------------------------------------------------------
+    def list_programs(self) -> list[Path]:
+        """``.ngc`` files in the program folder (default ``examples/``); this robot's (``<id>_*.ngc``) first."""
+        d = Path(self.config.program_dir or examples_dir())
+        if not d.is_dir():
+            return []
+        own = f"{self.spec.name}_"  # this robot's programs first
+        return sorted(d.glob("*.ngc"), key=lambda p: (not p.name.startswith(own), p.name))
+
+    def run_program(self, text: str, name: str = "program") -> str:
+        """Plan a G-code program from the current joints and queue it; returns a status line.
+
+        The program is interpreted (armtwin's G-code interpreter), sampled along its moves at
+        the programmed feed (rapids at the machine's rapid speed) every control step, solved
+        with IK along the path (branch continuity), and then commanded sample by sample by
+        :meth:`tick`. Faults and unreachable samples stop it before anything moves.
+        """
+        plan = self._plan_with_runner(text)
+        if plan is None:  # the G-code runner is not available: armtwin's interpreter + IK here
+            plan = self._plan_program(text)
+        if isinstance(plan, str):
+            return plan
+        with self.lock:
+            self._program = deque(plan)
+            self.program_name = name
+        return f"running {name}: {len(plan) * self.config.dt:.1f} s"
+
+    def stop_program(self) -> None:
+        with self.lock:
+            self._program.clear()
+            self.program_line = None
+            self.q_target = self.robot.q.copy()
+            self.robot.command(self.q_target)
+            self.version += 1
+
+    def _plan_with_runner(self, text: str):
+        """Samples from the G-code runner (preflight + control trajectory), led in from where the robot stands.
+
+        Returns None when the runner modules are not available, a status string when the
+        program is refused, else the list of (q, qd, line) samples.
+        """
+        try:
+            from ..controllers.gcode.config import machine_for
+            from ..controllers.gcode.preflight import preflight
+            from .runner import control_trajectory
+        except ImportError:
+            return None
+        rep = preflight(text, self.spec, machine_for(self.spec))
+        if not rep.clean():
+            return f"not run: {rep.errors()[0]}"[:240]
+        if rep.plan is None or rep.samples is None:
+            return "not run: the program has no moves"
+        ps, q, qd = control_trajectory(rep, self.config.dt)
+        with self.lock:
+            q_now = self.q_target.copy()
+        lead = self._joint_move(q_now, np.asarray(rep.program.q_start, float), int(ps.line[0]) if len(ps) else 0)
+        return lead + [(q[k], qd[k], int(ps.line[k])) for k in range(len(q))]
+
+    def _joint_move(self, q0: np.ndarray, q1: np.ndarray, line: int) -> list:
+        """A smooth joint-space move (cosine profile, at most half the joint speed limits)."""
+        dq = q1 - q0
+        if np.max(np.abs(dq)) < 1e-9:
+            return []
+        dt = self.config.dt
+        T = max(float(np.max(np.abs(dq) * math.pi / 2 / (0.5 * self.spec.max_velocity))), 0.2)
+        n = int(math.ceil(T / dt))
+        u = np.arange(1, n + 1) / n
+        s = 0.5 - 0.5 * np.cos(np.pi * u)
+        sd = 0.5 * np.pi * np.sin(np.pi * u) / T
+        return [(q0 + dq * s[k], dq * sd[k], line) for k in range(n)]
+
+    def _plan_program(self, text: str):
+        from ..controllers.gcode.config import machine_for
+        from ..controllers.gcode.interpreter import (
+            Dwell,
+            Motion,
+            MotionKind,
+            Stop,
+            StopKind,
+            load_program,
+        )
+        from ..controllers.ik import solve_path
+        with self.lock:
+            q0 = self.q_target.copy()
+        machine = machine_for(self.spec)
+        prog = load_program(text, self.spec, machine, q_start=q0)
+        if prog.faults:
+            f = prog.faults[0]
+            return f"not run: {getattr(f, 'message', f)}"[:200] if not hasattr(f, "line") else f"not run: line {f.line}: {getattr(f, 'message', f)}"[:200]
+        dt = self.config.dt
+        poses, lines, holds = [], [], []
+        T_cur = fk(self._chain, q0)
+        for b in prog.blocks:
+            if isinstance(b, Motion):
+                speed = b.feed if b.feed > 0 else machine.rapid_speed
+                if b.kind is MotionKind.ARC and b.centre is not None:
+                    a0, a1, nrm = b.plane
+                    r0 = b.start - b.centre
+                    ang0 = math.atan2(r0[a1], r0[a0])
+                    length = abs(b.sweep) * max(b.radius_start, b.radius_end) + abs(b.end[nrm] - b.start[nrm])
+                else:
+                    length = float(np.linalg.norm(b.end - b.start))
+                axis, ang = _rotation_log(b.rot_start.T @ b.rot_end)
+                length = max(length, ang * machine.rotation_scale)
+                n = max(int(math.ceil(length / max(speed, 1e-6) / dt)), 1)
+                for k in range(1, n + 1):
+                    s = k / n
+                    s = 0.5 - 0.5 * math.cos(math.pi * s) if n > 1 else 1.0
+                    if b.kind is MotionKind.ARC and b.centre is not None:
+                        rad = b.radius_start + (b.radius_end - b.radius_start) * s
+                        th = ang0 + b.sweep * s
+                        p = b.centre.copy()
+                        p[a0] = b.centre[a0] + rad * math.cos(th)
+                        p[a1] = b.centre[a1] + rad * math.sin(th)
+                        p[nrm] = b.start[nrm] + (b.end[nrm] - b.start[nrm]) * s
+                    else:
+                        p = b.start + (b.end - b.start) * s
+                    R = b.rot_start @ _axis_angle_matrix(axis, ang * s)
+                    T_cur = transform(R, p)
+                    poses.append(T_cur)
+                    lines.append(b.line)
+                    holds.append(1)
+            elif isinstance(b, Dwell):
+                poses.append(T_cur)
+                lines.append(b.line)
+                holds.append(max(int(round(b.seconds / dt)), 1))
+            elif isinstance(b, Stop) and b.kind is StopKind.END:
+                break
+        if not poses:
+            return "not run: the program has no moves"
+        r = solve_path(self.spec, np.array(poses), q0)
+        if r.first_failure is not None or not np.all(r.ok):
+            k = r.first_failure if r.first_failure is not None else int(np.argmin(r.ok))
+            return f"not run: line {lines[k]}: {r.reason or 'unreachable'}"[:200]
+        qd = np.gradient(r.q, dt, axis=0) if len(r.q) > 1 else np.zeros_like(r.q)
+        out = []
+        for q, v, line, h in zip(r.q, qd, lines, holds):
+            out.append((q, v, line))
+            out.extend((q, np.zeros_like(q), line) for _ in range(h - 1))
+        return out
+
+
+class Pendant:
+    """The viser teach pendant. Starts serving on construction.
+
+    Args:
+        robot: robot id or spec.
+        host: interface to bind (default 127.0.0.1: this machine only).
+        port: TCP port (0 or None: a free one).
+        mode: initial joint model.
+        config: settings.
+        verbose: let viser print its banner.
+        low_graphics: no shadows and no environment map (for software WebGL, e.g. headless tests).
+    """
+
+    def __init__(self, robot: str | RobotSpec, *, host: str = "127.0.0.1", port: int | None = 8080,
+                 mode: JointMode | str = JointMode.KINEMATIC, config: PendantConfig | None = None,
+                 verbose: bool = False, low_graphics: bool = False) -> None:
+        import viser
+        from viser.extras import ViserUrdf
+
+        from .. import robots
+        spec = robots.get(robot) if isinstance(robot, str) else robot
+        self.core = PendantCore(spec, mode, config)
+        self.spec = spec
+        if not port:
+            port = _free_port(host)
+        self.server = viser.ViserServer(host=host, port=int(port), verbose=verbose)
+        self.host, self.port = host, self.server.get_port()
+        self._stop = threading.Event()
+        self._last_version = -1
+        self._status = "ready"
+        self._uploaded: tuple[str, str] | None = None
+        sc = self.server.scene
+        sc.set_up_direction("+z")
+        if low_graphics:
+            sc.configure_default_lights(enabled=True, cast_shadow=False)
+            sc.configure_environment_map(hdri=None)
+            sc.add_light_ambient("/ambient", intensity=1.2)
+        sc.add_grid("/grid", width=2.0, height=2.0, cell_size=0.1, plane="xy")
+        self._world_T_report = self.core.robot.world_T_report
+        self.urdf = ViserUrdf(self.server, Path(spec.urdf_path), root_node_name="/robot")
+        names = self.urdf.get_actuated_joint_names()
+        self._order = [list(spec.joint_names).index(n) for n in names]
+        self.urdf.update_cfg(self.core.robot.q[self._order])
+        from .sim import cameras_for
+        cam = cameras_for(spec)["iso"]
+        self.server.initial_camera.position = tuple(float(v) for v in cam.eye)
+        self.server.initial_camera.look_at = tuple(float(v) for v in cam.target)
+        self._build_gui()
+        self._thread = threading.Thread(target=self._loop, name="armtwin-pendant", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # ----- GUI ----------------------------------------------------------------------------
+    def _build_gui(self) -> None:
+        gui, spec, cfg = self.server.gui, self.spec, self.core.config
+        units = spec.display_units()
+        lo, hi = spec.to_display(spec.lower), spec.to_display(spec.upper)
+        q_disp = spec.to_display(self.core.q_target)
+        self.readout_md = gui.add_markdown("…")
+        self.status_md = gui.add_markdown("status: ready")
+        with gui.add_folder("Joints"):
+            self.sliders = []
+            for i in range(spec.dof):
+                s = gui.add_slider(f"J{i + 1} ({units[i]})", min=float(np.floor(lo[i])), max=float(np.ceil(hi[i])),
+                                   step=0.1, initial_value=float(q_disp[i]))
+                s.on_update(self._slider_cb(i))
+                self.sliders.append(s)
+            self.mode_dd = gui.add_dropdown("joint model", tuple(m.value for m in JointMode),
+                                            initial_value=self.core.robot.mode.value)
+            self.mode_dd.on_update(lambda _e: self._guard(lambda: self._set_mode(self.mode_dd.value)))
+        with gui.add_folder("Jog"):
+            self.joint_step = gui.add_number("joint step (deg/mm)", initial_value=float(cfg.joint_step), min=0.01, max=180.0, step=0.01)
+            for i in range(spec.dof):
+                g = gui.add_button_group(f"J{i + 1}", (f"J{i + 1} −", f"J{i + 1} +"))
+                g.on_click(self._jog_joint_cb(i))
+            self.tool_step = gui.add_number("tool step (mm)", initial_value=float(cfg.tool_step), min=0.01, max=500.0, step=0.01)
+            self.turn_step = gui.add_number("turn step (deg)", initial_value=float(cfg.turn_step), min=0.01, max=180.0, step=0.01)
+            self.jog_frame = gui.add_dropdown("jog frame", ("base", "tool"), initial_value="base")
+            move = gui.add_button_group("tool move", ("X−", "X+", "Y−", "Y+", "Z−", "Z+"))
+            move.on_click(self._jog_tool_cb(move))
+            turns = ("A−", "A+", "B−", "B+", "C−", "C+") if not self._is_scara() else ("C−", "C+")
+            turn = gui.add_button_group("tool turn", turns)
+            turn.on_click(self._jog_tool_cb(turn))
+        with gui.add_folder("IK target"):
+            self.branch_dd = gui.add_dropdown("branch", ("nearest",) + self.core.branches(), initial_value="nearest")
+            self.target_live = gui.add_checkbox("follow target", initial_value=True)
+            snap = gui.add_button("target to tool")
+            snap.on_click(lambda _e: self._guard(self._snap_target))
+            go = gui.add_button("go to target")
+            go.on_click(lambda _e: self._guard(self._go_target))
+        with gui.add_folder("Teach"):
+            self.points_md = gui.add_markdown("0 points recorded")
+            rec = gui.add_button("record point")
+            rec.on_click(lambda _e: self._guard(self._record))
+            clr = gui.add_button("clear points")
+            clr.on_click(lambda _e: self._guard(self._clear))
+            self.save_name = gui.add_text("file name", initial_value="taught.ngc")
+            self.feed = gui.add_number("feed (mm/min)", initial_value=float(cfg.feed), min=1.0, max=60000.0, step=1.0)
+            save = gui.add_button("save as G-code")
+            save.on_click(lambda _e: self._guard(self._save))
+        with gui.add_folder("Program"):
+            progs = [p.name for p in self.core.list_programs()]
+            self.prog_dd = gui.add_dropdown("program", tuple(progs) or ("(no .ngc in examples/)",), initial_value=(progs or ["(no .ngc in examples/)"])[0])
+            self.upload = gui.add_upload_button("upload .ngc", mime_type=".ngc,.nc,.gcode,text/plain")
+            self.upload.on_upload(lambda _e: self._guard(self._uploaded_cb))
+            run = gui.add_button("run program")
+            run.on_click(lambda _e: self._guard(self._run_program))
+            stop = gui.add_button("stop")
+            stop.on_click(lambda _e: self._guard(self.core.stop_program))
+        T = self._world_T_report @ self.core.target_pose()
+        self.target = self.server.scene.add_transform_controls("/target", scale=0.15, position=tuple(T[:3, 3]),
+                                                               wxyz=_wxyz(T[:3, :3]))
+        self.target_dot = self.server.scene.add_icosphere("/target/dot", radius=0.012, color=(40, 200, 80))
+        self.target.on_update(lambda _e: self._guard(self._target_moved))
+        self.tool_frame = self.server.scene.add_frame("/tool", axes_length=0.06, axes_radius=0.003)
+
+    def _is_scara(self) -> bool:
+        return set(self.spec.geometry) == {"l1", "l2", "z0"}
+
+    def _guard(self, fn) -> None:
+        """Run a GUI callback; errors become the status line, never a dead server."""
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - shown to the person at the pendant
+            self._set_status(f"error: {exc}")
+
+    def _set_status(self, text: str) -> None:
+        self._status = text
+        self.status_md.content = f"status: {text}"
+
+    def _slider_cb(self, i: int):
+        def cb(_event) -> None:
+            v = float(self.sliders[i].value)
+            cur = float(self.spec.to_display(self.core.q_target)[i])
+            if abs(v - cur) < 1e-6:
+                return  # our own update of the slider
+            self._guard(lambda: self._set_status(self.core.set_joint_display(i, v).message))
+        return cb
+
+    def _jog_joint_cb(self, i: int):
+        def cb(event) -> None:
+            d = -1 if event.target.value.endswith("−") else 1
+            self._guard(lambda: self._report(self.core.jog_joint(i, d, float(self.joint_step.value))))
+        return cb
+
+    def _jog_tool_cb(self, group):
+        def cb(event) -> None:
+            v = event.target.value
+            d = -1 if v.endswith("−") else 1
+            letter = v[0]
+            if letter in "XYZ":
+                axis, step = letter.lower(), float(self.tool_step.value)
+            else:
+                axis, step = "r" + "xyz"["ABC".index(letter)], float(self.turn_step.value)
+            self._guard(lambda: self._report(self.core.jog_tool(axis, d, step, frame=self.jog_frame.value,
+                                                                branch=self._branch())))
+        return cb
+
+    def _branch(self) -> str | None:
+        b = self.branch_dd.value
+        return None if b == "nearest" else b
+
+    def _report(self, r: MoveResult) -> None:
+        self._set_status(r.message)
+        if r.applied:
+            self._snap_target()
+
+    def _set_mode(self, value: str) -> None:
+        self.core.set_mode(value)
+        self._set_status(f"joint model: {value}")
+
+    def _snap_target(self) -> None:
+        T = self._world_T_report @ self.core.target_pose()
+        self._moving_target = True
+        try:
+            self.target.position = tuple(T[:3, 3])
+            self.target.wxyz = _wxyz(T[:3, :3])
+        finally:
+            self._moving_target = False
+        self.target_dot.color = (40, 200, 80)
+
+    def _target_pose_report(self) -> np.ndarray:
+        T = transform(quat_to_matrix(_xyzw(self.target.wxyz)), np.asarray(self.target.position, float))
+        return invert(self._world_T_report) @ T
+
+    def _target_moved(self) -> None:
+        if getattr(self, "_moving_target", False) or not self.target_live.value:
+            return
+        self._go_target()
+
+    def _go_target(self) -> None:
+        r = self.core.move_to_pose(self._target_pose_report(), branch=self._branch())
+        self._set_status(r.message)
+        self.target_dot.color = (40, 200, 80) if r.applied else (230, 40, 40)
+
+    def _record(self) -> None:
+        n = self.core.record_point()
+        T = self._world_T_report @ self.core.points[-1]
+        self.server.scene.add_icosphere(f"/taught/p{n}", radius=0.008, color=(255, 140, 0), position=tuple(T[:3, 3]))
+        self.points_md.content = f"{n} point{'s' if n != 1 else ''} recorded"
+        self._set_status(f"recorded point {n}")
+
+    def _clear(self) -> None:
+        self.core.clear_points()
+        self.server.scene.remove_by_name("/taught")
+        self.points_md.content = "0 points recorded"
+
+    def _save(self) -> None:
+        self.core.config = _replace_feed(self.core.config, float(self.feed.value))
+        path = self.core.save_gcode(self.save_name.value.strip() or "taught.ngc")
+        self._set_status(f"saved {path}")
+
+    def _uploaded_cb(self) -> None:
+        f = self.upload.value
+        self._uploaded = (f.name, f.content.decode("utf-8", errors="replace"))
+        self._set_status(f"uploaded {f.name}; press 'run program'")
+
+    def _run_program(self) -> None:
+        if self._uploaded is not None:
+            name, text = self._uploaded
+            self._uploaded = None
+        else:
+            match = [p for p in self.core.list_programs() if p.name == self.prog_dd.value]
+            if not match:
+                self._set_status("no program chosen")
+                return
+            name, text = match[0].name, match[0].read_text(errors="replace")
+        self._set_status(self.core.run_program(text, name))
+
+    # ----- live loop ------------------------------------------------------------------------
+    def _loop(self) -> None:
+        period = 1.0 / self.core.config.rate
+        steps = max(1, int(round(period / self.core.config.dt)))
+        next_t = time.monotonic()
+        last_text = 0.0
+        last_q: np.ndarray | None = None
+        shown = ""
+        while not self._stop.is_set():
+            try:
+                self.core.tick(steps)
+                with self.core.lock:
+                    q = self.core.robot.q
+                    version = self.core.version
+                    q_target = self.core.q_target.copy()
+                    T = self._world_T_report @ self.core.robot.flange_pose()
+                if last_q is None or np.max(np.abs(q - last_q)) > 1e-7:  # only send what changed
+                    last_q = q
+                    with self.server.atomic():
+                        self.urdf.update_cfg(q[self._order])
+                        self.tool_frame.position = tuple(T[:3, 3])
+                        self.tool_frame.wxyz = _wxyz(T[:3, :3])
+                if version != self._last_version:
+                    self._last_version = version
+                    disp = self.spec.to_display(q_target)
+                    for s, v in zip(self.sliders, disp):
+                        v = float(np.clip(round(float(v), 3), s.min, s.max))
+                        if abs(float(s.value) - v) > 1e-6:
+                            s.value = v
+                    if self.core.running_program:
+                        self._snap_target()
+                now = time.monotonic()
+                if now - last_text > 0.1:
+                    text = self._readout_text()
+                    # the clock alone changes the text: refresh it once a second, the rest at once
+                    if text.split("\n", 1)[1:] != shown.split("\n", 1)[1:] or now - last_text > 1.0:
+                        last_text = now
+                        shown = text
+                        self.readout_md.content = text
+            except Exception as exc:  # noqa: BLE001 - keep serving; show what went wrong
+                if self._stop.is_set():
+                    return
+                self._set_status(f"error: {exc}")
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_t = time.monotonic()
+
+    def _readout_text(self) -> str:
+        r = self.core.readout()
+        joints = " · ".join(f"J{i + 1} {v:.1f}{'mm' if u == 'mm' else '°'}" for i, (v, u) in enumerate(zip(r["joints"], r["units"])))
+        x, y, z = r["position_mm"]
+        a, b, c = r["rpy_deg"]
+        line = f"  \nprogram line {r['program_line']}" if r["program_line"] else ""
+        warn = "  \n**unstable**" if not r["stable"] else ""
+        return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s  \n{joints}  \n"
+                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
+
+    # ----- life cycle -------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """Block until interrupted (Ctrl-C)."""
+        try:
+            while not self._stop.is_set():
+                self._stop.wait(0.5)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the loop and the server, close the world (idempotent)."""
+        if self._stop.is_set() and not self._thread.is_alive():
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            self.server.stop()
+        finally:
+            self.core.close()
+
+    def __enter__(self) -> Pendant:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:
+    x, y, z, w = matrix_to_quat(R)
+    return (float(w), float(x), float(y), float(z))
+
+
+def _xyzw(wxyz) -> np.ndarray:
+    w, x, y, z = (float(v) for v in wxyz)
+    return np.array([x, y, z, w])
+
+
+def _replace_feed(cfg: PendantConfig, feed: float) -> PendantConfig:
+    from dataclasses import replace
+    return replace(cfg, feed=feed)
+
+
+def _free_port(host: str) -> int:
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,60 @@
+"""``armtwin ui ROBOT [--port P] [--host 127.0.0.1]``: the browser teach pendant.
+
+Serves a page (viser) showing the simulated robot live, with joint sliders, jog buttons for
+joints and the tool, a draggable IK target with a branch selector, readouts, the joint
+model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
+``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .cli import CliError, get_robot
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ui", help="browser teach pendant (sliders, jog, IK target, teach, run G-code)")
+    p.add_argument("robot", help="robot id (see `armtwin robots`)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
+    p.add_argument("--mode", default="kinematic", help="initial joint model: kinematic, hinge or articulation")
+    p.add_argument("--save-dir", default=".", help="folder for 'save as G-code' (default: the current folder)")
+    p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
+    p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = get_robot(args.robot)
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be 0..65535, got {args.port}")
+    save_dir = Path(args.save_dir)
+    if not save_dir.is_dir():
+        raise CliError(f"--save-dir {save_dir}: not a folder")
+    if args.programs is not None and not Path(args.programs).is_dir():
+        raise CliError(f"--programs {args.programs}: not a folder")
+    try:
+        import viser  # noqa: F401
+    except ImportError:
+        raise CliError("the teach pendant needs the 'viser' package: pip install viser") from None
+    from ..envs.pendant import Pendant, PendantConfig
+    from ..envs.sim import JointMode
+    try:
+        mode = JointMode.parse(args.mode)
+    except ValueError as exc:
+        raise CliError(f"--mode: {exc}") from None
+    config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)
+    try:
+        pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
+                          low_graphics=args.low_graphics)
+    except OSError as exc:
+        raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    print(f"armtwin teach pendant for {spec.title}: open {pendant.url}  (Ctrl-C stops)", flush=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"armtwin: warning: serving on {args.host}: anyone who can reach this port can move the simulated robot",
+              file=sys.stderr)
+    pendant.serve_forever()
+    return 0

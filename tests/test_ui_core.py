@@ -1,0 +1,180 @@
+"""Teach pendant logic (envs/pendant.py PendantCore) without a browser."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from armtwin import robots
+from armtwin.controllers.gcode.interpreter import Motion, load_program
+from armtwin.controllers.kinematics import chain_of, fk
+from armtwin.envs.pendant import PendantConfig, PendantCore, gcode_for_points
+from armtwin.envs.sim import JointMode
+
+
+@pytest.fixture(params=["scara", "irb120", "aubo_i5"])
+def core(request, tmp_path):
+    c = PendantCore(robots.get(request.param), config=PendantConfig(save_dir=tmp_path))
+    yield c
+    c.close()
+
+
+def _settle(c: PendantCore, steps: int = 2) -> None:
+    c.tick(steps)
+
+
+def test_joint_jog_moves_one_joint_by_the_step(core):
+    spec = core.spec
+    q0 = core.robot.q.copy()
+    r = core.jog_joint(1, +1, 2.0)
+    _settle(core)
+    assert r.applied
+    d = core.robot.q - q0
+    step = 0.002 if spec.prismatic[1] else math.radians(2.0)
+    assert d[1] == pytest.approx(step, abs=1e-9)
+    assert np.allclose(np.delete(d, 1), 0.0, atol=1e-12)
+
+
+def test_joint_jog_beyond_the_range_is_refused(core):
+    spec = core.spec
+    q = spec.home.copy()
+    q[0] = spec.upper[0]
+    core.set_joints(q)
+    _settle(core)
+    r = core.jog_joint(0, +1, 1.0)
+    assert not r.applied and "range" in r.message
+    _settle(core)
+    assert core.robot.q[0] == pytest.approx(spec.upper[0])
+
+
+def test_tool_jog_moves_the_flange_along_the_axis(core):
+    T0 = core.target_pose()
+    r = core.jog_tool("z", +1, 10.0)
+    _settle(core)
+    assert r.applied, r.message
+    T1 = core.tool_pose()
+    np.testing.assert_allclose(T1[:3, 3] - T0[:3, 3], [0.0, 0.0, 0.010], atol=1e-6)
+    np.testing.assert_allclose(T1[:3, :3], T0[:3, :3], atol=1e-6)
+
+
+def test_tool_turn_about_base_z_keeps_the_tool_point(core):
+    T0 = core.target_pose()
+    r = core.jog_tool("rz", +1, 10.0)
+    assert r.applied, r.message
+    T1 = core.target_pose()
+    np.testing.assert_allclose(T1[:3, 3], T0[:3, 3], atol=1e-6)
+    ang = math.degrees(math.atan2(T1[1, 0], T1[0, 0]) - math.atan2(T0[1, 0], T0[0, 0]))
+    assert (ang + 180) % 360 - 180 == pytest.approx(10.0, abs=1e-5)
+
+
+def test_unreachable_target_is_not_applied(core):
+    q_before = core.q_target.copy()
+    T = core.target_pose()
+    T[:3, 3] = [3.0, 0.0, 0.3]
+    r = core.move_to_pose(T)
+    assert not r.applied and "not applied" in r.message
+    np.testing.assert_array_equal(core.q_target, q_before)
+
+
+def test_branch_selector_picks_the_asked_branch():
+    c = PendantCore(robots.get("irb120"))
+    try:
+        c.set_joints(np.radians([10.0, 10.0, 10.0, 30.0, 60.0, 0.0]))  # the flipped wrist fits the J4 range here
+        T = c.target_pose()
+        T[:3, 3] += [0.0, 0.02, -0.02]
+        from armtwin.controllers.ik import solve
+        others = {s.branch for s in solve(c.spec, T, c.q_target).solutions if s.within_limits}
+        other = sorted(others - {c.current_branch()})[0]
+        r = c.move_to_pose(T, branch=other)
+        assert r.applied and r.branch == other and c.current_branch() == other
+        np.testing.assert_allclose(fk(chain_of(c.spec), c.q_target), T, atol=1e-6)
+        r = c.move_to_pose(T, branch="no/such/branch")
+        assert not r.applied
+    finally:
+        c.close()
+
+
+def test_record_save_and_run_the_taught_program(core):
+    spec = core.spec
+    core.jog_tool("x", -1, 20.0)
+    core.record_point()
+    core.jog_tool("y", +1, 30.0)
+    core.record_point()
+    core.jog_tool("z", -1, 15.0)
+    core.record_point()
+    taught = [T.copy() for T in core.points]
+    path = core.save_gcode("taught")
+    assert path.suffix == ".ngc" and path.parent == core.config.save_dir
+    text = path.read_text()
+    assert "G21" in text and "G90" in text and text.count("G1 ") == 2 and text.rstrip().endswith("M2")
+    # the interpreter reads it back to the taught positions
+    prog = load_program(text, spec)
+    assert not prog.faults, prog.faults
+    ends = [b.end for b in prog.blocks if isinstance(b, Motion)]
+    np.testing.assert_allclose(np.array(ends), np.array([T[:3, 3] for T in taught]), atol=2e-6)
+    # and running it from elsewhere ends at the last taught point
+    core.jog_joint(0, +1, 5.0)
+    msg = core.run_program(text, path.name)
+    assert msg.startswith("running"), msg
+    for _ in range(10_000):
+        if not core.running_program:
+            break
+        core.tick(50)
+    assert not core.running_program
+    core.tick(2)
+    np.testing.assert_allclose(core.tool_pose()[:3, 3], taught[-1][:3, 3], atol=5e-4)
+
+
+def test_faulty_program_is_refused_without_moving(core):
+    q0 = core.q_target.copy()
+    msg = core.run_program("G1 X0 Y0 Z0 Q3\n", "bad")
+    assert msg.startswith("not run") and "line 1" in msg
+    assert not core.running_program
+    np.testing.assert_array_equal(core.q_target, q0)
+
+
+def test_joint_model_switch_keeps_the_target():
+    c = PendantCore(robots.get("irb120"))
+    try:
+        c.jog_joint(1, +1, 10.0)
+        c.set_mode("hinge")
+        assert c.robot.mode is JointMode.HINGE
+        c.tick(240)  # 1 s under gravity with the drive holding the target
+        assert c.robot.stable
+        assert np.max(np.abs(c.robot.q - c.q_target)) < math.radians(3.0)
+    finally:
+        c.close()
+
+
+def test_gcode_for_points_writes_c_only_for_the_scara():
+    spec = robots.get("scara")
+    T = fk(chain_of(spec), spec.home)
+    text = gcode_for_points(spec, [T, T])
+    assert " A" not in text and " B" not in text and " C" in text
+    spec6 = robots.get("irb120")
+    text6 = gcode_for_points(spec6, [fk(chain_of(spec6), spec6.home)])
+    assert " A" in text6 and " B" in text6 and " C" in text6
+
+
+def test_program_list_puts_the_robots_own_programs_first(tmp_path):
+    for name in ("irb120_b.ngc", "aubo_i5_a.ngc", "irb120_a.ngc", "notes.txt"):
+        (tmp_path / name).write_text("M2\n")
+    c = PendantCore(robots.get("irb120"), config=PendantConfig(program_dir=tmp_path))
+    try:
+        assert [p.name for p in c.list_programs()] == ["irb120_a.ngc", "irb120_b.ngc", "aubo_i5_a.ngc"]
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("args, words", [(("ui", "nosuchbot"), "unknown robot"),
+                                         (("ui", "irb120", "--port", "70000"), "--port"),
+                                         (("ui", "irb120", "--save-dir", "/no/such/dir"), "--save-dir")])
+def test_armtwin_ui_rejects_bad_input_in_one_line(args, words):
+    import subprocess
+    import sys
+    code = "import sys; from armtwin.scripts.cli import main; sys.exit(main(sys.argv[1:]))"
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("armtwin:")]
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr

@@ -1,0 +1,266 @@
+"""Video recorder (envs/video.py), the render/camera side of envs/sim.py and `armtwin show`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pkgutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+iio = pytest.importorskip("imageio.v3")
+pytest.importorskip("imageio_ffmpeg")
+
+from armtwin import robots
+from armtwin.envs.sim import PhysicsConfig, SimulationError, World, cameras_for
+from armtwin.envs.video import (
+    FOLLOWED_STYLE,
+    PLANNED_STYLE,
+    VideoRecorder,
+    draw_polyline,
+)
+
+W, H = 160, 120
+
+
+def _world(dt: float = 1.0 / 240.0, renderer: str = "tiny", robot: str = "irb120"):
+    w = World(PhysicsConfig(dt=dt), renderer=renderer)
+    return w, w.add_robot(robots.get(robot))
+
+
+def _wiggle(robot, t: float) -> np.ndarray:
+    spec = robot.spec
+    return spec.home + 0.3 * math.sin(2 * math.pi * t) * np.r_[1.0, np.zeros(spec.dof - 1)]
+
+
+def _run(world, robot, rec, seconds: float, info=None) -> None:
+    n = int(round(seconds / world.physics.dt))
+    rec.maybe_capture(info)
+    for _ in range(n):
+        robot.command(_wiggle(robot, world.time))
+        world.step()
+        rec.maybe_capture(info)
+
+
+def test_mp4_has_the_frames_and_size_of_the_run(tmp_path):
+    w, r = _world(dt=1.0 / 100.0)
+    path = tmp_path / "run.mp4"
+    with w, VideoRecorder(w, r, path, fps=20, size=(W, H), progress=False) as rec:
+        _run(w, r, rec, 1.0)
+    frames = list(iio.imiter(path))
+    assert len(frames) == 21 == rec.result.frames  # floor(1.0 s * 20 fps) + 1 (the frame at t=0)
+    assert frames[0].shape == (H, W, 3)
+    meta = iio.immeta(path, plugin="FFMPEG")
+    assert meta["fps"] == pytest.approx(20.0)
+    assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p")
+    assert not np.array_equal(frames[0], frames[-1])  # the arm moved
+
+
+def test_odd_sizes_become_even_and_bad_arguments_raise(tmp_path):
+    w, r = _world()
+    with w:
+        with VideoRecorder(w, r, tmp_path / "odd.mp4", size=(161, 121), progress=False) as rec:
+            rec.capture()
+        assert rec.result.size == (160, 120)
+        assert iio.imread(tmp_path / "odd.mp4", index=0).shape == (120, 160, 3)
+        with pytest.raises(ValueError, match="must end in"):
+            VideoRecorder(w, r, tmp_path / "x.avi", progress=False)
+        with pytest.raises(ValueError, match="camera"):
+            VideoRecorder(w, r, tmp_path / "x.mp4", camera="nadir", progress=False)
+        with pytest.raises(ValueError, match="fps"):
+            VideoRecorder(w, r, tmp_path / "x.mp4", fps=0, progress=False)
+
+
+def test_gif_alongside_mp4(tmp_path):
+    w, r = _world(dt=1.0 / 50.0)
+    with w, VideoRecorder(w, r, tmp_path / "a.mp4", fps=10, size=(W, H), gif=True, progress=False) as rec:
+        _run(w, r, rec, 0.5)
+    assert [p.suffix for p in rec.result.paths] == [".mp4", ".gif"]
+    gif = iio.imread(tmp_path / "a.gif", index=None)
+    assert gif.shape[0] == 6 and gif.shape[1:3] == (H, W)
+    durations = [iio.immeta(tmp_path / "a.gif", index=i)["duration"] for i in range(gif.shape[0])]
+    assert sum(durations) == pytest.approx(600, abs=10)  # 6 frames of 100 ms
+
+
+def test_frame_rate_is_independent_of_the_physics_step(tmp_path):
+    counts = {}
+    for dt in (1.0 / 240.0, 1.0 / 30.0, 0.25):  # finer than, near and coarser than a frame period
+        w, r = _world(dt=dt)
+        with w, VideoRecorder(w, r, tmp_path / f"f{dt:.3f}.gif", fps=10, size=(32, 24), overlay=False,
+                              trail=False, progress=False) as rec:
+            _run(w, r, rec, 2.0)
+        counts[dt] = rec.result.frames
+    assert set(counts.values()) == {21}, counts
+
+
+def test_trail_is_drawn_where_the_camera_projects_it(tmp_path):
+    w, r = _world()
+    with w:
+        cam = cameras_for(r.spec)["iso"]
+        th = np.linspace(0, 2 * np.pi, 64)
+        circle = np.c_[0.45 * np.cos(th), 0.45 * np.sin(th), np.full_like(th, 0.35)]  # world frame, m
+        px = cam.project(circle, W, H)
+        frames = {}
+        for trail in (False, True):
+            with VideoRecorder(w, r, tmp_path / f"t{trail}.mp4", camera=cam, size=(W, H), overlay=False,
+                               trail=trail, progress=False, threaded=False) as rec:
+                rec.add_planned_path(circle, frame="world")
+                rec.capture()
+                frames[trail] = rec.last_frame.astype(int)
+        diff = np.abs(frames[True] - frames[False]).sum(axis=2) > 30
+        flange = cam.project((r.world_T_report @ r.flange_pose())[:3, 3], W, H)[0]
+        diff[max(int(flange[1]) - 4, 0):int(flange[1]) + 5, max(int(flange[0]) - 4, 0):int(flange[0]) + 5] = False
+        ys, xs = np.nonzero(diff)  # changed pixels, apart from the followed path's first dot at the flange
+        assert len(xs) > 100
+        # every changed pixel lies near the projected polyline ...
+        c = np.c_[xs, ys] + 0.5
+        a, b = px[:-1], px[1:]
+        ab = b - a
+        t = np.clip(np.einsum("mkj,kj->mk", c[:, None, :] - a[None], ab) / np.einsum("kj,kj->k", ab, ab), 0, 1)
+        d = np.min(np.linalg.norm(c[:, None, :] - (a[None] + t[..., None] * ab[None]), axis=2), axis=1)
+        assert d.max() < PLANNED_STYLE.width / 2 + 1.5
+        # ... and the projected points themselves are drawn in the trail colour
+        inside = (px[:, 0] >= 1) & (px[:, 0] < W - 1) & (px[:, 1] >= 1) & (px[:, 1] < H - 1)
+        pts = px[inside].astype(int)
+        colours = frames[True][pts[:, 1], pts[:, 0]]
+        close = np.abs(colours - np.array(PLANNED_STYLE.color)).max(axis=1) < 80
+        assert close.mean() > 0.8
+
+
+def test_followed_trail_grows_with_the_motion(tmp_path):
+    w, r = _world(dt=1.0 / 60.0, robot="aubo_i5")  # blue and white: nothing of the trail's orange
+
+    def orange() -> int:
+        return int((np.abs(rec.last_frame.astype(int) - FOLLOWED_STYLE.color).max(axis=2) < 40).sum())
+
+    with w, VideoRecorder(w, r, tmp_path / "f.mp4", size=(W, H), overlay=False, progress=False,
+                          threaded=False) as rec:
+        counts = []
+        for k in range(1, 31):  # J1 turns steadily by 1.2 rad in 0.5 s
+            q = r.spec.home.copy()
+            q[0] += 0.04 * k
+            r.command(q)
+            w.step()
+            rec.maybe_capture()
+            if k in (6, 30):
+                counts.append(orange())
+    assert counts[1] > 3 * counts[0] > 0
+
+
+def test_overlay_changes_pixels_and_shows_time(tmp_path):
+    w, r = _world(dt=1.0 / 30.0)
+    with w:
+        shots = {}
+        for overlay in (False, True):
+            with VideoRecorder(w, r, tmp_path / f"o{overlay}.mp4", size=(320, 240), overlay=overlay, trail=False,
+                               progress=False, threaded=False) as rec:
+                rec.capture({"line": "N10 G1 X100"})
+                shots[overlay] = rec.last_frame.copy()
+                w.step(15)  # the clock advances, the arm stands still
+                rec.capture({"line": "N10 G1 X100"})
+                shots[(overlay, "later")] = rec.last_frame.copy()
+    changed = np.abs(shots[True].astype(int) - shots[False].astype(int)).sum(axis=2) > 0
+    assert changed[200:].mean() > 0.5  # the bottom strip is darkened and written on
+    assert changed[:10, :150].sum() == 0  # the top-left of the scene is untouched
+    assert not np.array_equal(shots[True], shots[(True, "later")])  # the time changed
+    assert np.array_equal(shots[False], shots[(False, "later")])  # without overlay nothing did
+
+
+def test_draw_polyline_is_antialiased_and_clipped():
+    a = np.zeros((20, 30), np.float32)
+    draw_polyline(a, np.array([[-10.0, 10.3], [50.0, 10.3]]), 2.0)
+    assert a.max() == pytest.approx(1.0)
+    assert 0 < a[9, 15] < 1 and 0 < a[11, 15] < 1  # soft edges around the centre line y = 10.3 ...
+    np.testing.assert_allclose(a.sum(axis=0), 2.0, atol=0.05)  # ... and each column covers the width
+    assert a[0].max() == 0 and a[-1].max() == 0
+    b = np.zeros((20, 30), np.float32)
+    draw_polyline(b, np.array([[np.nan, np.nan], [5.0, 5.0]]), 2.0)  # nothing to draw, no error
+    assert b.max() == 0
+
+
+def test_camera_projection_matches_the_renderer():
+    """The flange, projected with Camera.project, lands on the robot in the rendered image."""
+    spec = robots.get("irb120")
+    w, r = _world()
+    with w:
+        cam = cameras_for(spec)["front"]
+        with_robot = w.render(cam, W, H).astype(int)
+        flange = (r.world_T_report @ r.flange_pose())[:3, 3]
+        base = np.array([0.0, 0.0, 0.05])
+        w2 = World(renderer="tiny")
+        with w2:
+            empty = w2.render(cam, W, H).astype(int)
+    mask = np.abs(with_robot - empty).sum(axis=2) > 40
+    for p in cam.project(np.array([flange, base]), W, H):
+        x, y = int(p[0]), int(p[1])
+        assert mask[max(y - 3, 0):y + 4, max(x - 3, 0):x + 4].any(), p
+
+
+def _egl_available() -> bool:
+    if pkgutil.find_loader("eglRenderer") is None:
+        return False
+    try:
+        World(renderer="egl").close()
+        return True
+    except SimulationError:
+        return False
+
+
+@pytest.mark.skipif(not _egl_available(), reason="PyBullet's EGL renderer does not load here")
+def test_egl_is_used_where_it_loads_and_matches_tiny():
+    masks = {}
+    for renderer in ("auto", "tiny"):
+        w, r = _world(renderer=renderer)
+        with w:
+            assert w.renderer == ("egl" if renderer == "auto" else "tiny")
+            cam = cameras_for(r.spec)["iso"]
+            img = w.render(cam, W, H).astype(int)
+            r.reset(r.spec.home + 0.0)
+            w.robots[0].reset(r.spec.home)
+            # robot silhouette: what changes when the arm is moved far away from where it stands
+            q_away = r.spec.home.copy()
+            q_away[0] = r.spec.upper[0]
+            r.reset(q_away)
+            img_away = w.render(cam, W, H).astype(int)
+            masks[renderer] = np.abs(img - img_away).sum(axis=2) > 60
+            assert img.shape == (H, W, 3)
+    a, b = masks["auto"], masks["tiny"]
+    iou = (a & b).sum() / max((a | b).sum(), 1)
+    assert iou > 0.6, iou
+
+
+def _run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    code = "import sys; from armtwin.scripts.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_armtwin_show_smoke_and_clean_json(tmp_path):
+    out = tmp_path / "show.mp4"
+    p = _run_cli("show", "scara", "--video", str(out), "--seconds", "0.5", "--fps", "10", "--size", "96x72",
+                 "--gif", "--json")
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)  # nothing but JSON on stdout (the EGL plugin's chatter is silenced)
+    assert rep["files"] == [str(out), str(out.with_suffix(".gif"))]
+    assert rep["frames"] == 6
+    assert len(list(iio.imiter(out))) == 6
+
+
+@pytest.mark.parametrize("args, words", [
+    (("show", "nosuchbot", "--video", "x.mp4"), "unknown robot"),
+    (("show", "irb120", "--video", "x.avi"), ".mp4 or .gif"),
+    (("show", "irb120"), "--video"),
+    (("show", "irb120", "--video", "x.mp4", "--seconds", "0"), "--seconds"),
+    (("show", "irb120", "--video", "x.mp4", "--size", "12x3"), "--size"),
+])
+def test_armtwin_show_rejects_bad_input_in_one_line(args, words):
+    p = _run_cli(*args)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("armtwin:")]
+    assert len(lines) == 1 and words in lines[0]
+    assert "Traceback" not in p.stderr
