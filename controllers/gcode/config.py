@@ -1,0 +1,110 @@
+"""Per-robot machine settings for G-code: work origin, speeds, accelerations, tolerances.
+
+The G-code "machine" of a robot arm is its flange moving in the robot's base frame. Program
+coordinates are placed in that frame by the **work origin** (a translation; the work axes are
+parallel to the base axes): base = origin + work-offset (G54–G59, G92) + program coordinate.
+The defaults below put the origin on a plane in front of each robot where the examples fit;
+``--origin X Y Z`` (mm) moves it.
+
+Units: metres, seconds, radians inside; every field says its unit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import numpy as np
+
+__all__ = ["MachineConfig", "machine_for", "DEFAULT_ORIGINS_MM"]
+
+#: Default work origin per robot, mm in the base frame (see docs/GCODE.md).
+DEFAULT_ORIGINS_MM = MappingProxyType({
+    "scara": (350.0, 0.0, 200.0),
+    "irb120": (350.0, 0.0, 200.0),
+    "aubo_i5": (450.0, -120.0, 200.0),
+})
+
+# rapid speed m/s, acceleration m/s² per robot (conservative values for a simulation that must
+# also be followed by the dynamic joint models)
+_MOTION = MappingProxyType({
+    "scara": (1.0, 4.0),
+    "irb120": (0.5, 2.0),
+    "aubo_i5": (0.5, 1.5),
+})
+
+
+@dataclass(frozen=True)
+class MachineConfig:
+    """How G-code maps onto a robot and how motion is timed.
+
+    Attributes:
+        origin: work origin (program X0 Y0 Z0 under G54 with no offsets) in the base frame, m.
+        rapid_speed: tool speed of G0 moves, m/s (lowered per move where a joint would exceed
+            its speed limit).
+        acceleration: tangential tool acceleration limit, m/s² (also the limit for the
+            centripetal acceleration on arcs).
+        junction_deviation: grbl's junction deviation, m: how far the tool may (virtually) cut
+            a corner; sets the speed at which a corner is taken.
+        arc_tolerance: largest distance between an arc and its chords, m.
+        control_period: time between two commanded samples of the trajectory, s.
+        sample_spacing: largest tool travel between two IK samples of the preflight, m.
+        rotation_scale: distance that one radian of tool rotation counts as when timing moves
+            that turn the tool, m/rad (grbl counts a degree of a rotary axis like a millimetre:
+            0.180/π ≈ 0.0573 m/rad).
+        singularity_margin: the preflight warns where the scaled Jacobian's smallest singular
+            value falls below this (dimensionless; 1 is far from singular).
+        max_rapid_slowdown_passes: rounds of re-timing G0 moves that were too fast for a joint.
+    """
+
+    origin: tuple[float, float, float]
+    rapid_speed: float = 0.5
+    acceleration: float = 2.0
+    junction_deviation: float = 1.0e-5
+    arc_tolerance: float = 5.0e-6
+    control_period: float = 0.004
+    sample_spacing: float = 0.005
+    rotation_scale: float = 0.180 / math.pi
+    singularity_margin: float = 0.02
+    max_rapid_slowdown_passes: int = 4
+
+    def __post_init__(self) -> None:
+        o = tuple(float(v) for v in self.origin)
+        if len(o) != 3 or not all(math.isfinite(v) for v in o):
+            raise ValueError(f"origin must be three finite numbers (m), got {self.origin}")
+        object.__setattr__(self, "origin", o)
+        for name in ("rapid_speed", "acceleration", "junction_deviation", "arc_tolerance", "control_period",
+                     "sample_spacing", "rotation_scale", "singularity_margin"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+
+    @property
+    def origin_array(self) -> np.ndarray:
+        """(3,) origin, m."""
+        return np.array(self.origin)
+
+    def with_origin_mm(self, xyz_mm) -> "MachineConfig":
+        """A copy with the work origin at ``xyz_mm`` (3 numbers, mm, base frame)."""
+        v = [float(a) for a in xyz_mm]
+        if len(v) != 3 or not all(math.isfinite(a) for a in v):
+            raise ValueError(f"origin needs three finite numbers (mm), got {xyz_mm}")
+        return replace(self, origin=tuple(a / 1000.0 for a in v))
+
+
+def machine_for(spec, origin_mm=None, **overrides) -> MachineConfig:
+    """The default :class:`MachineConfig` of a robot.
+
+    Args:
+        spec: the robot.
+        origin_mm: work origin, mm in the base frame (default :data:`DEFAULT_ORIGINS_MM`; for a robot
+            without a default: 60 % of the reach in front of the base at the flange height of home).
+        **overrides: any other :class:`MachineConfig` field.
+    """
+    if origin_mm is None:
+        origin_mm = DEFAULT_ORIGINS_MM.get(spec.name, (600.0 * spec.reach, 0.0, 200.0))
+    rapid, acc = _MOTION.get(spec.name, (0.5, 2.0))
+    kw = {"rapid_speed": rapid, "acceleration": acc}
+    kw.update(overrides)
+    return MachineConfig(origin=(0.0, 0.0, 0.0), **kw).with_origin_mm(origin_mm)

@@ -1,0 +1,306 @@
+"""Numbered G-code faults: stable codes, a short message and a long description each.
+
+Modelled on grbl's ``report.h``: hosts, logs and tests key on the number, people read the
+message. Codes 1–19 are lexical/syntax faults found by the parser on one line alone,
+20–49 are semantic faults found by the interpreter (they depend on the modal state), and
+100–119 are preflight findings (reachability, joint limits, speeds, singularities) found
+after planning. The numbers never change meaning; new codes get new numbers.
+
+Line and column numbers are 1-based; column 0 means "the whole line".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["ErrorCode", "Severity", "Fault", "GcodeError", "MAX_FAULTS"]
+
+#: Default cap on the number of faults collected from one file.
+MAX_FAULTS = 100
+
+
+class Severity(enum.Enum):
+    """How bad a fault is: an ERROR makes a program faulty; a WARNING is reported only."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class ErrorCode(enum.IntEnum):
+    """Stable fault numbers (see docs/GCODE.md for the table)."""
+
+    # --- lexical / syntax (parser, one line alone) -----------------------------------
+    LINE_TOO_LONG = 1
+    NON_ASCII = 2
+    UNEXPECTED_CHARACTER = 3
+    UNCLOSED_COMMENT = 4
+    NESTED_COMMENT = 5
+    UNMATCHED_PAREN = 6
+    MISSING_VALUE = 7
+    BAD_NUMBER = 8
+    EXPONENT_NOT_ALLOWED = 9
+    NUMBER_OUT_OF_RANGE = 10
+    UNSUPPORTED_WORD = 11
+    UNSUPPORTED_G_CODE = 12
+    UNSUPPORTED_M_CODE = 13
+    REPEATED_WORD = 14
+    MODAL_GROUP_VIOLATION = 15
+    BAD_LINE_NUMBER = 16
+    # --- semantic (interpreter, depends on the modal state) ---------------------------
+    UNDEFINED_FEED_RATE = 20
+    BAD_FEED_RATE = 21
+    AXIS_COMMAND_CONFLICT = 22
+    AXIS_WORDS_MISSING = 23
+    NO_MOTION_MODE = 24
+    UNUSED_WORD = 25
+    ARC_OFFSETS_MISSING = 26
+    ARC_R_AND_OFFSETS = 27
+    ARC_OFFSET_OUT_OF_PLANE = 28
+    ARC_RADIUS_MISMATCH = 29
+    ARC_RADIUS_TOO_SMALL = 30
+    ARC_R_FULL_CIRCLE = 31
+    DWELL_TIME_MISSING = 32
+    BAD_DWELL_TIME = 33
+    BAD_G10 = 34
+    ORIENTATION_NOT_SUPPORTED = 35
+    TARGET_OUT_OF_RANGE = 36
+    # --- preflight (after planning and IK) --------------------------------------------
+    UNREACHABLE = 100
+    JOINT_LIMIT = 101
+    JOINT_SPEED = 102
+    NEAR_SINGULARITY = 103
+    CONFIGURATION_FLIP = 104
+    TOO_MANY_FAULTS = 119
+
+    @property
+    def message(self) -> str:
+        """Short fixed message."""
+        return _TEXT[self][0]
+
+    @property
+    def description(self) -> str:
+        """Long description: what the rule is and how to fix the program."""
+        return _TEXT[self][1]
+
+    @property
+    def slug(self) -> str:
+        """Lower-case name, e.g. ``arc_radius_mismatch``."""
+        return self.name.lower()
+
+
+_TEXT: dict[ErrorCode, tuple[str, str]] = {
+    ErrorCode.LINE_TOO_LONG: (
+        "line too long",
+        "A line may hold at most 256 characters (LinuxCNC's limit). Split the block."),
+    ErrorCode.NON_ASCII: (
+        "non-ASCII character",
+        "G-code is ASCII. Characters outside ASCII (accents, typographic quotes, a byte-order "
+        "mark, binary junk) are faults even inside comments, because they usually mean the file "
+        "is not what it claims to be."),
+    ErrorCode.UNEXPECTED_CHARACTER: (
+        "unexpected character",
+        "Only words (a letter followed by a number), white space and comments may appear on a "
+        "line. Characters such as @, #, $, %, ! or control characters are not G-code here "
+        "(parameters and expressions are not supported). A line holding only % is allowed."),
+    ErrorCode.UNCLOSED_COMMENT: (
+        "comment not closed",
+        "A comment opened with ( must be closed with ) on the same line."),
+    ErrorCode.NESTED_COMMENT: (
+        "nested comment",
+        "A ( inside a ( ) comment is not allowed (RS-274/NGC). Use ; comments for free text."),
+    ErrorCode.UNMATCHED_PAREN: (
+        "unmatched )",
+        "A ) appeared without an opening (."),
+    ErrorCode.MISSING_VALUE: (
+        "word without a value",
+        "Every word is a letter followed by a number, e.g. X10 or G1. A letter was found "
+        "without a number after it."),
+    ErrorCode.BAD_NUMBER: (
+        "bad number format",
+        "A number is an optional sign, digits and at most one decimal point (e.g. -1.5, .5, "
+        "3.). Numbers without a letter, double signs, a second decimal point or spaces inside "
+        "a number are faults."),
+    ErrorCode.EXPONENT_NOT_ALLOWED: (
+        "exponent notation not allowed",
+        "G-code numbers have no exponent: X1e3 would otherwise be read as X1 followed by a "
+        "word E3. Write the number out (X1000)."),
+    ErrorCode.NUMBER_OUT_OF_RANGE: (
+        "number out of range",
+        "Numbers must be finite and at most 1,000,000 in magnitude; larger values cannot be "
+        "meant for a robot arm and would overflow later arithmetic."),
+    ErrorCode.UNSUPPORTED_WORD: (
+        "unsupported word",
+        "Supported letters: G M N F X Y Z A B C I J K R P L. Others (S, T, E, H, D, O, Q, U, V, "
+        "W, ...) are rejected instead of being ignored, so that nothing in a program is "
+        "silently dropped."),
+    ErrorCode.UNSUPPORTED_G_CODE: (
+        "unsupported G-code",
+        "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G49 G54-G59 G80 "
+        "G90 G91 G92 G92.1 G94. Anything else (G28.1, G38.2, G41, G53, G93, ...) is a fault."),
+    ErrorCode.UNSUPPORTED_M_CODE: (
+        "unsupported M-code",
+        "Supported: M0 (pause), M2 and M30 (program end). Spindle, coolant and tool-change "
+        "codes have no meaning for the simulated arm and are faults."),
+    ErrorCode.REPEATED_WORD: (
+        "word repeated",
+        "A letter other than G and M may appear only once per line (e.g. X1 X2)."),
+    ErrorCode.MODAL_GROUP_VIOLATION: (
+        "modal group violation",
+        "Two codes of the same modal group on one line (e.g. G0 G1, G90 G91, M2 M30) "
+        "contradict each other."),
+    ErrorCode.BAD_LINE_NUMBER: (
+        "bad line number",
+        "An N word must come first on the line and be a whole number from 0 to 99999."),
+    ErrorCode.UNDEFINED_FEED_RATE: (
+        "feed rate undefined",
+        "G1, G2 and G3 need a feed rate: give F (mm/min, or inch/min under G20) on this or an "
+        "earlier line."),
+    ErrorCode.BAD_FEED_RATE: (
+        "feed rate must be positive",
+        "F is a speed in mm/min (inch/min under G20) and must be greater than zero."),
+    ErrorCode.AXIS_COMMAND_CONFLICT: (
+        "axis command conflict",
+        "Axis words belong to one command per line: G10, G28 or G92 cannot share a line with "
+        "an explicit motion code (G0-G3)."),
+    ErrorCode.AXIS_WORDS_MISSING: (
+        "axis words missing",
+        "G92 needs at least one axis word (X Y Z A B C)."),
+    ErrorCode.NO_MOTION_MODE: (
+        "axis words without a motion mode",
+        "After G80 no motion mode is active: axis words need G0, G1, G2 or G3."),
+    ErrorCode.UNUSED_WORD: (
+        "word not used by any command",
+        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4 or "
+        "G10, L only with G10, axis words only with motion, G10, G28 or G92."),
+    ErrorCode.ARC_OFFSETS_MISSING: (
+        "arc needs I/J/K or R",
+        "G2/G3 need the centre as offsets in the active plane (I J for G17, I K for G18, J K "
+        "for G19) or a radius R."),
+    ErrorCode.ARC_R_AND_OFFSETS: (
+        "arc with both R and I/J/K",
+        "Give the arc either as centre offsets or as a radius, not both."),
+    ErrorCode.ARC_OFFSET_OUT_OF_PLANE: (
+        "arc offset not in the plane",
+        "The centre offset words must lie in the selected plane: I J in G17, I K in G18, J K in "
+        "G19."),
+    ErrorCode.ARC_RADIUS_MISMATCH: (
+        "arc end not on the circle",
+        "The distance from the centre to the end point differs from the radius at the start by "
+        "more than 0.002 mm and 0.1 % of the radius (LinuxCNC's rule)."),
+    ErrorCode.ARC_RADIUS_TOO_SMALL: (
+        "arc radius too small",
+        "The radius is zero, or R is less than half the distance from start to end, so no "
+        "circle joins the two points."),
+    ErrorCode.ARC_R_FULL_CIRCLE: (
+        "full circle with R",
+        "An R-format arc whose end equals its start is undefined (any circle through one point). "
+        "Program full circles with I/J/K."),
+    ErrorCode.DWELL_TIME_MISSING: (
+        "dwell without P",
+        "G4 needs P, the dwell time in seconds."),
+    ErrorCode.BAD_DWELL_TIME: (
+        "dwell time must be >= 0",
+        "G4 P is a time in seconds and cannot be negative."),
+    ErrorCode.BAD_G10: (
+        "bad G10",
+        "G10 sets a work offset: L2 (offset given) or L20 (current position becomes the "
+        "given value) with P0 (active system) or P1-P6 (G54-G59)."),
+    ErrorCode.ORIENTATION_NOT_SUPPORTED: (
+        "orientation word not supported by this robot",
+        "The SCARA has one tool rotation: C, the tool roll about the vertical. A and B (tilts) "
+        "apply to the 6-axis arms only."),
+    ErrorCode.TARGET_OUT_OF_RANGE: (
+        "target absurdly far",
+        "The target lies more than 10 m from the robot base; it cannot be meant for an arm."),
+    ErrorCode.UNREACHABLE: (
+        "point unreachable",
+        "Inverse kinematics found no joint solution for a point of this move (too far, too "
+        "close, or the orientation cannot be reached)."),
+    ErrorCode.JOINT_LIMIT: (
+        "joint range exceeded",
+        "A point of this move needs a joint outside its range on the configuration branch the "
+        "robot is on."),
+    ErrorCode.JOINT_SPEED: (
+        "joint speed over its limit",
+        "At the programmed feed rate a joint would have to move faster than its maximum speed. "
+        "Lower F, or move the path away from singular configurations. Rapids (G0) are slowed "
+        "down automatically and never give this fault."),
+    ErrorCode.NEAR_SINGULARITY: (
+        "close to a singularity",
+        "The arm passes close to a singular configuration (stretched arm, wrist flip, wrist "
+        "centre above the base): small tool motions need large joint motions there. A warning "
+        "unless --strict."),
+    ErrorCode.CONFIGURATION_FLIP: (
+        "configuration flip",
+        "Staying on one IK branch along the move is impossible: the arm would have to change "
+        "its configuration (elbow, shoulder or wrist) in the middle of the move."),
+    ErrorCode.TOO_MANY_FAULTS: (
+        "too many faults",
+        "The fault report was cut at the cap; fix the first faults and check again."),
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One finding about one line of a program.
+
+    Attributes:
+        code: the stable fault number.
+        line: 1-based line number in the file (0 when not tied to a line).
+        column: 1-based column of the offending character, 0 for the whole line.
+        message: specific message (names the word or value at fault).
+        severity: ERROR (program is faulty) or WARNING.
+    """
+
+    code: ErrorCode
+    line: int
+    column: int
+    message: str
+    severity: Severity = Severity.ERROR
+
+    @property
+    def description(self) -> str:
+        return self.code.description
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" + (f", column {self.column}" if self.column else "")
+        return f"{where}: {self.severity.value} {int(self.code)} ({self.code.slug}): {self.message}"
+
+    def to_dict(self) -> dict:
+        """JSON-friendly form."""
+        return {"code": int(self.code), "name": self.code.slug, "line": self.line, "column": self.column,
+                "message": self.message, "severity": self.severity.value}
+
+
+class GcodeError(ValueError):
+    """A fault in a G-code line (the only exception the parser and interpreter raise on input).
+
+    Attributes:
+        fault: the :class:`Fault` (code, line, column, message).
+    """
+
+    def __init__(self, code: ErrorCode, message: str, line: int = 0, column: int = 0) -> None:
+        self.fault = Fault(ErrorCode(code), int(line), int(column), message)
+        super().__init__(str(self.fault))
+
+    @property
+    def code(self) -> ErrorCode:
+        return self.fault.code
+
+    @property
+    def line(self) -> int:
+        return self.fault.line
+
+    @property
+    def column(self) -> int:
+        return self.fault.column
+
+    @property
+    def description(self) -> str:
+        return self.fault.code.description
+
+    def at_line(self, line: int) -> "GcodeError":
+        """The same fault attached to ``line`` (used when a line is parsed out of its file)."""
+        f = self.fault
+        return GcodeError(f.code, f.message, line, f.column)

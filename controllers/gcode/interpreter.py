@@ -1,0 +1,502 @@
+"""The modal state machine: parsed lines -> motion blocks in SI metres of the robot base frame.
+
+Follows grbl's ``gc_execute_line``: every check of a line runs first, against a copy of the
+state; only a line without faults changes the modal state (a faulty line changes nothing and,
+in a whole-file run, is skipped so that later lines are still checked).
+
+Order of execution inside a line (RS-274/NGC): F, G4 dwell, plane, units, coordinate system,
+distance mode, G10/G28/G92/G92.1, motion, M0/M2/M30.
+
+Frames and units: the interpreter keeps the machine position in millimetres (XYZ) and degrees
+(ABC) relative to the work origin; blocks leave it in metres of the base frame. Tool
+orientation: ``R = Rz(C) · Ry(B) · Rx(A) · Rx(180°)`` — A, B, C are rotations about the base
+X, Y, Z axes applied to "tool pointing straight down with its x axis along base +x". The SCARA
+takes C only (its tool roll: the angle of the tool x axis in the base xy plane).
+The program starts where the robot stands (its ``home`` pose); A/B/C start at the home
+orientation.
+"""
+
+from __future__ import annotations
+
+import enum
+import gc
+import math
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+import numpy as np
+
+from ..kinematics import chain_of, fk
+from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
+from .config import MachineConfig, machine_for
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError
+from .parser import ParsedLine, ParseResult, parse_program
+
+__all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
+           "interpret", "load_program", "orientation_matrix", "ARC_ABS_TOL_MM", "ARC_REL_TOL"]
+
+MM_PER_INCH = 25.4
+#: arc end-radius check: absolute (mm) and relative tolerance (both must be exceeded)
+ARC_ABS_TOL_MM = 0.002
+ARC_REL_TOL = 0.001
+#: targets farther than this from the base are absurd, m
+MAX_TARGET_DISTANCE = 10.0
+_AXES = "XYZABC"
+_AXES_SET = frozenset(_AXES)
+_IJK_SET = frozenset("IJK")
+_R_DOWN = rot_x(math.pi)
+# plane -> (first axis, second axis, normal axis) indices, and the offset letters in order
+_PLANES = {17.0: (0, 1, 2), 18.0: (2, 0, 1), 19.0: (1, 2, 0)}
+_OFFSET_LETTER = "IJK"
+
+
+class MotionKind(enum.Enum):
+    RAPID = "rapid"      # G0
+    LINEAR = "linear"    # G1
+    ARC = "arc"          # G2 / G3
+
+
+class StopKind(enum.Enum):
+    PAUSE = "pause"      # M0: the run pauses (the simulation continues at once)
+    END = "end"          # M2 / M30
+
+
+@dataclass(frozen=True, eq=False)
+class Motion:
+    """One programmed move of the flange, base frame.
+
+    Attributes:
+        line: 1-based line number in the file.
+        kind: rapid, linear or arc.
+        start, end: positions (x, y, z), m.
+        rot_start, rot_end: (3, 3) flange orientations (the same object when unchanged).
+        feed: programmed tool speed, m/s (0.0 for rapids: the planner uses the robot's rapid speed).
+        centre: (x, y, z) arc centre at the start (in the plane of the start point), m; None for lines.
+        plane: (a0, a1, normal) axis indices of the arc plane (G17: 0, 1, 2).
+        sweep: signed arc angle about the plane normal, rad (negative clockwise, G2).
+        radius_start, radius_end: arc radius at the start and the end, m (they differ slightly
+            when the end was within tolerance of the circle: the arc becomes a spiral).
+    """
+
+    line: int
+    kind: MotionKind
+    start: tuple
+    end: tuple
+    rot_start: np.ndarray
+    rot_end: np.ndarray
+    feed: float
+    centre: tuple | None = None
+    plane: tuple[int, int, int] = (0, 1, 2)
+    sweep: float = 0.0
+    radius_start: float = 0.0
+    radius_end: float = 0.0
+
+
+@dataclass(frozen=True)
+class Dwell:
+    """G4: stand still for ``seconds`` (s) after the previous move has stopped."""
+
+    line: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Stop:
+    """M0 (pause) or M2/M30 (end of program)."""
+
+    line: int
+    kind: StopKind
+
+
+Block = Union[Motion, Dwell, Stop]
+
+
+@dataclass(frozen=True)
+class Program:
+    """An interpreted program.
+
+    Attributes:
+        blocks: motion, dwell and stop blocks in order.
+        faults: parse and interpretation faults, in line order (one per faulty line).
+        line_count: lines in the file.
+        truncated: the fault cap was reached.
+        start: (3,) flange position where the program starts (the robot's home), m.
+        rot_start: (3, 3) flange orientation at the start.
+        q_start: (n,) joints at the start, rad / m.
+        ended_at: line of the M2/M30 that ended the program, or 0.
+    """
+
+    blocks: tuple
+    faults: tuple[Fault, ...]
+    line_count: int
+    truncated: bool
+    start: np.ndarray
+    rot_start: np.ndarray
+    q_start: np.ndarray
+    ended_at: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.faults
+
+
+def orientation_matrix(a_deg: float, b_deg: float, c_deg: float) -> np.ndarray:
+    """(3, 3) flange orientation of the words A, B, C (deg): Rz(C) Ry(B) Rx(A) Rx(180°)."""
+    return rpy_to_matrix(np.radians([a_deg, b_deg, c_deg])) @ _R_DOWN
+
+
+def abc_of(rotation: np.ndarray) -> tuple[float, float, float]:
+    """A, B, C (deg) of a flange orientation (inverse of :func:`orientation_matrix`)."""
+    a, b, c = np.degrees(matrix_to_rpy(np.asarray(rotation) @ _R_DOWN.T))
+    return float(a), float(b), float(c)
+
+
+class _Fail:
+    """Raises the GcodeError of a line (the column is looked up only when a fault happens)."""
+
+    __slots__ = ("line",)
+
+    def __init__(self, line: ParsedLine) -> None:
+        self.line = line
+
+    def __call__(self, code: ErrorCode, msg: str, letter: str = "") -> None:
+        raise GcodeError(code, msg, self.line.lineno, self.line.column_of(letter) if letter else 0)
+
+
+class Interpreter:
+    """The modal state of one program run; feed it parsed lines with :meth:`execute`.
+
+    Args:
+        spec: the robot (its home pose is where the program starts; its joint count tells
+            whether A and B are allowed).
+        machine: work origin and timing settings; default :func:`machine_for` ``(spec)``.
+        q_start: joints where the program starts (default ``spec.home``), rad / m.
+    """
+
+    def __init__(self, spec, machine: MachineConfig | None = None, q_start=None) -> None:
+        self.spec = spec
+        self.machine = machine or machine_for(spec)
+        self.q_start = np.array(spec.home if q_start is None else q_start, dtype=float)
+        T = fk(chain_of(spec), self.q_start)
+        self._origin_mm = [v * 1000.0 for v in self.machine.origin]
+        self._tilt = spec.dof >= 6  # A and B allowed
+        abc = abc_of(T[:3, :3]) if self._tilt else (0.0, 0.0, float(np.degrees(math.atan2(T[1, 0], T[0, 0]))))
+        home = [T[0, 3] * 1000 - self._origin_mm[0], T[1, 3] * 1000 - self._origin_mm[1],
+                T[2, 3] * 1000 - self._origin_mm[2], *abc]
+        self.home: tuple[float, ...] = tuple(home)  # machine coords of the G28 position (mm, deg)
+        self.start_position = T[:3, 3].copy()
+        self.start_rotation = orientation_matrix(*abc)
+        # --- modal state (machine coordinates relative to the work origin: mm, deg) ---
+        self.pos: list[float] = list(home)
+        self.motion: float | None = 0.0
+        self.plane = 17.0
+        self.units = 1.0              # mm per program unit
+        self.absolute = True
+        self.coord = 1                # 1..6 = G54..G59
+        self.offsets = [[0.0] * 6 for _ in range(7)]  # index 1..6
+        self.g92 = [0.0] * 6
+        self.feed: float | None = None  # mm/min
+        self.ended = 0
+        self._rot_cache: dict[tuple, np.ndarray] = {tuple(abc): self.start_rotation}
+        self._rot = self.start_rotation
+
+    # ----- helpers ------------------------------------------------------------------------
+    def _m(self, p) -> tuple[float, float, float]:
+        o = self._origin_mm
+        return ((p[0] + o[0]) / 1000.0, (p[1] + o[1]) / 1000.0, (p[2] + o[2]) / 1000.0)
+
+    def _rotation(self, p) -> np.ndarray:
+        key = (p[3], p[4], p[5])
+        r = self._rot_cache.get(key)
+        if r is None:
+            if len(self._rot_cache) > 4096:
+                self._rot_cache.clear()
+            r = orientation_matrix(*key)
+            self._rot_cache[key] = r
+        return r
+
+    def program_position(self) -> tuple[float, ...]:
+        """Current position in program coordinates of the active system (mm, deg)."""
+        cs = self.offsets[self.coord]
+        return tuple(self.pos[k] - cs[k] - self.g92[k] for k in range(6))
+
+    # ----- one line ------------------------------------------------------------------------
+    def execute(self, line: ParsedLine) -> list:
+        """Check one parsed line against the modal state, then apply it.
+
+        Returns:
+            The blocks the line produces (possibly none).
+
+        Raises:
+            GcodeError: the line's first fault; the state is then unchanged.
+        """
+        if self.ended:
+            return []
+        g, w, ln = line.g, line.words, line.lineno
+
+        fail = _Fail(line)
+
+        # ---------------- checks (no state change) ----------------
+        units = (MM_PER_INCH if g["units"] == 20.0 else 1.0) if "units" in g else self.units
+        feed = self.feed
+        if "F" in w:
+            if not w["F"] > 0:
+                fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:g}: the feed rate must be > 0", "F")
+            feed = w["F"] * units
+        if not self._tilt:
+            for L in "AB":
+                if L in w:
+                    fail(ErrorCode.ORIENTATION_NOT_SUPPORTED, f"{L}: the {self.spec.name} takes only C (tool roll)", L)
+        nonmodal = g.get("nonmodal")
+        motion = g.get("motion", self.motion)
+        if motion == 80.0:
+            motion = None
+        plane = g.get("plane", self.plane)
+        absolute = (g["distance"] == 90.0) if "distance" in g else self.absolute
+        coord = int(g["coord"]) - 53 if "coord" in g else self.coord
+        has_axes = not _AXES_SET.isdisjoint(w)
+        allowed = {"F"}
+        dwell = None
+        if nonmodal == 4.0:
+            if "P" not in w:
+                fail(ErrorCode.DWELL_TIME_MISSING, "G4 needs P (seconds)", "G")
+            if w["P"] < 0:
+                fail(ErrorCode.BAD_DWELL_TIME, f"P{w['P']:g}: a dwell time cannot be negative", "P")
+            dwell = w["P"]
+            allowed.add("P")
+        elif nonmodal in (10.0, 28.0, 92.0):
+            if "motion" in g and has_axes and g["motion"] != 80.0:
+                fail(ErrorCode.AXIS_COMMAND_CONFLICT, f"G{nonmodal:g} and G{g['motion']:g} both want the axis words",
+                     "G")
+            allowed.update(_AXES)
+            if nonmodal == 10.0:
+                L, P = w.get("L"), w.get("P")
+                if L not in (2.0, 20.0) or P is None or P != int(P) or not 0 <= P <= 6:
+                    fail(ErrorCode.BAD_G10, f"G10 needs L2 or L20 and P0..P6, got L{'' if L is None else f'{L:g}'} "
+                         f"P{'' if P is None else f'{P:g}'}", "L" if L not in (2.0, 20.0) else "P")
+                allowed.update("LP")
+            elif nonmodal == 92.0 and not has_axes:
+                fail(ErrorCode.AXIS_WORDS_MISSING, "G92 needs at least one axis word", "G")
+
+        cs = self.offsets[coord]
+        g92 = self.g92
+        pos = self.pos
+
+        def target_of() -> list[float]:
+            t = list(pos)
+            for k in range(6):
+                L = _AXES[k]
+                if L in w:
+                    v = w[L] * units if k < 3 else w[L]
+                    t[k] = v + cs[k] + g92[k] if absolute else pos[k] + v
+            return t
+
+        moving = has_axes and nonmodal not in (10.0, 28.0, 92.0)
+        arc_full = motion in (2.0, 3.0) and not has_axes and not _IJK_SET.isdisjoint(w)
+        blocks_geom = None
+        target = None
+        if moving or arc_full:
+            if motion is None:
+                fail(ErrorCode.NO_MOTION_MODE, "axis words but no motion mode is active (after G80)",
+                     next(L for L in _AXES if L in w))
+            allowed.update(_AXES)
+            target = target_of() if moving else list(pos)
+            self._check_target(target, fail)
+            if motion != 0.0 and feed is None:
+                fail(ErrorCode.UNDEFINED_FEED_RATE, f"G{motion:g} without a feed rate: give F (mm/min)", "G")
+            if motion in (2.0, 3.0):
+                allowed.update("IJKR")
+                blocks_geom = self._arc_geometry(w, pos, target, plane, motion, units, fail)
+        if not allowed.issuperset(w):
+            L = next(L for L in w if L not in allowed)
+            why = {"I": "I/J/K belong to G2/G3 arcs", "J": "I/J/K belong to G2/G3 arcs",
+                   "K": "I/J/K belong to G2/G3 arcs", "R": "R belongs to G2/G3 arcs",
+                   "P": "P belongs to G4 or G10", "L": "L belongs to G10"}.get(L, "no command takes it")
+            fail(ErrorCode.UNUSED_WORD, f"{L}{w[L]:g} is not used: {why}", L)
+        g28_mid = None
+        if nonmodal == 28.0:
+            g28_mid = target_of() if has_axes else None
+            if g28_mid is not None:
+                self._check_target(g28_mid, fail)
+
+        # ---------------- apply ----------------
+        out: list = []
+        self.units = units
+        if feed is not None:
+            self.feed = feed
+        if dwell is not None:
+            out.append(Dwell(ln, float(dwell)))
+        self.plane = plane
+        self.coord = coord
+        self.absolute = absolute
+        if nonmodal == 10.0:
+            idx = coord if w["P"] == 0 else int(w["P"])
+            off = self.offsets[idx]
+            for k in range(6):
+                L = _AXES[k]
+                if L in w:
+                    v = w[L] * units if k < 3 else w[L]
+                    off[k] = v if w["L"] == 2.0 else pos[k] - g92[k] - v
+        elif nonmodal == 92.0:
+            for k in range(6):
+                L = _AXES[k]
+                if L in w:
+                    v = w[L] * units if k < 3 else w[L]
+                    g92[k] = pos[k] - cs[k] - v
+        elif nonmodal == 92.1:
+            self.g92 = [0.0] * 6
+        elif nonmodal == 28.0:
+            if g28_mid is not None:
+                self._line_to(out, ln, MotionKind.RAPID, g28_mid, 0.0)
+            self._line_to(out, ln, MotionKind.RAPID, list(self.home), 0.0)
+        if "motion" in g:
+            self.motion = motion
+        if target is not None:
+            f = (feed or 0.0) / 60000.0  # mm/min -> m/s
+            if motion in (0.0, 1.0):
+                self._line_to(out, ln, MotionKind.RAPID if motion == 0.0 else MotionKind.LINEAR, target, f)
+            else:
+                self._arc_to(out, ln, target, f, *blocks_geom)
+        if line.m is not None:
+            if line.m == 0.0:
+                out.append(Stop(ln, StopKind.PAUSE))
+            else:
+                out.append(Stop(ln, StopKind.END))
+                self.ended = ln
+        return out
+
+    # ----- geometry -------------------------------------------------------------------------
+    def _check_target(self, t, fail) -> None:
+        o = self._origin_mm
+        d = math.sqrt((t[0] + o[0]) ** 2 + (t[1] + o[1]) ** 2 + (t[2] + o[2]) ** 2)
+        if d > MAX_TARGET_DISTANCE * 1000.0:
+            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"the target is {d / 1000:.1f} m from the robot base")
+
+    def _arc_geometry(self, w, pos, target, plane, motion, units, fail):
+        a0, a1, an = _PLANES[plane]
+        in_plane = (_OFFSET_LETTER[a0], _OFFSET_LETTER[a1])
+        offs = [L for L in "IJK" if L in w]
+        for L in offs:
+            if L not in in_plane:
+                fail(ErrorCode.ARC_OFFSET_OUT_OF_PLANE, f"{L} is not an offset of the G{plane:g} plane "
+                     f"(use {in_plane[0]} and {in_plane[1]})", L)
+        x = target[a0] - pos[a0]
+        y = target[a1] - pos[a1]
+        if "R" in w:
+            if offs:
+                fail(ErrorCode.ARC_R_AND_OFFSETS, "give either R or I/J/K, not both", "R")
+            r = w["R"] * units
+            d2 = x * x + y * y
+            if d2 < 1e-18:
+                fail(ErrorCode.ARC_R_FULL_CIRCLE, "an R arc must end somewhere else than it starts", "R")
+            h2 = 4.0 * r * r - d2
+            if h2 < 0:
+                if math.sqrt(d2) - 2 * abs(r) > ARC_ABS_TOL_MM:
+                    fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"R{w['R']:g} is less than half the distance "
+                         f"({math.sqrt(d2) / 2 / units:g}) between start and end", "R")
+                h2 = 0.0
+            h = -math.sqrt(h2) / math.sqrt(d2)
+            if motion == 3.0:
+                h = -h
+            if r < 0:
+                h = -h  # R < 0: the long way round (more than 180°)
+            ci = 0.5 * (x - y * h)
+            cj = 0.5 * (y + x * h)
+        else:
+            if not offs:
+                fail(ErrorCode.ARC_OFFSETS_MISSING, f"G{motion:g} needs {in_plane[0]}/{in_plane[1]} or R", "G")
+            ci = w.get(in_plane[0], 0.0) * units
+            cj = w.get(in_plane[1], 0.0) * units
+        r0 = math.hypot(ci, cj)
+        if r0 < 1e-9:
+            fail(ErrorCode.ARC_RADIUS_TOO_SMALL, "the arc radius is zero", offs[0] if offs else "R")
+        ex, ey = x - ci, y - cj
+        r1 = math.hypot(ex, ey)
+        if "R" not in w and abs(r1 - r0) > ARC_ABS_TOL_MM and abs(r1 - r0) > ARC_REL_TOL * r0:
+            fail(ErrorCode.ARC_RADIUS_MISMATCH, f"the end point is {abs(r1 - r0) / units:.4g} from the circle "
+                 f"(radius {r0 / units:.4g} at the start, {r1 / units:.4g} at the end)", offs[0])
+        # sweep: from the start vector (-ci, -cj) to the end vector (ex, ey)
+        sx, sy = -ci, -cj
+        ang = math.atan2(sx * ey - sy * ex, sx * ex + sy * ey)
+        if motion == 2.0:
+            if ang >= -1e-12:
+                ang -= 2.0 * math.pi
+        elif ang <= 1e-12:
+            ang += 2.0 * math.pi
+        if r1 < 1e-9:
+            r1 = r0
+        return (a0, a1, an), ci, cj, ang, r0, r1
+
+    def _line_to(self, out: list, ln: int, kind: MotionKind, target: list[float], feed: float) -> None:
+        pos = self.pos
+        if target == pos:
+            return
+        rot0 = self._rot
+        rot1 = rot0 if target[3:] == pos[3:] else self._rotation(target)
+        out.append(Motion(ln, kind, self._m(pos), self._m(target), rot0, rot1, feed))
+        self.pos = target
+        self._rot = rot1
+
+    def _arc_to(self, out: list, ln: int, target, feed, plane, ci, cj, sweep, r0, r1) -> None:
+        pos = self.pos
+        a0, a1, an = plane
+        c = list(pos[:3])
+        c[a0] += ci
+        c[a1] += cj
+        rot0 = self._rot
+        rot1 = rot0 if target[3:] == pos[3:] else self._rotation(target)
+        out.append(Motion(ln, MotionKind.ARC, self._m(pos), self._m(target), rot0, rot1, feed,
+                          centre=self._m(c), plane=plane, sweep=sweep, radius_start=r0 * 0.001,
+                          radius_end=r1 * 0.001))
+        self.pos = target
+        self._rot = rot1
+
+
+def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineConfig | None = None, *,
+              q_start=None, max_faults: int = MAX_FAULTS) -> Program:
+    """Run the interpreter over parsed lines, collecting faults instead of raising.
+
+    A faulty line is skipped without changing the state (grbl's rule), and the next lines are
+    still checked; parse faults already in a :class:`ParseResult` are merged in line order.
+
+    Returns:
+        The :class:`Program`.
+    """
+    it = Interpreter(spec, machine, q_start)
+    faults: list[Fault] = list(lines.faults) if isinstance(lines, ParseResult) else []
+    truncated = lines.truncated if isinstance(lines, ParseResult) else False
+    src = lines.lines if isinstance(lines, ParseResult) else lines
+    count = lines.line_count if isinstance(lines, ParseResult) else 0
+    blocks: list = []
+    extend = blocks.extend
+    execute = it.execute
+    n_sem = 0
+    was_enabled = gc.isenabled()
+    gc.disable()  # many small objects, no reference cycles (see parser.parse_program)
+    try:
+        for pl in src:
+            try:
+                extend(execute(pl))
+            except GcodeError as exc:
+                faults.append(exc.fault)
+                n_sem += 1
+                if len(faults) >= max_faults:
+                    truncated = True
+                    break
+            if it.ended:
+                break
+    finally:
+        if was_enabled:
+            gc.enable()
+    if n_sem and len(faults) > n_sem:
+        faults.sort(key=lambda f: f.line)
+    faults = faults[:max_faults]
+    return Program(tuple(blocks), tuple(faults), count, truncated, it.start_position, it.start_rotation,
+                   it.q_start, it.ended)
+
+
+def load_program(text, spec, machine: MachineConfig | None = None, *, q_start=None,
+                 max_faults: int = MAX_FAULTS) -> Program:
+    """Parse and interpret a program text (str, bytes or lines). Never raises on content."""
+    return interpret(parse_program(text, max_faults=max_faults), spec, machine, q_start=q_start,
+                     max_faults=max_faults)

@@ -1,0 +1,487 @@
+"""A strict, fast RS-274/NGC line parser (syntax and per-line grouping only).
+
+Per-line rules checked here (grbl's ``gc_execute_line`` steps 1–2): supported letters and
+codes, one code per modal group, no repeated words, N first, number formats and ranges,
+comments, line length, ASCII. Rules that depend on the modal state (feed defined, arc
+geometry, unused words) are the interpreter's (:mod:`.interpreter`).
+
+Two paths give the same result (a property test checks it):
+
+* a fast path for files without faults: comments are cut out and the whole text is split
+  once by a compiled regex into separators, letters and numbers (C speed); numbers are
+  converted with one ``map(float, …)``; a short Python loop per word builds the lines. Any
+  irregularity makes it hand over to
+* the checking path: one regex pass tokenises each line into words, comments and anything
+  else; anything else is a fault, located (line, column, specific message) by a slower
+  diagnosis that runs only on faulty lines. Every faulty line of the file is reported.
+
+Syntax accepted: words are a letter (any case) and a number ``[+-]digits[.digits]`` with
+optional spaces between letter and number; comments ``( … )`` (not nested) and ``; …`` to
+the end of the line; an optional leading ``N`` number; a line holding only ``%`` is a
+program delimiter. No exponents, parameters (#), expressions or block delete (/).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple
+
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError
+
+__all__ = ["ParsedLine", "ParseResult", "parse_line", "parse_program", "split_lines", "MAX_LINE_LENGTH",
+           "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS"]
+
+#: Longest accepted line, characters (LinuxCNC's limit).
+MAX_LINE_LENGTH = 256
+#: Largest accepted magnitude of any number.
+MAX_ABS_VALUE = 1.0e6
+#: Largest N word.
+MAX_LINE_NUMBER = 99999
+
+# G-code value -> modal group name (RS-274/NGC groups; "nonmodal" is group 0).
+G_CODES: dict[float, str] = {
+    0.0: "motion", 1.0: "motion", 2.0: "motion", 3.0: "motion", 80.0: "motion",
+    4.0: "nonmodal", 10.0: "nonmodal", 28.0: "nonmodal", 92.0: "nonmodal", 92.1: "nonmodal",
+    17.0: "plane", 18.0: "plane", 19.0: "plane",
+    20.0: "units", 21.0: "units",
+    40.0: "cutter", 49.0: "length",
+    54.0: "coord", 55.0: "coord", 56.0: "coord", 57.0: "coord", 58.0: "coord", 59.0: "coord",
+    90.0: "distance", 91.0: "distance",
+    94.0: "feedmode",
+}
+# M-code value -> modal group name.
+M_CODES: dict[float, str] = {0.0: "stop", 2.0: "stop", 30.0: "stop"}
+#: Value words accepted (besides G, M, N).
+WORD_LETTERS = frozenset("FXYZABCIJKRPL")
+
+# One pass: a word | a ( ) comment | a ; comment | any other character (a fault).
+# Leading white space is eaten by each alternative so that only faults reach group 5.
+_TOKEN = re.compile(
+    r"[ \t\r\f\v]*(?:([A-Za-z])[ \t]*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
+    r"|\([^()\n]*\)|;[^\n]*|(\S|\n))")
+# fast path (clean files): comments out, then one split of the whole text into
+# [separator, letter, number, separator, letter, number, ..., separator]
+_COMMENTS = re.compile(r"\([^()\n]*\)|;[^\n]*")
+# (the number is taken loosely here; float() then rejects exactly what the strict grammar rejects:
+# no digit, or a second decimal point)
+_SPLIT = re.compile(r"([A-Z])[ \t]*([-+]?[0-9.]+)|(\n)")
+_PERCENT_LINE = re.compile(r"(?m)^[ \t\r\f\v]*%[ \t\r\f\v]*$")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
+_LETTERS_UP = {c: c.upper() for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
+class ParsedLine(NamedTuple):
+    """One non-empty line after parsing (immutable).
+
+    Attributes:
+        lineno: 1-based line number in the file.
+        n: the N word, or None.
+        g: modal group name -> G-code value (e.g. {"motion": 1.0, "units": 21.0}).
+        m: the M-code (0.0, 2.0 or 30.0) or None.
+        words: upper-case letter -> value for F X Y Z A B C I J K R P L, in program units.
+        text: the raw line (for locating later, semantic faults).
+    """
+
+    lineno: int
+    n: int | None
+    g: dict
+    m: float | None
+    words: dict
+    text: str
+
+    def column_of(self, letter: str) -> int:
+        """1-based column of the first word with ``letter`` (0 if absent)."""
+        for mt in _TOKEN.finditer(self.text):
+            if mt.group(1) and mt.group(1).upper() == letter:
+                return mt.start(1) + 1
+        return 0
+
+    def format(self) -> str:
+        """Canonical G-code text of this line (round-trips through :func:`parse_line`)."""
+        out = [] if self.n is None else [f"N{self.n}"]
+        out += [f"G{_fmt(v)}" for v in self.g.values()]
+        if self.m is not None:
+            out.append(f"M{_fmt(self.m)}")
+        out += [f"{k}{_fmt(v)}" for k, v in self.words.items()]
+        return " ".join(out)
+
+
+def _fmt(v: float) -> str:
+    if v == int(v):
+        return str(int(v))
+    return repr(float(v))
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """Outcome of :func:`parse_program`: the good lines and every fault found (up to a cap).
+
+    Attributes:
+        lines: parsed lines in file order (faulty and empty lines left out).
+        faults: faults in file order; one per faulty line (its first fault).
+        line_count: number of lines in the text.
+        truncated: True if the cap stopped the collection of faults.
+    """
+
+    lines: tuple[ParsedLine, ...]
+    faults: tuple[Fault, ...]
+    line_count: int
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.faults
+
+
+def split_lines(text: str | bytes) -> list[str]:
+    """Lines of a program: split at LF only (CR LF tolerated); bytes decoded as Latin-1.
+
+    Other characters that Python's ``splitlines`` treats as breaks (FS, GS, RS, NEL, ...) stay
+    inside their line so that line numbers match what editors show (and they are faults).
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("latin-1")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
+    """Parse one line.
+
+    Args:
+        text: the line without its line break.
+        lineno: 1-based line number reported in faults.
+
+    Returns:
+        The parsed line, or None for a line without words (blank, comments only, ``%``).
+
+    Raises:
+        GcodeError: the first fault of the line (code, line, column, message).
+    """
+    if "\n" in text:
+        raise GcodeError(ErrorCode.UNEXPECTED_CHARACTER, "a line break inside one line", lineno, text.index("\n") + 1)
+    if text[-1:] == "\r":
+        text = text[:-1]
+    lines, faults, _, _ = _scan(text, [text], lineno, 1)
+    if faults:
+        f = faults[0]
+        raise GcodeError(f.code, f.message, f.line, f.column)
+    return lines[0] if lines else None
+
+
+def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FAULTS) -> ParseResult:
+    """Parse a whole program, collecting every faulty line's fault instead of raising.
+
+    Each faulty line contributes its first fault (the line is rejected as a whole, as grbl
+    and LinuxCNC do); every line of the file is examined until ``max_faults`` is reached.
+
+    Args:
+        text: program text (str or bytes), or an iterable of lines.
+        max_faults: stop collecting after this many faults (the result is then ``truncated``).
+
+    Returns:
+        The :class:`ParseResult`. Never raises on any content.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("latin-1")
+    elif not isinstance(text, str):
+        text = "\n".join(str(s).rstrip("\n") for s in text)
+    raw = split_lines(text)
+    # The parse allocates many small objects and no reference cycles: the cyclic garbage
+    # collector would only rescan them again and again (about a third of the time).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        fast = _scan_clean(text, raw)
+        if fast is not None:
+            return ParseResult(tuple(fast), (), len(raw), False)
+        lines, faults, count, truncated = _scan(text, raw, 1, max(1, int(max_faults)))
+    finally:
+        if was_enabled:
+            gc.enable()
+    return ParseResult(tuple(lines), tuple(faults), count, truncated)
+
+
+def _prechecked(text: str, raw: list[str], first_lineno: int) -> dict[int, Fault]:
+    """Faults of whole lines found before tokenising: too long, non-ASCII (rare; fast when absent)."""
+    bad: dict[int, Fault] = {}
+    if not text.isascii():
+        for i, line in enumerate(raw):
+            if not line.isascii():
+                col = next(k for k, ch in enumerate(line) if ord(ch) > 127) + 1
+                bad[i + first_lineno] = Fault(ErrorCode.NON_ASCII, i + first_lineno, col,
+                                              f"character U+{ord(line[col - 1]):04X} is not ASCII")
+    if raw and max(map(len, raw)) > MAX_LINE_LENGTH:
+        for i, line in enumerate(raw):
+            if len(line.rstrip("\r")) > MAX_LINE_LENGTH and i + first_lineno not in bad:
+                bad[i + first_lineno] = Fault(ErrorCode.LINE_TOO_LONG, i + first_lineno, MAX_LINE_LENGTH + 1,
+                                              f"line has {len(line.rstrip(chr(13)))} characters, the limit is {MAX_LINE_LENGTH}")
+    return bad
+
+
+def _scan_clean(text: str, raw: list[str]) -> list[ParsedLine] | None:
+    """Fast path for a file without faults: C-level splitting, one short Python loop per word.
+
+    Returns None as soon as anything is unusual (a fault, ``%``, a stray parenthesis, ...);
+    :func:`_scan` then handles the file and locates every fault. Both paths give the same
+    lines for a clean file (checked by the tests).
+    """
+    if not text.isascii() or (raw and max(map(len, raw)) > MAX_LINE_LENGTH):
+        return None
+    t = _PERCENT_LINE.sub(" ", text) if "%" in text else text
+    if "(" in t or ";" in t:
+        t = _COMMENTS.sub(" ", t)
+    if "(" in t or ")" in t:
+        return None
+    parts = _SPLIT.split(t.upper())       # [sep, letter, number, newline, sep, ...]
+    joined = "".join(parts[0::4])
+    if joined and not joined.isspace():
+        return None  # junk somewhere (lower-case letters were upper-cased above)
+    nums = parts[2::4]
+    try:
+        vals = list(map(float, filter(None, nums)))
+    except ValueError:
+        return None
+    if vals and (max(vals) > MAX_ABS_VALUE or min(vals) < -MAX_ABS_VALUE):
+        return None
+    nextval = iter(vals).__next__
+    out: list[ParsedLine] = []
+    append = out.append
+    new = tuple.__new__
+    PL = ParsedLine
+    value_letters, g_codes, m_codes = WORD_LETTERS, G_CODES, M_CODES
+    lineno = 1
+    n = m = None
+    g: dict = {}
+    words: dict = {}
+    empty = True
+    for L in parts[1::4]:
+        if L is None:  # a line break
+            if not empty:
+                append(new(PL, (lineno, n, g, m, words, raw[lineno - 1])))
+                n = m = None
+                g = {}
+                words = {}
+                empty = True
+            lineno += 1
+            continue
+        v = nextval()
+        if L in value_letters:
+            if L in words:
+                return None
+            words[L] = v
+        elif L == "G":
+            grp = g_codes.get(v)
+            if grp is None or grp in g:
+                return None
+            g[grp] = v
+        elif L == "M":
+            if v not in m_codes or m is not None:
+                return None
+            m = v
+        elif L == "N":
+            if not empty or v != int(v) or not 0 <= v <= MAX_LINE_NUMBER:
+                return None
+            n = int(v)
+        else:
+            return None
+        empty = False
+    if not empty:
+        append(new(PL, (lineno, n, g, m, words, raw[lineno - 1])))
+    return out
+
+
+def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int):
+    """The tokeniser and per-line checker over a whole text: one regex pass, one Python loop.
+
+    Returns:
+        (lines, faults, line_count, truncated).
+    """
+    bad = _prechecked(text, raw, first_lineno)
+    out: list[ParsedLine] = []
+    faults: list[Fault] = []
+    append = out.append
+    up = _LETTERS_UP
+    g_codes, m_codes, letters = G_CODES, M_CODES, WORD_LETTERS
+    lo, hi = -MAX_ABS_VALUE, MAX_ABS_VALUE
+    lineno = first_lineno
+    skip = lineno in bad
+    if skip:
+        faults.append(bad[lineno])
+    n = m = None
+    g: dict = {}
+    words: dict = {}
+    first = True
+    fault = None
+    new = tuple.__new__
+    PL = ParsedLine
+    for letter, num, other in _TOKEN.findall(text):
+        if letter:
+            if skip:
+                continue
+            L = up[letter]
+            v = float(num)  # the token pattern admits only digits, one point and a sign
+            if not lo <= v <= hi:  # also catches inf from over-long digit strings
+                fault = (ErrorCode.NUMBER_OUT_OF_RANGE, L, num)
+            elif L == "G":
+                grp = g_codes.get(v)
+                if grp is None:
+                    fault = (ErrorCode.UNSUPPORTED_G_CODE, L, num)
+                elif grp in g:
+                    fault = (ErrorCode.MODAL_GROUP_VIOLATION, L, num)
+                else:
+                    g[grp] = v
+            elif L in letters:
+                if L in words:
+                    fault = (ErrorCode.REPEATED_WORD, L, num)
+                else:
+                    words[L] = v
+            elif L == "M":
+                if v not in m_codes:
+                    fault = (ErrorCode.UNSUPPORTED_M_CODE, L, num)
+                elif m is not None:
+                    fault = (ErrorCode.MODAL_GROUP_VIOLATION, L, num)
+                else:
+                    m = v
+            elif L == "N":
+                if not first or v != int(v) or v < 0 or v > MAX_LINE_NUMBER:
+                    fault = (ErrorCode.BAD_LINE_NUMBER, L, num)
+                else:
+                    n = int(v)
+            else:
+                fault = (ErrorCode.UNSUPPORTED_WORD, L, num)
+            first = False
+            if fault is not None:
+                faults.append(_locate(raw[lineno - first_lineno], lineno, *fault))
+                fault = None
+                skip = True
+        elif other == "\n":
+            if not first:
+                if not skip:
+                    append(new(PL, (lineno, n, g, m, words, raw[lineno - first_lineno])))
+                n = m = None
+                g = {}
+                words = {}
+                first = True
+            if len(faults) >= max_faults:
+                return out, faults, len(raw), lineno - first_lineno + 1 < len(raw)
+            lineno += 1
+            skip = lineno in bad
+            if skip:
+                faults.append(bad[lineno])
+        elif other and not skip:
+            f = _diagnose(raw[lineno - first_lineno], lineno)
+            if f is not None:
+                faults.append(f)
+                skip = True
+    if not skip and not first:
+        append(ParsedLine(lineno, n, g, m, words, raw[lineno - first_lineno]))
+    return out, faults[:max_faults], len(raw), len(faults) > max_faults
+
+
+# ----- fault location (slow path, faulty lines only) -------------------------------------
+
+def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str) -> Fault:
+    """The fault ``code`` for the first word with ``letter`` at fault on the line ``text``."""
+    seen: set[str] = set()
+    first = True
+    col = 0
+    for mt in _TOKEN.finditer(text):
+        L = mt.group(1)
+        if not L:
+            continue
+        L = L.upper()
+        c = mt.start(1) + 1
+        s = mt.group(2)
+        v = float(s)
+        if code is ErrorCode.NUMBER_OUT_OF_RANGE:
+            if not -MAX_ABS_VALUE <= v <= MAX_ABS_VALUE:
+                col = c
+                break
+        elif code is ErrorCode.REPEATED_WORD or code is ErrorCode.MODAL_GROUP_VIOLATION:
+            key = (G_CODES.get(v) if L == "G" else "stop") if L in "GM" else L
+            if L == letter and key in seen:
+                col = c
+                break
+            seen.add(key)
+        elif L == letter and (code is not ErrorCode.BAD_LINE_NUMBER or not first or s == num):
+            if s == num or code is ErrorCode.BAD_LINE_NUMBER:
+                col = c
+                break
+        first = False
+    word = f"{letter}{num}"
+    if code is ErrorCode.NUMBER_OUT_OF_RANGE:
+        msg = f"the value of {letter} is beyond ±{MAX_ABS_VALUE:g}"
+    elif code in (ErrorCode.UNSUPPORTED_G_CODE, ErrorCode.UNSUPPORTED_M_CODE):
+        msg = f"{word} is not supported"
+    elif code is ErrorCode.REPEATED_WORD:
+        msg = f"{letter} appears twice"
+    elif code is ErrorCode.MODAL_GROUP_VIOLATION:
+        grp = G_CODES.get(float(num)) if letter == "G" else "stop"
+        msg = f"{word} is a second code of the {grp} group on this line"
+    elif code is ErrorCode.BAD_LINE_NUMBER:
+        msg = (f"{word}: the N word must come first" if col != _first_word_col(text)
+               else f"{word}: a line number is a whole number 0..{MAX_LINE_NUMBER}")
+    else:  # UNSUPPORTED_WORD
+        i = col - 1
+        if i > 0 and text[i] in "eE" and (text[i - 1].isdigit() or text[i - 1] == "."):
+            j = i - 1
+            while j > 0 and (text[j - 1].isdigit() or text[j - 1] in ".+-"):
+                j -= 1
+            return Fault(ErrorCode.EXPONENT_NOT_ALLOWED, lineno, col,
+                         f"{text[j:i] + text[i] + num!r}: exponents are not G-code")
+        msg = f"{letter} words are not supported"
+    return Fault(code, lineno, col, msg)
+
+
+def _first_word_col(text: str) -> int:
+    for mt in _TOKEN.finditer(text):
+        if mt.group(1):
+            return mt.start(1) + 1
+    return 0
+
+
+def _diagnose(text: str, lineno: int) -> Fault | None:
+    """The fault for the first character that is neither a word, a comment nor space.
+
+    Returns None for a line holding only ``%`` (a program delimiter).
+    """
+    for mt in _TOKEN.finditer(text):
+        junk = mt.group(3)
+        if not junk:
+            continue
+        i = mt.start(3)
+        col = i + 1
+        if junk == "(":
+            close = text.find(")", i + 1)
+            if close < 0:
+                return Fault(ErrorCode.UNCLOSED_COMMENT, lineno, col, "( without a closing )")
+            return Fault(ErrorCode.NESTED_COMMENT, lineno, text.find("(", i + 1) + 1, "( inside a comment")
+        if junk == ")":
+            return Fault(ErrorCode.UNMATCHED_PAREN, lineno, col, ") without an opening (")
+        if junk == "%" and text.strip() == "%":
+            return None
+        if junk.isalpha():
+            rest = text[i + 1:].lstrip(" \t")
+            if rest[:1] in ("+", "-", ".") or rest[:1].isdigit():
+                return Fault(ErrorCode.BAD_NUMBER, lineno, col, f"{junk.upper()}{rest.split()[0]}: not a number")
+            return Fault(ErrorCode.MISSING_VALUE, lineno, col, f"{junk.upper()} has no value")
+        if junk.isdigit() or junk in "+-.":
+            prev = text[:i].rstrip(" \t")
+            nm = _NUMBER.match(text, i)
+            if nm and text[nm.end():nm.end() + 1] in ("e", "E"):
+                ex = re.match(r"[eE][-+]?[0-9]*", text[nm.end():]).group(0)
+                return Fault(ErrorCode.EXPONENT_NOT_ALLOWED, lineno, nm.end() + 1,
+                             f"{nm.group(0) + ex!r}: exponents are not G-code (and the number has no letter)")
+            if prev and (prev[-1].isdigit() or prev[-1] in ".+-"):
+                return Fault(ErrorCode.BAD_NUMBER, lineno, col,
+                             "malformed number (a second sign or decimal point, or a space inside a number)")
+            return Fault(ErrorCode.BAD_NUMBER, lineno, col, f"number {nm.group(0) if nm else junk!r} has no letter")
+        if ord(junk) < 32 or ord(junk) == 127:
+            return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"control character 0x{ord(junk):02X}")
+        return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"{junk!r} is not G-code")
+    return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, 0, "unexpected character")  # pragma: no cover

@@ -1,0 +1,447 @@
+"""Motion planning: blocks -> chords -> trapezoidal timing with junction deviation -> samples.
+
+Knows nothing of G-code (grbl's split): it sees motion blocks in metres of the base frame.
+
+1. **Geometry.** Lines stay lines; arcs are split into chords no farther than
+   ``arc_tolerance`` from the circle (as grbl's ``mc_arc``). Orientation is interpolated along
+   each block (rotation about one axis, proportional to the block's path fraction).
+2. **Timing.** Each chord gets a trapezoidal speed profile with acceleration ``acceleration``
+   and cruise speed F (G0: the rapid speed; arcs also at most sqrt(a·r), so the centripetal
+   acceleration stays within a). Corner speeds follow grbl's junction deviation:
+   v² = a·δ·sin(θ/2)/(1 − sin(θ/2)). The backward and forward passes of grbl's planner are
+   done in closed form with cumulative minima over the whole program (vectorised).
+   Tool rotation counts in the move length as ``rotation_scale`` metres per radian.
+   Dwells and stops bring the tool to rest.
+3. **Sampling.** :meth:`Plan.sample` evaluates the timed path at any times (the control
+   period is independent of the physics step); :meth:`Plan.geometric_samples` gives points at
+   most ``sample_spacing`` apart (for the preflight IK) with their times.
+
+Units: m, s, rad; speeds m/s; accelerations m/s².
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import MachineConfig
+from .interpreter import Dwell, Motion, MotionKind, Stop, StopKind
+
+__all__ = ["Plan", "PathSamples", "plan", "retime", "junction_speed_sq"]
+
+
+def junction_speed_sq(d_prev: np.ndarray, d_next: np.ndarray, acceleration: float, deviation: float) -> np.ndarray:
+    """grbl's junction speed² (m²/s²) between unit directions (N, k) and (N, k)."""
+    cos_t = -np.einsum("ij,ij->i", d_prev, d_next)
+    cos_t = np.clip(cos_t, -1.0, 1.0)
+    sin_h = np.sqrt(0.5 * (1.0 - cos_t))
+    with np.errstate(divide="ignore"):
+        v2 = acceleration * deviation * sin_h / (1.0 - sin_h)
+    v2[cos_t > 0.999999] = 0.0           # full reversal
+    v2[cos_t < -0.999999] = np.inf       # straight on
+    return v2
+
+
+@dataclass(frozen=True)
+class PathSamples:
+    """Points of the timed path.
+
+    Attributes:
+        t: (K,) times, s.
+        s: (K,) path parameter (cumulative move length, m; rotation counted by rotation_scale).
+        position: (K, 3) flange positions, m.
+        rotation: (K, 3, 3) flange orientations.
+        speed: (K,) path speed, m/s.
+        segment: (K,) chord index.
+        block: (K,) motion-block index.
+        line: (K,) program line.
+    """
+
+    t: np.ndarray
+    s: np.ndarray
+    position: np.ndarray
+    rotation: np.ndarray
+    speed: np.ndarray
+    segment: np.ndarray
+    block: np.ndarray
+    line: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def poses(self) -> np.ndarray:
+        """(K, 4, 4) homogeneous flange poses."""
+        T = np.zeros((len(self.t), 4, 4))
+        T[:, :3, :3] = self.rotation
+        T[:, :3, 3] = self.position
+        T[:, 3, 3] = 1.0
+        return T
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A timed path: chords with trapezoidal profiles (arrays of length S unless noted).
+
+    Attributes:
+        motions: the motion blocks (B of them), in order.
+        p0, p1: (S, 3) chord end points, m.
+        f0, f1: (S,) path fraction of the chord ends within their block.
+        block: (S,) motion-block index of each chord.
+        length: (S,) chord length incl. rotation, m.
+        v_nominal: (S,) cruise speed limit, m/s.
+        v_entry, v_exit: (S,) speeds at the chord ends, m/s.
+        v_cruise: (S,) peak speed reached, m/s.
+        t_start: (S,) time the chord starts, s (after any dwell before it).
+        t_acc, t_cruise, t_dec: (S,) phase durations, s.
+        duration: total program time, s (dwells included).
+        acceleration: m/s².
+        rapid_scale: (B,) factor applied to each block's nominal speed (1 = as programmed).
+    """
+
+    motions: tuple
+    p0: np.ndarray
+    p1: np.ndarray
+    f0: np.ndarray
+    f1: np.ndarray
+    block: np.ndarray
+    length: np.ndarray
+    v_nominal: np.ndarray
+    v_entry: np.ndarray
+    v_exit: np.ndarray
+    v_cruise: np.ndarray
+    t_start: np.ndarray
+    t_acc: np.ndarray
+    t_cruise: np.ndarray
+    t_dec: np.ndarray
+    duration: float
+    acceleration: float
+    rapid_scale: np.ndarray
+    # internal arrays for orientation interpolation and re-timing
+    _rot0: np.ndarray = None          # (B, 3, 3)
+    _axis: np.ndarray = None          # (B, 3) rotation axis in the start frame
+    _angle: np.ndarray = None         # (B,) rotation angle over the block, rad
+    _lines: np.ndarray = None         # (B,) program line per block
+    _rest: np.ndarray = None          # (S + 1,) bool: the tool must be at rest at this node
+    _delay: np.ndarray = None         # (S + 1,) dwell time before node, s
+    _junction: np.ndarray = None      # (S + 1,) junction speed² limits, m²/s²
+    _base_nominal: np.ndarray = None  # (S,) nominal speed before rapid scaling
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.length)
+
+    @property
+    def s_start(self) -> np.ndarray:
+        """(S,) path parameter at the start of each chord, m."""
+        return np.concatenate(([0.0], np.cumsum(self.length)[:-1])) if len(self.length) else np.zeros(0)
+
+    @property
+    def t_end(self) -> np.ndarray:
+        return self.t_start + self.t_acc + self.t_cruise + self.t_dec
+
+    @property
+    def lines(self) -> np.ndarray:
+        """(B,) program line of every motion block."""
+        return self._lines
+
+    # ----- evaluation ---------------------------------------------------------------------
+    def _s_of_t(self, seg: np.ndarray, tau: np.ndarray):
+        a = self.acceleration
+        v0, v1, vc = self.v_entry[seg], self.v_exit[seg], self.v_cruise[seg]
+        ta, tc, td = self.t_acc[seg], self.t_cruise[seg], self.t_dec[seg]
+        T = ta + tc + td
+        tau = np.clip(tau, 0.0, T)
+        L = self.length[seg]
+        acc = tau < ta
+        dec = tau > ta + tc
+        da = (vc * vc - v0 * v0) / (2 * a)
+        s = np.where(acc, v0 * tau + 0.5 * a * tau * tau, da + vc * (tau - ta))
+        r = np.maximum(T - tau, 0.0)
+        s = np.where(dec, L - (v1 * r + 0.5 * a * r * r), s)
+        v = np.where(acc, v0 + a * tau, np.where(dec, v1 + a * r, vc))
+        return np.clip(s, 0.0, L), v
+
+    def _t_of_s(self, seg: np.ndarray, s: np.ndarray) -> np.ndarray:
+        a = self.acceleration
+        v0, v1, vc = self.v_entry[seg], self.v_exit[seg], self.v_cruise[seg]
+        ta, tc, td = self.t_acc[seg], self.t_cruise[seg], self.t_dec[seg]
+        L = self.length[seg]
+        da = (vc * vc - v0 * v0) / (2 * a)
+        dd = (vc * vc - v1 * v1) / (2 * a)
+        t_acc = (np.sqrt(np.maximum(v0 * v0 + 2 * a * s, 0.0)) - v0) / a
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_cru = ta + (s - da) / vc
+        r = np.maximum(L - s, 0.0)
+        t_dec = ta + tc + td - (np.sqrt(np.maximum(v1 * v1 + 2 * a * r, 0.0)) - v1) / a
+        return np.where(s <= da, t_acc, np.where(s >= L - dd, t_dec, t_cru))
+
+    def _points(self, seg: np.ndarray, s: np.ndarray):
+        L = self.length[seg]
+        u = np.where(L > 0, s / np.where(L > 0, L, 1.0), 0.0)
+        pos = self.p0[seg] + u[:, None] * (self.p1[seg] - self.p0[seg])
+        b = self.block[seg]
+        f = self.f0[seg] + u * (self.f1[seg] - self.f0[seg])
+        rot = self.rotation_at(b, f)
+        return pos, rot
+
+    def rotation_at(self, block: np.ndarray, fraction: np.ndarray) -> np.ndarray:
+        """(K, 3, 3) orientations at path fractions (K,) of motion blocks (K,)."""
+        R0 = self._rot0[block]
+        ang = self._angle[block] * fraction
+        if not np.any(ang):
+            return R0.copy()
+        k = self._axis[block]
+        K = np.zeros((len(ang), 3, 3))
+        K[:, 0, 1], K[:, 0, 2] = -k[:, 2], k[:, 1]
+        K[:, 1, 0], K[:, 1, 2] = k[:, 2], -k[:, 0]
+        K[:, 2, 0], K[:, 2, 1] = -k[:, 1], k[:, 0]
+        s, c = np.sin(ang)[:, None, None], np.cos(ang)[:, None, None]
+        Rr = np.eye(3) + s * K + (1 - c) * (K @ K)
+        return R0 @ Rr
+
+    def sample(self, times) -> PathSamples:
+        """The path at ``times`` (K,) s (clipped to [0, duration])."""
+        t = np.clip(np.asarray(times, dtype=float), 0.0, self.duration)
+        if self.segment_count == 0:
+            raise ValueError("the plan has no motion")
+        seg = np.clip(np.searchsorted(self.t_start, t, side="right") - 1, 0, self.segment_count - 1)
+        s_loc, v = self._s_of_t(seg, t - self.t_start[seg])
+        pos, rot = self._points(seg, s_loc)
+        b = self.block[seg]
+        return PathSamples(t, self.s_start[seg] + s_loc, pos, rot, v, seg, b, self._lines[b])
+
+    def sample_every(self, period: float) -> PathSamples:
+        """Samples at 0, period, 2·period, … up to and including the end, s."""
+        if not (period > 0 and math.isfinite(period)):
+            raise ValueError(f"period must be > 0 s, got {period}")
+        n = int(math.floor(self.duration / period + 1e-9)) + 1
+        t = np.arange(n) * period
+        if t[-1] < self.duration - 1e-12:
+            t = np.append(t, self.duration)
+        return self.sample(t)
+
+    def geometric_samples(self, spacing: float) -> PathSamples:
+        """Points along the path at most ``spacing`` (m) apart, every block end included, with times.
+
+        The points lie on the chords (the path that is commanded); inside a block they are
+        evenly spaced in path length.
+        """
+        B = len(self.motions)
+        s_start = self.s_start
+        seg_first = np.searchsorted(self.block, np.arange(B))
+        seg_last = np.searchsorted(self.block, np.arange(B), side="right") - 1
+        has = seg_last >= seg_first
+        bl = np.flatnonzero(has)
+        b_s0 = s_start[seg_first[bl]]
+        b_len = s_start[seg_last[bl]] + self.length[seg_last[bl]] - b_s0
+        m = np.maximum(1, np.ceil(b_len / spacing - 1e-9).astype(np.int64))
+        total = int(m.sum())
+        which = np.repeat(np.arange(len(bl)), m)
+        first = np.concatenate(([0], np.cumsum(m)[:-1]))
+        k = np.arange(total) - first[which] + 1
+        s_glob = b_s0[which] + b_len[which] * (k / m[which])
+        s_glob = np.concatenate(([0.0], s_glob))
+        blk = np.concatenate(([bl[0]], bl[which]))
+        seg = np.searchsorted(s_start, s_glob, side="right") - 1
+        seg = np.clip(seg, seg_first[blk], seg_last[blk])
+        s_loc = np.clip(s_glob - s_start[seg], 0.0, self.length[seg])
+        t = self.t_start[seg] + self._t_of_s(seg, s_loc)
+        pos, rot = self._points(seg, s_loc)
+        _, v = self._s_of_t(seg, t - self.t_start[seg])
+        b = self.block[seg]
+        return PathSamples(t, s_start[seg] + s_loc, pos, rot, v, seg, b, self._lines[b])
+
+
+# ----- building a plan ---------------------------------------------------------------------
+
+def _axis_angle(R: np.ndarray) -> tuple[np.ndarray, float]:
+    c = np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0)
+    ang = math.acos(c)
+    if ang < 1e-12:
+        return np.array([0.0, 0.0, 1.0]), 0.0
+    if ang > math.pi - 1e-6:
+        # near 180°: axis from the symmetric part
+        M = (R + np.eye(3)) / 2.0
+        i = int(np.argmax(np.diag(M)))
+        axis = M[:, i] / math.sqrt(max(M[i, i], 1e-300))
+        return axis / np.linalg.norm(axis), ang
+    axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]]) / (2.0 * math.sin(ang))
+    return axis, ang
+
+
+def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = None) -> Plan:
+    """Plan a sequence of :class:`Motion`, :class:`Dwell` and :class:`Stop` blocks.
+
+    Args:
+        blocks: the program's blocks (an END stop ends the plan).
+        machine: speeds, acceleration, tolerances.
+        rapid_scale: (B,) factor on each motion block's nominal speed (used by the preflight to
+            slow rapids that a joint could not follow); default all 1.
+
+    Returns:
+        The :class:`Plan` (possibly without chords when nothing moves).
+    """
+    motions: list[Motion] = []
+    delay_before: list[float] = []   # dwell time before motion block b
+    rest_before: list[bool] = []
+    pending_delay, pending_rest = 0.0, True
+    for blk in blocks:
+        if isinstance(blk, Motion):
+            motions.append(blk)
+            delay_before.append(pending_delay)
+            rest_before.append(pending_rest)
+            pending_delay, pending_rest = 0.0, False
+        elif isinstance(blk, Dwell):
+            pending_delay += blk.seconds
+            pending_rest = True
+        elif isinstance(blk, Stop):
+            pending_rest = True
+            if blk.kind is StopKind.END:
+                break
+    B = len(motions)
+    a = machine.acceleration
+    if B == 0:
+        z = np.zeros(0)
+        return Plan((), np.zeros((0, 3)), np.zeros((0, 3)), z, z, np.zeros(0, int), z, z, z, z, z, z, z, z, z,
+                    pending_delay, a, np.ones(0), np.zeros((0, 3, 3)), np.zeros((0, 3)), z, np.zeros(0, int),
+                    np.ones(1, bool), np.array([pending_delay]), np.zeros(1), z)
+    start = np.array([m.start for m in motions])
+    end = np.array([m.end for m in motions])
+    rot0 = np.array([m.rot_start for m in motions])
+    axis = np.zeros((B, 3))
+    angle = np.zeros(B)
+    for i, m in enumerate(motions):
+        if m.rot_end is not m.rot_start:
+            axis[i], angle[i] = _axis_angle(m.rot_start.T @ m.rot_end)
+    kinds = [m.kind for m in motions]
+    is_arc = np.array([k is MotionKind.ARC for k in kinds])
+    is_rapid = np.array([k is MotionKind.RAPID for k in kinds])
+    feed = np.array([m.feed for m in motions])
+    lines = np.array([m.line for m in motions], dtype=np.int64)
+    # --- chords per block ---
+    nseg = np.ones(B, dtype=np.int64)
+    arc_idx = np.flatnonzero(is_arc)
+    if len(arc_idx):
+        r_max = np.array([max(motions[i].radius_start, motions[i].radius_end) for i in arc_idx])
+        sweep = np.array([motions[i].sweep for i in arc_idx])
+        tol = machine.arc_tolerance
+        dth = np.where(tol < r_max, 2.0 * np.arccos(np.clip(1.0 - tol / r_max, -1.0, 1.0)), math.pi / 2)
+        dth = np.minimum(dth, math.pi / 2)
+        nseg[arc_idx] = np.maximum(1, np.ceil(np.abs(sweep) / dth - 1e-9)).astype(np.int64)
+    S = int(nseg.sum())
+    seg_block = np.repeat(np.arange(B), nseg)
+    first = np.concatenate(([0], np.cumsum(nseg)[:-1]))
+    k = np.arange(S) - first[seg_block]
+    f0 = k / nseg[seg_block]
+    f1 = (k + 1) / nseg[seg_block]
+    p0 = start[seg_block] + f0[:, None] * (end - start)[seg_block]
+    p1 = start[seg_block] + f1[:, None] * (end - start)[seg_block]
+    if len(arc_idx):
+        rows = np.flatnonzero(is_arc[seg_block])
+        ab = seg_block[rows]
+        planes = np.array([m.plane for m in motions])[ab]          # (R, 3)
+        centre = np.array([motions[i].centre if motions[i].centre is not None else motions[i].start
+                           for i in range(B)])[ab]
+        r0 = np.array([m.radius_start for m in motions])[ab]
+        r1 = np.array([m.radius_end for m in motions])[ab]
+        sw = np.array([m.sweep for m in motions])[ab]
+        st = start[ab]
+        en = end[ab]
+        i0, i1, ino = planes[:, 0], planes[:, 1], planes[:, 2]
+        rr = np.arange(len(rows))
+        phi0 = np.arctan2(st[rr, i1] - centre[rr, i1], st[rr, i0] - centre[rr, i0])
+        for fr, P in ((f0[rows], p0), (f1[rows], p1)):
+            phi = phi0 + fr * sw
+            rad = r0 + fr * (r1 - r0)
+            pts = np.empty((len(rows), 3))
+            pts[rr, i0] = centre[rr, i0] + rad * np.cos(phi)
+            pts[rr, i1] = centre[rr, i1] + rad * np.sin(phi)
+            pts[rr, ino] = st[rr, ino] + fr * (en[rr, ino] - st[rr, ino])
+            P[rows] = pts
+        # exact end points (no round-off drift at block ends)
+        last = rows[f1[rows] == 1.0]
+        p1[last] = end[seg_block[last]]
+    dp = p1 - p0
+    lin = np.sqrt(np.einsum("ij,ij->i", dp, dp))
+    rho = machine.rotation_scale
+    rot_len = rho * angle[seg_block] * (f1 - f0)
+    length = np.sqrt(lin * lin + rot_len * rot_len)
+    keep = length > 1e-12
+    if not np.all(keep):
+        seg_block, f0, f1, p0, p1, dp, length, rot_len = (x[keep] for x in (seg_block, f0, f1, p0, p1, dp, length,
+                                                                              rot_len))
+    S = len(length)
+    # --- nominal speeds ---
+    vnom_block = np.where(is_rapid, machine.rapid_speed, feed)
+    v_nom = vnom_block[seg_block].copy()
+    if len(arc_idx):
+        rmin = np.array([min(m.radius_start, m.radius_end) if m.kind is MotionKind.ARC else np.inf for m in motions])
+        v_nom = np.minimum(v_nom, np.sqrt(a * rmin[seg_block]))
+    # --- junctions ---
+    # 6-D unit directions: translation and rotation (world axis, scaled)
+    world_axis = np.einsum("bij,bj->bi", rot0, axis)
+    d6 = np.concatenate([dp, world_axis[seg_block] * rot_len[:, None]], axis=1) / length[:, None]
+    J = np.zeros(S + 1)
+    if S > 1:
+        J[1:S] = junction_speed_sq(d6[:-1], d6[1:], a, machine.junction_deviation)
+    # rest at block boundaries after dwells/stops, and at the program start and end
+    rest = np.zeros(S + 1, dtype=bool)
+    delay = np.zeros(S + 1)
+    block_first_seg = np.searchsorted(seg_block, np.arange(B))
+    present = block_first_seg < S
+    present[present] &= seg_block[np.minimum(block_first_seg[present], S - 1)] == np.arange(B)[present]
+    rb = np.array(rest_before)
+    rest[block_first_seg[present & rb]] = True
+    delay[block_first_seg[present]] += np.array(delay_before)[present]
+    rest[0] = rest[S] = True
+    delay[S] += pending_delay
+    J[rest] = 0.0
+    p = Plan(tuple(motions), p0, p1, f0, f1, seg_block, length, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom,
+             v_nom, 0.0, a, np.ones(B), rot0, axis, angle, lines, rest, delay, J, v_nom.copy())
+    return retime(p, rapid_scale if rapid_scale is not None else np.ones(B))
+
+
+def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
+    """Recompute the speed profiles of a plan with each block's nominal speed scaled.
+
+    Args:
+        p: a plan from :func:`plan`.
+        rapid_scale: (B,) factors in (0, 1] on each block's nominal speed.
+    """
+    a = p.acceleration
+    scale = np.asarray(rapid_scale, dtype=float)
+    v_nom = p._base_nominal * scale[p.block]
+    S = len(v_nom)
+    vn2 = v_nom * v_nom
+    J = p._junction.copy()
+    if S > 1:
+        J[1:S] = np.minimum(J[1:S], np.minimum(vn2[:-1], vn2[1:]))
+    J[0] = min(J[0], vn2[0])
+    J[S] = min(J[S], vn2[-1])
+    twoaL = 2.0 * a * p.length
+    C = np.concatenate(([0.0], np.cumsum(twoaL)))
+    # backward pass: Bk[i] = min_{j >= i} (J[j] + C[j]) - C[i]
+    Bk = np.minimum.accumulate((J + C)[::-1])[::-1] - C
+    # forward pass: F[i] = C[i] + min_{j <= i} (Bk[j] - C[j])
+    F = C + np.minimum.accumulate(Bk - C)
+    F = np.clip(np.minimum(F, Bk), 0.0, None)
+    F[p._rest] = 0.0
+    v0 = np.sqrt(F[:-1])
+    v1 = np.sqrt(F[1:])
+    vc2 = np.minimum(vn2, (twoaL + F[:-1] + F[1:]) / 2.0)
+    vc2 = np.maximum(vc2, np.maximum(F[:-1], F[1:]))
+    vc = np.sqrt(vc2)
+    da = (vc2 - F[:-1]) / (2 * a)
+    dd = (vc2 - F[1:]) / (2 * a)
+    dc = np.maximum(p.length - da - dd, 0.0)
+    t_acc = (vc - v0) / a
+    t_dec = (vc - v1) / a
+    t_cru = dc / vc
+    dur = t_acc + t_cru + t_dec
+    t_start = np.cumsum(p._delay[:-1]) + np.concatenate(([0.0], np.cumsum(dur)[:-1]))
+    total = float(t_start[-1] + dur[-1] + p._delay[-1]) if S else float(p._delay[-1])
+    return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, v0, v1, vc, t_start, t_acc, t_cru,
+                t_dec, total, a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay, p._junction,
+                p._base_nominal)

@@ -1,0 +1,123 @@
+"""``armtwin bench gcode``: parser speed against gcodeparser, and a 100,000-line preflight.
+
+Generates a 100,000-line program (feed moves, arcs with I/J and R, rapids, comments, dwells)
+that fits the IRB120's workspace, then in one process times: armtwin's parser (full
+validation), the gcodeparser package parsing the same text, and the full preflight (parse +
+interpret + plan + IK along the path + limit checks) on the IRB120. Times are process CPU
+times, best of ``--repeat`` interleaved rounds, so that other load on the machine distorts
+the ratio as little as possible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from .cli import add_json_flag, print_json
+
+LINES = 100_000
+
+
+def register(sub) -> None:
+    p = sub.add_parser("gcode", help="G-code parser vs gcodeparser; 100,000-line preflight time")
+    p.add_argument("--lines", type=int, default=LINES, help=f"program length (default {LINES})")
+    p.add_argument("--repeat", type=int, default=3, help="parse rounds, best one counts (default 3)")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def generate_program(lines: int = LINES, seed: int = 0) -> str:
+    """A program of ``lines`` lines: square-ish strokes, arcs (I/J and R), rapids, comments.
+
+    Everything stays within ±40 mm of the work origin and 0..10 mm above it.
+    """
+    rng = np.random.default_rng(seed)
+    out = ["%", "(armtwin bench program)", "G21 G90 G17 G54", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
+    x = y = 0.0
+    while len(out) < lines - 2:
+        r = int(rng.integers(0, 10))
+        if r == 0:
+            out.append(f"(stroke {len(out)})")
+        elif r <= 5:
+            x = float(np.clip(x + rng.uniform(-8, 8), -40, 40))
+            y = float(np.clip(y + rng.uniform(-8, 8), -40, 40))
+            out.append(f"N{len(out) % 99999} G1 X{x:.3f} Y{y:.3f} F{int(rng.integers(600, 3000))}")
+        elif r <= 7:
+            rad = float(rng.uniform(2, 6))
+            cx = float(np.clip(x + rad, -40, 40))
+            ex, ey = cx + rad, y  # half circle to the far side (ccw/cw alternate)
+            if abs(ex) > 40:
+                ex, cx = x, x  # degenerate: use a full circle instead
+                out.append(f"G{2 + (len(out) % 2)} I{rad:.3f} J0 ; full circle")
+                continue
+            if len(out) % 2:
+                out.append(f"G2 X{ex:.3f} Y{ey:.3f} I{cx - x:.3f} J0")
+            else:
+                out.append(f"G3 X{ex:.3f} Y{ey:.3f} R{rad:.3f} (half circle)")
+            x, y = ex, ey
+        elif r == 8:
+            out.append(f"G0 Z{rng.uniform(2, 10):.2f} ; lift")
+            out.append("G1 Z0 F800")
+        else:
+            x = float(rng.uniform(-40, 40))
+            y = float(rng.uniform(-40, 40))
+            out.append(f"G0 X{x:.3f} Y{y:.3f}")
+    out += ["G0 Z10", "M30"]
+    return "\n".join(out[:lines]) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    import gcodeparser
+
+    from ..controllers.gcode import parse_program
+    from ..controllers.gcode.preflight import preflight
+    from ..robots import get
+
+    if args.lines < 10 or args.repeat < 1:
+        from .cli import CliError
+        raise CliError("--lines must be >= 10 and --repeat >= 1")
+    text = generate_program(args.lines)
+    n = text.count("\n")
+    ours, theirs = [], []
+    for k in range(args.repeat):
+        print(f"parse round {k + 1}/{args.repeat} …", file=sys.stderr)
+        t0 = time.process_time()
+        res = parse_program(text)
+        ours.append(time.process_time() - t0)
+        t0 = time.process_time()
+        count = sum(1 for _ in gcodeparser.parse_gcode_lines(text))
+        theirs.append(time.process_time() - t0)
+    print("preflight on the IRB120 …", file=sys.stderr)
+    spec = get("irb120")
+    t0 = time.process_time()
+    rep = preflight(text, spec)
+    pre = time.process_time() - t0
+    out = {
+        "lines": n,
+        "armtwin_parse_s": min(ours),
+        "armtwin_parse_lines_per_s": n / min(ours),
+        "gcodeparser_parse_s": min(theirs),
+        "gcodeparser_lines_per_s": n / min(theirs),
+        "parse_speed_ratio": min(theirs) / min(ours),
+        "preflight_s": pre,
+        "preflight_clean": rep.clean(),
+        "preflight_faults": len(rep.faults),
+        "program_time_s": rep.duration,
+        "ik_samples": 0 if rep.samples is None else len(rep.samples),
+        "parse_faults": len(res.faults),
+        "gcodeparser_commands": count,
+        "targets": {"parse_speed_ratio": ">= 2", "preflight_s": "<= 10"},
+    }
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"program: {n} lines ({out['ik_samples']} IK samples, {rep.duration:.0f} s of motion)")
+    print(f"  armtwin parser      {out['armtwin_parse_lines_per_s']:>12,.0f} lines/s  (full validation)")
+    print(f"  gcodeparser         {out['gcodeparser_lines_per_s']:>12,.0f} lines/s")
+    print(f"  ratio               {out['parse_speed_ratio']:>12.2f} x   (target >= 2)")
+    print(f"  preflight IRB120    {pre:>12.2f} s     (parse+plan+IK+checks; target <= 10 s; "
+          f"{'clean' if rep.clean() else f'{len(rep.faults)} findings'})")
+    return 0

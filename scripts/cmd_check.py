@@ -1,0 +1,99 @@
+"""``armtwin check PROGRAM --robot R``: the G-code preflight, per line, without physics.
+
+Exit codes: 0 the program is clean, 1 it has faults (or warnings with ``--strict``),
+2 usage errors (unknown robot, unreadable file, bad --origin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .cli import CliError, add_json_flag, get_robot, print_json
+
+EXIT_FAULTY = 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="preflight a G-code program: parse, plan, IK, limits (no physics)")
+    add_program_args(p)
+    p.add_argument("--strict", action="store_true", help="warnings (near singularity) also count as faults")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def add_program_args(p: argparse.ArgumentParser) -> None:
+    """PROGRAM, --robot and --origin (shared with ``armtwin run``)."""
+    p.add_argument("program", help="G-code file (.ngc, .gcode, .nc)")
+    p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
+    p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
+                   help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
+
+
+def load(args: argparse.Namespace):
+    """(spec, machine, text) from the shared arguments, with CLI errors for bad input."""
+    from ..controllers.gcode import machine_for
+    spec = get_robot(args.robot)
+    try:
+        machine = machine_for(spec, args.origin)
+    except ValueError as exc:
+        raise CliError(f"--origin: {exc}") from None
+    path = Path(args.program)
+    if not path.is_file():
+        raise CliError(f"{path}: no such file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > 200_000_000:
+        raise CliError(f"{path}: {len(data) / 1e6:.0f} MB is too large for a G-code program")
+    return spec, machine, data
+
+
+def check(args: argparse.Namespace, *, quiet: bool = False):
+    """Run the preflight with a short note on stderr; returns the report."""
+    from ..controllers.gcode.preflight import preflight
+    spec, machine, data = load(args)
+    if not quiet:
+        print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
+    return spec, machine, preflight(data, spec, machine)
+
+
+def report_dict(rep, spec, machine, strict: bool) -> dict:
+    return {
+        "robot": spec.name,
+        "clean": rep.clean(strict),
+        "lines": rep.program.line_count,
+        "lines_with_motion": rep.lines_with_motion,
+        "program_time_s": rep.duration,
+        "origin_mm": [v * 1000 for v in machine.origin],
+        "faults": [f.to_dict() for f in rep.faults],
+        "truncated": rep.truncated,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    spec, machine, rep = check(args, quiet=args.json)
+    clean = rep.clean(args.strict)
+    if args.json:
+        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict)})
+        return 0 if clean else EXIT_FAULTY
+    print_report(args.program, rep, spec, machine, args.strict)
+    return 0 if clean else EXIT_FAULTY
+
+
+def print_report(name: str, rep, spec, machine, strict: bool) -> None:
+    for f in rep.faults:
+        print(f"{name}:{f}")
+    if rep.truncated:
+        print(f"{name}: … more faults not shown (cap reached)")
+    o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
+    n_err = len(rep.errors(False))
+    n_warn = len(rep.faults) - n_err
+    if rep.clean(strict):
+        extra = f", {n_warn} warning(s)" if n_warn else ""
+        print(f"{name}: clean for {spec.name} (origin {o} mm): {rep.program.line_count} lines, "
+              f"{rep.lines_with_motion} moving, program time {rep.duration:.1f} s{extra}")
+    else:
+        print(f"{name}: FAULTY for {spec.name} (origin {o} mm): {n_err} error(s), {n_warn} warning(s)")

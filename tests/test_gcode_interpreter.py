@@ -1,0 +1,127 @@
+"""Modal behaviour of the G-code interpreter: distances, units, offsets, planes, arcs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from armtwin import robots
+from armtwin.controllers.gcode import Dwell, MotionKind, Stop, StopKind, load_program, machine_for
+from armtwin.controllers.gcode.interpreter import abc_of, orientation_matrix
+
+IRB = robots.get("irb120")
+SCARA = robots.get("scara")
+M = machine_for(IRB, (400.0, 10.0, 100.0))   # origin at (0.4, 0.01, 0.1) m
+O = np.array([0.4, 0.01, 0.1])
+
+
+def ends(text, spec=IRB, machine=M):
+    prog = load_program(text, spec, machine)
+    assert prog.ok, [str(f) for f in prog.faults]
+    return prog, [np.array(b.end) for b in prog.blocks if hasattr(b, "end")]
+
+
+def mm(*xyz):
+    return O + np.array(xyz) / 1000.0
+
+
+def test_absolute_and_incremental():
+    _, e = ends("G90 G0 X10 Y20 Z30\nG91 G0 X5\nG0 Y-5 Z-10\nG90 G0 X0\n")
+    np.testing.assert_allclose(e, [mm(10, 20, 30), mm(15, 20, 30), mm(15, 15, 20), mm(0, 15, 20)], atol=1e-12)
+
+
+def test_inches_and_feed_units():
+    prog, e = ends("G20 G90 G1 X1 Y-2 Z0.5 F10\nG21 G1 X1 F600\n")
+    np.testing.assert_allclose(e[0], mm(25.4, -50.8, 12.7), atol=1e-12)
+    np.testing.assert_allclose(e[1], mm(1, -50.8, 12.7), atol=1e-12)
+    assert prog.blocks[0].feed == pytest.approx(254.0 / 60000)   # 10 inch/min in m/s
+    assert prog.blocks[1].feed == pytest.approx(600.0 / 60000)
+
+
+def test_work_offsets_g54_to_g59_and_g10():
+    _, e = ends("G10 L2 P2 X100 Y0 Z0\nG10 L2 P6 X0 Y-50 Z5\nG54 G0 X1 Y1 Z1\nG55 G0 X1\nG59 G0 Y1\n"
+                "G54 G0 X0 Y0 Z0\n")
+    # unprogrammed axes do not move when the system changes (G59: only Y is programmed)
+    np.testing.assert_allclose(e, [mm(1, 1, 1), mm(101, 1, 1), mm(101, -49, 1), mm(0, 0, 0)], atol=1e-12)
+
+
+def test_g10_l20_and_g92_and_g92_1():
+    _, e = ends("G0 X10 Y10 Z10\nG92 X0 Y0\nG0 X5\nG92.1\nG0 X5\nG10 L20 P1 X0\nG0 X1\n")
+    np.testing.assert_allclose(e, [mm(10, 10, 10), mm(15, 10, 10), mm(5, 10, 10), mm(6, 10, 10)], atol=1e-12)
+
+
+def test_g28_goes_home_through_an_intermediate_point():
+    prog, e = ends("G0 X0 Y0 Z0\nG28 Z50\n")
+    np.testing.assert_allclose(e[1], mm(0, 0, 50), atol=1e-12)
+    np.testing.assert_allclose(e[2], prog.start, atol=1e-9)      # home flange position
+    assert all(b.kind is MotionKind.RAPID for b in prog.blocks)
+
+
+def test_dwell_pause_end_and_lines_after_the_end():
+    prog = load_program("G4 P1.5\nM0\nG0 X1\nM30\nG0 X2\nS100\n", IRB, M)
+    kinds = [type(b).__name__ for b in prog.blocks]
+    assert kinds == ["Dwell", "Stop", "Motion", "Stop"]
+    assert prog.blocks[0] == Dwell(1, 1.5) and prog.blocks[1].kind is StopKind.PAUSE
+    assert prog.blocks[3] == Stop(4, StopKind.END) and prog.ended_at == 4
+    assert [f.line for f in prog.faults] == [6]   # lines after M30 are still parsed
+
+
+def _arc(text, spec=IRB):
+    prog, _ = ends("G21 G90 G0 X0 Y0 Z0\nF600\n" + text)
+    return [b for b in prog.blocks if b.kind is MotionKind.ARC]
+
+
+@pytest.mark.parametrize("g,sign", [("G2", -1), ("G3", 1)])
+def test_arcs_with_ij_both_directions(g, sign):
+    (a,) = _arc(f"{g} X20 Y0 I10 J0\n")
+    np.testing.assert_allclose(a.centre, mm(10, 0, 0), atol=1e-12)
+    assert a.sweep == pytest.approx(sign * math.pi)
+    assert a.radius_start == pytest.approx(0.010)
+
+
+@pytest.mark.parametrize("g,r,sweep", [("G2", 10, -math.pi / 2), ("G3", 10, math.pi / 2),
+                                       ("G2", -10, -1.5 * math.pi), ("G3", -10, 1.5 * math.pi)])
+def test_arcs_with_r_short_and_long_way(g, r, sweep):
+    (a,) = _arc(f"{g} X10 Y10 R{r}\n")
+    assert a.sweep == pytest.approx(sweep)
+    assert a.radius_start == pytest.approx(0.010)
+    c = (np.array(a.centre) - O) * 1000
+    assert np.linalg.norm(c[:2] - [0, 0]) == pytest.approx(10)   # the centre is 10 mm from the start
+    assert np.linalg.norm(c[:2] - [10, 10]) == pytest.approx(10)  # and from the end
+
+
+@pytest.mark.parametrize("g,sign", [("G2", -1), ("G3", 1)])
+def test_full_circles(g, sign):
+    (a, b) = _arc(f"{g} I5 J0\n{g} X0 Y0 I0 J-5\n")
+    for arc in (a, b):
+        assert arc.sweep == pytest.approx(sign * 2 * math.pi)
+        np.testing.assert_allclose(arc.end, arc.start, atol=1e-12)
+
+
+def test_arc_planes_g18_g19_and_helix():
+    (a,) = _arc("G18 G2 X10 Z0 I5 K0\n")
+    assert a.plane == (2, 0, 1)
+    np.testing.assert_allclose(a.centre, mm(5, 0, 0), atol=1e-12)
+    (b,) = _arc("G19 G3 Y10 Z0 J5 K0 X3\n")
+    assert b.plane == (1, 2, 0) and b.sweep == pytest.approx(math.pi)
+    np.testing.assert_allclose(b.end, mm(3, 10, 0), atol=1e-12)   # helical: X along the normal
+
+
+def test_orientation_words():
+    R = orientation_matrix(0, 0, 0)
+    np.testing.assert_allclose(R @ [0, 0, 1], [0, 0, -1], atol=1e-12)   # tool points down
+    np.testing.assert_allclose(R @ [1, 0, 0], [1, 0, 0], atol=1e-12)    # tool x along base x
+    np.testing.assert_allclose(orientation_matrix(0, 0, 90) @ [1, 0, 0], [0, 1, 0], atol=1e-12)
+    assert abc_of(orientation_matrix(10, -20, 30)) == pytest.approx((10, -20, 30))
+    prog, _ = ends("G0 C45\n")
+    np.testing.assert_allclose(prog.blocks[0].rot_end, orientation_matrix(0, 0, 45), atol=1e-12)
+    # the program starts in the home orientation
+    np.testing.assert_allclose(prog.rot_start, orientation_matrix(0, 0, 180), atol=1e-9)
+
+
+def test_scara_tool_roll_is_c():
+    prog, _ = ends("G0 C30\n", SCARA, machine_for(SCARA))
+    np.testing.assert_allclose(prog.blocks[0].rot_end @ [1, 0, 0],
+                               [math.cos(math.radians(30)), math.sin(math.radians(30)), 0], atol=1e-12)

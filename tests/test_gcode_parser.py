@@ -1,0 +1,237 @@
+"""G-code parser and interpreter faults: round trips, every error code, the gcodeparser cases, fuzzing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from armtwin import robots
+from armtwin.controllers.gcode import ErrorCode, GcodeError, Severity, load_program, parse_line, parse_program
+from armtwin.controllers.gcode.parser import MAX_LINE_LENGTH
+from armtwin.controllers.gcode.preflight import preflight
+
+ROOT = Path(__file__).resolve().parents[1]
+IRB = robots.get("irb120")
+SCARA = robots.get("scara")
+
+
+# ----- syntax ------------------------------------------------------------------------------
+
+def test_words_comments_case_and_line_numbers():
+    p = parse_line("n10 g1 (move) x1.5 Y-.5 z+3. f1200 ; tail", 4)
+    assert p.lineno == 4 and p.n == 10
+    assert p.g == {"motion": 1.0}
+    assert p.words == {"X": 1.5, "Y": -0.5, "Z": 3.0, "F": 1200.0}
+    assert parse_line("G1X1Y2").words == {"X": 1.0, "Y": 2.0}
+    assert parse_line("X 1").words == {"X": 1.0}        # space between letter and number
+    for empty in ("", "   ", "(only a comment)", "; x", "%"):
+        assert parse_line(empty) is None
+
+
+@pytest.mark.parametrize("text", [
+    "G0 X1 Y2 Z3", "N5 G1 X-1.25 F600", "G2 X10 Y0 I5 J0", "G17 G21 G90 G54", "G92.1", "G4 P0.5",
+    "M30", "G10 L2 P1 X1 Y2 Z3", "G3 X1 Y1 R-2.5 C90", "G0 A10 B-5 C30",
+])
+def test_round_trip(text):
+    p = parse_line(text, 3)
+    again = parse_line(p.format(), 3)
+    assert (again.n, again.g, again.m, again.words) == (p.n, p.g, p.m, p.words)
+
+
+def test_gcodeparser_cases_are_handled():
+    # gcodeparser turns 1e999 into two words, drops words after @, reads G28.1 as G28 and
+    # "G0 (note) X1" as a G0 without coordinates.
+    with pytest.raises(GcodeError) as e:
+        parse_line("G0 X1e999")
+    assert e.value.code is ErrorCode.EXPONENT_NOT_ALLOWED and e.value.column == 6
+    with pytest.raises(GcodeError) as e:
+        parse_line("G1 X1 @ Y2")
+    assert e.value.code is ErrorCode.UNEXPECTED_CHARACTER and e.value.column == 7
+    with pytest.raises(GcodeError) as e:
+        parse_line("G28.1")
+    assert e.value.code is ErrorCode.UNSUPPORTED_G_CODE
+    assert parse_line("G28").g == {"nonmodal": 28.0}
+    assert parse_line("G0 (note) X1").words == {"X": 1.0}
+
+
+PARSE_FAULTS = [
+    ("X1 (" + "a" * MAX_LINE_LENGTH + ")", ErrorCode.LINE_TOO_LONG, MAX_LINE_LENGTH + 1),
+    ("G1 X1 (caf\u00e9)", ErrorCode.NON_ASCII, 11),
+    ("G0 X1 # Y2", ErrorCode.UNEXPECTED_CHARACTER, 7),
+    ("G0 X1\x00", ErrorCode.UNEXPECTED_CHARACTER, 6),
+    ("G0 (abc", ErrorCode.UNCLOSED_COMMENT, 4),
+    ("(a (b) c)", ErrorCode.NESTED_COMMENT, 4),
+    ("G0 X1 )", ErrorCode.UNMATCHED_PAREN, 7),
+    ("G0 X", ErrorCode.MISSING_VALUE, 4),
+    ("G0 X1.2.3", ErrorCode.BAD_NUMBER, 8),
+    ("G0 X--1", ErrorCode.BAD_NUMBER, 4),
+    ("G0 12", ErrorCode.BAD_NUMBER, 4),
+    ("G0 X1e999", ErrorCode.EXPONENT_NOT_ALLOWED, 6),
+    ("G0 X2000000", ErrorCode.NUMBER_OUT_OF_RANGE, 4),
+    ("G0 X" + "9" * 250, ErrorCode.NUMBER_OUT_OF_RANGE, 4),
+    ("S1000", ErrorCode.UNSUPPORTED_WORD, 1),
+    ("G38.2 X1", ErrorCode.UNSUPPORTED_G_CODE, 1),
+    ("M3", ErrorCode.UNSUPPORTED_M_CODE, 1),
+    ("G0 X1 X2", ErrorCode.REPEATED_WORD, 7),
+    ("G0 G1 X1", ErrorCode.MODAL_GROUP_VIOLATION, 4),
+    ("M2 M30", ErrorCode.MODAL_GROUP_VIOLATION, 4),
+    ("G1 N10 X1", ErrorCode.BAD_LINE_NUMBER, 4),
+    ("N1.5 G1", ErrorCode.BAD_LINE_NUMBER, 1),
+]
+
+
+@pytest.mark.parametrize("text,code,col", PARSE_FAULTS)
+def test_parse_faults(text, code, col):
+    with pytest.raises(GcodeError) as e:
+        parse_line(text, 7)
+    assert e.value.code is code, str(e.value)
+    assert (e.value.line, e.value.column) == (7, col)
+    assert e.value.description and str(int(code)) in str(e.value)
+
+
+SEMANTIC_FAULTS = [
+    (IRB, "G1 X1", ErrorCode.UNDEFINED_FEED_RATE),
+    (IRB, "G1 X1 F0", ErrorCode.BAD_FEED_RATE),
+    (IRB, "G1 G92 X1 F100", ErrorCode.AXIS_COMMAND_CONFLICT),
+    (IRB, "G92", ErrorCode.AXIS_WORDS_MISSING),
+    (IRB, "G80\nX1", ErrorCode.NO_MOTION_MODE),
+    (IRB, "G0 X1 I5", ErrorCode.UNUSED_WORD),
+    (IRB, "G1 X1 P2 F100", ErrorCode.UNUSED_WORD),
+    (IRB, "G2 X10 F100", ErrorCode.ARC_OFFSETS_MISSING),
+    (IRB, "G2 X10 R5 I5 F100", ErrorCode.ARC_R_AND_OFFSETS),
+    (IRB, "G17 G2 X10 K5 F100", ErrorCode.ARC_OFFSET_OUT_OF_PLANE),
+    (IRB, "G91 G2 X10 Y0 I3 J0 F100", ErrorCode.ARC_RADIUS_MISMATCH),
+    (IRB, "G91 G2 X10 R2 F100", ErrorCode.ARC_RADIUS_TOO_SMALL),
+    (IRB, "G91 G2 X0 R5 F100", ErrorCode.ARC_R_FULL_CIRCLE),
+    (IRB, "G4", ErrorCode.DWELL_TIME_MISSING),
+    (IRB, "G4 P-1", ErrorCode.BAD_DWELL_TIME),
+    (IRB, "G10 L3 P1 X0", ErrorCode.BAD_G10),
+    (SCARA, "G0 A10", ErrorCode.ORIENTATION_NOT_SUPPORTED),
+    (IRB, "G0 X900000", ErrorCode.TARGET_OUT_OF_RANGE),
+]
+
+
+@pytest.mark.parametrize("spec,text,code", SEMANTIC_FAULTS)
+def test_semantic_faults(spec, text, code):
+    prog = load_program("G21 G90\n" + text + "\n", spec)
+    assert [f.code for f in prog.faults] == [code], prog.faults
+    assert prog.faults[0].line == 2 + text.count("\n")
+
+
+PREFLIGHT_FAULTS = [
+    (IRB, "G0 X500", ErrorCode.UNREACHABLE),
+    (SCARA, "G1 Z-50 F100", ErrorCode.JOINT_LIMIT),
+    (IRB, "G1 C0 F100000", ErrorCode.JOINT_SPEED),
+    (IRB, "G0 X-330 Y0 Z0", ErrorCode.NEAR_SINGULARITY),
+    (IRB, "G0 X-350 Y-1 Z100\nG1 X-350 Y1 F600", ErrorCode.CONFIGURATION_FLIP),
+]
+
+
+@pytest.mark.parametrize("spec,text,code", PREFLIGHT_FAULTS)
+def test_preflight_findings(spec, text, code):
+    rep = preflight(text + "\n", spec)
+    found = {f.code: f for f in rep.faults}
+    assert code in found, [str(f) for f in rep.faults]
+    f = found[code]
+    assert f.line >= 1
+    assert f.severity is (Severity.WARNING if code is ErrorCode.NEAR_SINGULARITY else Severity.ERROR)
+    if code is not ErrorCode.NEAR_SINGULARITY:
+        assert not rep.clean()
+
+
+def test_every_code_is_tested_and_documented():
+    tested = {c for _, c, _ in PARSE_FAULTS} | {c for _, _, c in SEMANTIC_FAULTS} | {c for _, _, c in PREFLIGHT_FAULTS}
+    tested.add(ErrorCode.TOO_MANY_FAULTS)  # see test_fault_cap
+    assert set(ErrorCode) == tested
+    doc = (ROOT / "docs" / "GCODE.md").read_text()
+    for c in ErrorCode:
+        assert re.search(rf"\| {int(c)} \| `{c.slug}` \|", doc), f"{c} missing from docs/GCODE.md"
+
+
+def test_all_faults_of_a_file_in_one_pass_and_the_cap():
+    text = "G0 X1\nG0 X1 X2\nS5\nG1 X2 F100\nG2 X3\nG0 @\n"
+    res = parse_program(text)
+    assert [(f.line, f.code) for f in res.faults] == [(2, ErrorCode.REPEATED_WORD), (3, ErrorCode.UNSUPPORTED_WORD),
+                                                      (6, ErrorCode.UNEXPECTED_CHARACTER)]
+    assert [p.lineno for p in res.lines] == [1, 4, 5]
+    prog = load_program(text, IRB)
+    assert [f.line for f in prog.faults] == [2, 3, 5, 6]  # line 5: arc without offsets, from the interpreter
+    capped = parse_program("S1\n" * 50, max_faults=10)
+    assert len(capped.faults) == 10 and capped.truncated
+
+
+def test_fault_cap():
+    rep = preflight("S1\n" * 200, IRB, max_faults=5)
+    assert len(rep.faults) == 5 and rep.truncated
+    assert ErrorCode.TOO_MANY_FAULTS.message
+
+
+def test_faulty_line_changes_no_state():
+    # G91 and F on a faulty line must not take effect
+    prog = load_program("G21 G90 G1 X0 Y0 Z0 F600\nG91 F3000 X1 I5\nG1 X10\n", IRB)
+    assert [f.code for f in prog.faults] == [ErrorCode.UNUSED_WORD]
+    last = prog.blocks[-1]
+    assert last.end[0] == pytest.approx(0.350 + 0.010)   # absolute X10, not X+10
+    assert last.feed == pytest.approx(600 / 60000)
+
+
+# ----- fuzzing -------------------------------------------------------------------------------
+
+EXAMPLES = [p.read_text() for p in sorted((ROOT / "examples").glob("*.ngc"))]
+alphabet = st.sampled_from(list("GMNXYZABCIJKRFPLgxyz0123456789.+- ()%;@#\t\r\n\x00e\u00e9"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=alphabet, max_size=120))
+def test_fuzz_parse_line_raises_only_gcode_errors(text):
+    for line in text.split("\n"):
+        try:
+            parse_line(line)
+        except GcodeError as exc:
+            assert exc.line == 1 and 0 <= exc.column <= len(line) + 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(EXAMPLES), st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(
+    ["", "X", "1e5", "@", "(", ")", "G2", "R-3", "\n", "G91", "I5", "F0", "M30", "G92 X0", "é", "999999999"])),
+    max_size=6))
+def test_fuzz_mutated_programs_never_raise(base, edits):
+    text = base
+    for pos, ins in edits:
+        pos %= max(1, len(text))
+        text = text[:pos] + ins + text[pos:]
+    res = parse_program(text)
+    prog = load_program(text, IRB)
+    assert all(f.line >= 1 for f in res.faults + prog.faults)
+    load_program(text.encode("latin-1", "replace"), SCARA)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("GMNXYZFIJRgx0123456789.-+ ()%;\r")), max_size=30), max_size=8))
+def test_fast_path_agrees_with_the_checking_path(lines):
+    from armtwin.controllers.gcode import parser as P
+    text = "\n".join(lines)
+    raw = P.split_lines(text)
+    fast = P._scan_clean(text, raw)
+    slow, faults, _, _ = P._scan(text, raw, 1, 100)
+    if fast is not None:
+        assert not faults and fast == slow
+    else:
+        assert faults   # the fast path takes every clean file
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(EXAMPLES), st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(
+    ["A30", "B-40", "C720", "G18", "G20", "G28", "Z-80", "X300", "G2 I0.001 J0\n", "F1\n", "G91", "G10 L20 P0 X0\n"])),
+    min_size=1, max_size=4), st.sampled_from(["scara", "irb120", "aubo_i5"]))
+def test_fuzz_preflight_returns_findings_never_raises(base, edits, robot):
+    text = base
+    for pos, ins in edits:
+        pos %= max(1, len(text))
+        text = text[:pos] + ins + text[pos:]
+    rep = preflight(text, robots.get(robot))
+    assert all(f.line >= 1 for f in rep.faults)

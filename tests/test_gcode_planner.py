@@ -1,0 +1,111 @@
+"""Motion planner: feed and acceleration limits (property test), junctions, arcs, sampling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from armtwin import robots
+from armtwin.controllers.gcode import load_program, machine_for
+from armtwin.controllers.gcode.planner import junction_speed_sq, plan
+
+IRB = robots.get("irb120")
+M = machine_for(IRB)
+
+moves = st.lists(st.tuples(st.sampled_from(["G0", "G1"]),
+                           st.floats(-40, 40), st.floats(-40, 40), st.floats(0, 20),
+                           st.integers(30, 6000)), min_size=1, max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(moves)
+def test_plan_respects_feed_and_acceleration(ms):
+    text = "G21 G90\n" + "".join(f"{g} X{x:.3f} Y{y:.3f} Z{z:.3f} F{f}\n" for g, x, y, z, f in ms)
+    prog = load_program(text, IRB, M)
+    assert prog.ok
+    pl = plan(prog.blocks, M)
+    if pl.segment_count == 0:
+        return
+    dt = 0.002
+    ps = pl.sample_every(dt)
+    # speed of the profile: never above the programmed feed of the move (G0: the rapid speed)
+    limit = pl.v_nominal[ps.segment]
+    assert np.all(ps.speed <= limit * (1 + 1e-9) + 1e-12)
+    # tangential acceleration within the limit (the profile is continuous across chords)
+    acc = np.abs(np.diff(ps.speed)) / np.diff(ps.t)
+    assert acc.max() <= M.acceleration * (1 + 1e-6) + 1e-9
+    # the positions agree with the speeds: distance between samples <= max speed * dt
+    step = np.linalg.norm(np.diff(ps.position, axis=0), axis=1)
+    vmax = np.maximum(ps.speed[:-1], ps.speed[1:]) + M.acceleration * dt
+    assert np.all(step <= vmax * np.diff(ps.t) * (1 + 1e-6) + 1e-12)
+    # starts and ends at rest, and at the programmed end point
+    assert ps.speed[0] == pytest.approx(0, abs=1e-12) and ps.speed[-1] == pytest.approx(0, abs=1e-9)
+    np.testing.assert_allclose(ps.position[-1], prog.blocks[-1].end, atol=1e-12)
+    # a long enough move reaches its feed
+    total = sum(np.linalg.norm(np.subtract(b.end, b.start)) for b in prog.blocks)
+    assert pl.duration >= total / max(M.rapid_speed, max(b.feed for b in prog.blocks)) - 1e-9
+
+
+def test_straight_line_time_is_the_trapezoid():
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG1 X100 F6000\n", IRB, M)
+    pl = plan(prog.blocks[1:], M)   # 100 mm at 0.1 m/s, a = 2 m/s^2
+    v, a, L = 0.1, M.acceleration, 0.1
+    assert pl.duration == pytest.approx(L / v + v / a)
+
+
+def test_junction_deviation_formula_and_corner_speed():
+    d1 = np.array([[1.0, 0, 0]])
+    d2 = np.array([[0.0, 1, 0]])
+    v2 = junction_speed_sq(d1, d2, 2.0, 1e-5)
+    s = math.sin(math.pi / 4)
+    assert v2[0] == pytest.approx(2.0 * 1e-5 * s / (1 - s))
+    assert junction_speed_sq(d1, -d1, 2.0, 1e-5)[0] == 0.0
+    assert np.isinf(junction_speed_sq(d1, d1, 2.0, 1e-5)[0])
+    # a 90° corner is taken at the junction speed, not at rest and not at full feed
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG1 X20 F3000\nG1 Y20\n", IRB, M)
+    pl = plan(prog.blocks[1:], M)
+    assert pl.v_exit[0] == pytest.approx(math.sqrt(v2[0]))
+
+
+def test_dwell_stops_the_tool_and_adds_time():
+    a = plan(load_program("G21 G0 X0 Y0 Z0\nG1 X20 F3000\nG1 X40\n", IRB, M).blocks[1:], M)
+    b = plan(load_program("G21 G0 X0 Y0 Z0\nG1 X20 F3000\nG4 P1.5\nG1 X40\n", IRB, M).blocks[1:], M)
+    assert a.v_exit[0] == pytest.approx(0.05)          # straight on at feed
+    assert b.v_exit[0] == 0.0
+    assert b.duration > a.duration + 1.5
+
+
+def test_arc_chords_within_tolerance_and_centripetal_limit():
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG2 I10 J0 F60000\n", IRB, M)
+    pl = plan(prog.blocks[1:], M)
+    centre = np.array(prog.blocks[1].centre)
+    mids = (pl.p0 + pl.p1) / 2
+    dev = 0.010 - np.linalg.norm(mids - centre, axis=1)
+    assert dev.max() <= M.arc_tolerance * (1 + 1e-9)
+    assert np.allclose(np.linalg.norm(pl.p1 - centre, axis=1), 0.010)
+    assert pl.v_cruise.max() <= math.sqrt(M.acceleration * 0.010) * (1 + 1e-9)
+
+
+def test_geometric_samples_spacing_and_times():
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG1 X50 F1200\nG3 X0 Y0 R25\n", IRB, M)
+    pl = plan(prog.blocks, M)
+    gs = pl.geometric_samples(0.005)
+    assert np.diff(gs.s).max() <= 0.005 + 1e-12
+    assert np.all(np.diff(gs.t) >= -1e-12)
+    ps = pl.sample(gs.t)   # sampling at the same times gives the same points
+    np.testing.assert_allclose(ps.position, gs.position, atol=1e-9)
+
+
+def test_preflight_slows_rapids_that_a_joint_cannot_follow():
+    from armtwin.controllers.gcode.preflight import preflight
+    rep = preflight("G0 C0\nG0 C180\n", IRB)   # J6 turns 180° twice at the rapid speed
+    assert rep.clean(), [str(f) for f in rep.faults]
+    assert np.all(rep.plan.rapid_scale < 1.0)
+    assert np.all(rep.joint_speed <= IRB.max_velocity * (1 + 1e-6))
+    # the same turn as a feed move too fast for J6 is a fault, not slowed
+    rep = preflight("G1 C0 F100000\n", IRB)
+    assert [f.code.value for f in rep.faults] == [102]
