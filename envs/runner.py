@@ -17,15 +17,15 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.ik import solve_batch
-from .sim import Camera, JointMode, PhysicsConfig, World, cameras_for
+from .sim import JointMode, PhysicsConfig, World
 
-__all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "log_columns", "draw_path"]
+__all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "log_columns"]
 
 
 @dataclass(frozen=True)
@@ -106,44 +106,9 @@ def log_columns(spec) -> list[str]:
             + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)])
 
 
-def draw_path(img: np.ndarray, pix: np.ndarray, color, width: int = 2) -> None:
-    """Draw a polyline (N, 2) of pixel coordinates into ``img`` (H, W, 3) in place (NaN breaks it)."""
-    h, w = img.shape[:2]
-    col = np.asarray(color, dtype=np.uint8)
-    if len(pix) < 2:
-        return
-    a, b = pix[:-1], pix[1:]
-    good = np.all(np.isfinite(a), axis=1) & np.all(np.isfinite(b), axis=1)
-    a, b = a[good], b[good]
-    if not len(a):
-        return
-    n = np.maximum(1, np.ceil(np.abs(b - a).max(axis=1)).astype(int))
-    n = np.minimum(n, 4 * (w + h))
-    idx = np.repeat(np.arange(len(a)), n + 1)
-    first = np.concatenate(([0], np.cumsum(n + 1)[:-1]))
-    f = (np.arange(len(idx)) - first[idx]) / n[idx]
-    pts = a[idx] + f[:, None] * (b[idx] - a[idx])
-    r = width // 2
-    for dx in range(-r, r + 1):
-        for dy in range(-r, r + 1):
-            x = np.round(pts[:, 0]).astype(int) + dx
-            y = np.round(pts[:, 1]).astype(int) + dy
-            ok = (x >= 0) & (x < w) & (y >= 0) & (y < h)
-            img[y[ok], x[ok]] = col
-
-
-def _video_frame(world: World, camera: Camera, size, programmed_world: np.ndarray, followed_world: np.ndarray) -> np.ndarray:
-    """One video frame: the rendered world plus the programmed (wide, blue) and followed (thin, red) paths."""
-    w, h = size
-    img = world.render(camera, w, h).copy()
-    draw_path(img, camera.project(programmed_world, w, h), (60, 120, 240), 5)
-    if len(followed_world) > 1:
-        draw_path(img, camera.project(followed_world, w, h), (220, 30, 30), 1)
-    return img
-
-
 def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
-                video_path: str | None = None, progress: Callable[[float], None] | None = None) -> RunResult:
+                video_path: str | None = None, progress: Callable[[float], None] | None = None,
+                source_lines: Sequence[str] | None = None) -> RunResult:
     """Run a clean preflight report's plan in a new world.
 
     Args:
@@ -151,8 +116,10 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
         spec: the robot.
         config: joint model, physics step, video settings.
         log_path: CSV file (one row per control period), or None.
-        video_path: MP4 (or GIF) file, or None.
+        video_path: MP4 (or GIF) file, or None; drawn by :class:`~armtwin.envs.video.VideoRecorder`
+            with the programmed path, the followed path and the current line in the overlay.
         progress: called with the finished fraction 0..1 now and then.
+        source_lines: the program's text lines, shown in the video overlay (optional).
 
     Raises:
         ValueError: the report is not clean or has no motion.
@@ -167,10 +134,10 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
     K = len(ps)
     mode = JointMode.parse(config.mode)
     substeps = 1 if mode is JointMode.KINEMATIC else max(1, int(math.ceil(period / config.physics_step - 1e-9)))
-    world = World(PhysicsConfig(dt=period, substeps=substeps))
+    # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
+    world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
     try:
         robot = world.add_robot(spec, mode, q0=report.program.q_start)
-        to_world = robot.world_T_report
         disp_pr = spec.prismatic
         actual = np.full((K, 3), np.nan)
         q_act = np.full((K, spec.dof), np.nan)
@@ -179,16 +146,12 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
             fh = open(log_path, "w", newline="")
             writer = csv.writer(fh)
             writer.writerow(log_columns(spec))
-        frames_writer = None
-        cam = size = prog_w = None
-        next_frame_t = 0.0
+        recorder = None
         if video_path:
-            import imageio.v2 as imageio
-            cam = cameras_for(spec).get(config.camera) or cameras_for(spec)["iso"]
-            size = config.video_size
-            prog_w = (to_world[:3, :3] @ ps.position.T).T + to_world[:3, 3]
-            frames_writer = imageio.get_writer(video_path, fps=config.video_fps) if not str(video_path).endswith(".gif") \
-                else imageio.get_writer(video_path, duration=1.0 / config.video_fps)
+            from .video import VideoRecorder
+            recorder = VideoRecorder(world, robot, video_path, camera=config.camera, fps=config.video_fps,
+                                     size=config.video_size, expected_duration=float(ps.t[-1]), progress=False)
+            recorder.add_planned_path(ps.position)
         done = K
         message = ""
         step_report = max(1, K // 100)
@@ -206,10 +169,10 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                                 + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
                 if k % 250 == 0:
                     fh.flush()
-            if frames_writer is not None and ps.t[k] >= next_frame_t - 1e-9:
-                fol = (to_world[:3, :3] @ actual[:k + 1].T).T + to_world[:3, 3]
-                frames_writer.append_data(_video_frame(world, cam, size, prog_w, fol))
-                next_frame_t += 1.0 / config.video_fps
+            if recorder is not None:
+                ln = int(ps.line[k])
+                text = source_lines[ln - 1].strip() if source_lines and 0 < ln <= len(source_lines) else ""
+                recorder.maybe_capture({"line": f"{ln}: {text}" if text else str(ln)})
             if not robot.stable:
                 message = robot.instability.message
                 done = k + 1
@@ -221,8 +184,8 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
         if fh is not None:
             fh.flush()
             fh.close()
-        if frames_writer is not None:
-            frames_writer.close()
+        if recorder is not None:
+            recorder.close()
     finally:
         world.close()
     err = np.linalg.norm(actual[:done] - ps.position[:done], axis=1) * 1000.0

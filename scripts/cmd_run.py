@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.program}: the program does not move the robot")
     cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
     res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video,
-                      progress=None if args.json else stderr_progress(f"{spec.name} {args.mode}"))
+                      progress=None if args.json else stderr_progress(f"{spec.name} {args.mode}"),
+                      source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
     out = {"program": args.program, "robot": spec.name, "mode": args.mode, "ran": True, **res.to_dict()}
     if args.json:
         print_json(out)
