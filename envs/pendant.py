@@ -432,7 +432,7 @@ class PendantCore:
             return f"not run: {rep.errors()[0]}"[:240]
         if rep.plan is None or rep.samples is None:
             return "not run: the program has no moves"
-        ps, q, qd = control_trajectory(rep, self.config.dt)
+        ps, q, qd = control_trajectory(rep, self.spec, self.config.dt)
         with self.lock:
             q_now = self.q_target.copy()
         lead = self._joint_move(q_now, np.asarray(rep.program.q_start, float), int(ps.line[0]) if len(ps) else 0)

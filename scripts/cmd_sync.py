@@ -76,7 +76,7 @@ def _program_source(path: str, spec, period: float):
         raise CliError(f"{path}:{errors[0]} (the preflight found {len(errors)} error(s); see `armtwin check`)")
     if rep.plan is None or rep.q is None:
         raise CliError(f"{path}: the program has no motion")
-    ps, q, _ = control_trajectory(rep, period)
+    ps, q, _ = control_trajectory(rep, spec, period)
     t = np.asarray(ps.t, dtype=float)
 
     def source(tt: float) -> np.ndarray:
