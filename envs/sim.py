@@ -693,16 +693,15 @@ class SimRobot:
             return
         q, qd, _ = self._read()
         t = self.world.time + self.world.physics.dt - lead  # end of this physics step
-        where = f"at t={t:.4f} s ({self.mode.value} model, physics step {self.world.physics.dt / self.world.physics.substeps:.4g} s)"
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
             bad = int(np.argmax(~(np.isfinite(q) & np.isfinite(qd))))
-            return self._unstable(Instability(t, bad, f"{self.spec.name}: non-finite state of joint {bad + 1} {where}"))
+            return self._unstable(Instability(t, bad, f"{self.spec.name}: non-finite state of joint {bad + 1} {self._where(t)}"))
         over = np.abs(qd) > self.INSTABILITY_SPEED_FACTOR * self._vmax
         if np.any(over):
             k = int(np.argmax(over))
             return self._unstable(Instability(
                 t, k, f"{self.spec.name}: joint {k + 1} speed {abs(qd[k]):.3g} exceeds {self.INSTABILITY_SPEED_FACTOR:g}x "
-                      f"its limit {self._vmax[k]:.3g} {where}"))
+                      f"its limit {self._vmax[k]:.3g} {self._where(t)}"))
         if self.mode is JointMode.HINGE:
             sat = np.where(np.abs(self._tau) >= self._effort * (1 - 1e-9), np.sign(self._tau), 0.0)
             flip = (sat != 0) & (sat == -self._prev_sat)
@@ -712,9 +711,13 @@ class SimRobot:
                 k = int(np.argmax(self._flips))
                 return self._unstable(Instability(
                     t, k, f"{self.spec.name}: joint {k + 1} drive chatters between ±{self._effort[k]:.3g} "
-                          f"(effort limit) for {self.CHATTER_STEPS} steps {where}; lower the stiffness/damping "
+                          f"(effort limit) for {self.CHATTER_STEPS} steps {self._where(t)}; lower the stiffness/damping "
                           f"or the step"))
         self._last_good = (q, qd)
+
+    def _where(self, t: float) -> str:
+        """When and under which model, for instability messages (built only when one is found)."""
+        return f"at t={t:.4f} s ({self.mode.value} model, physics step {self.world.physics.dt / self.world.physics.substeps:.4g} s)"
 
     def _unstable(self, why: Instability) -> None:
         """Flag the instability, put the robot back to its last finite state and brake it."""

@@ -1,0 +1,49 @@
+"""The one place where armtwin's Gymnasium ids are registered.
+
+This module imports only Gymnasium (no PyBullet): the entry points are strings, so the
+simulator loads when an environment is made. Importing :mod:`armtwin.envs.gym_envs`
+registers the ids too; without importing anything first, ask Gymnasium to import this
+module::
+
+    import gymnasium as gym
+    env = gym.make("armtwin.envs.registration:armtwin/IRB120Reach-v0", control="joint")
+
+or ``import armtwin.envs.registration`` then ``gym.make("armtwin/IRB120Reach-v0")``.
+Keyword arguments of ``gym.make`` reach the environment class (see :class:`ReachEnv` and
+:class:`TrackEnv` for the options).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import gymnasium as gym
+
+__all__ = ["ENV_IDS", "register_envs"]
+
+_REACH = "armtwin.envs.gym_envs:ReachEnv"
+_TRACK = "armtwin.envs.gym_envs:TrackEnv"
+
+#: id -> (entry point, default keyword arguments)
+ENV_IDS = MappingProxyType({
+    "armtwin/ScaraReach-v0": (_REACH, {"robot": "scara"}),
+    "armtwin/IRB120Reach-v0": (_REACH, {"robot": "irb120"}),
+    "armtwin/AuboI5Reach-v0": (_REACH, {"robot": "aubo_i5"}),
+    "armtwin/ScaraTrack-v0": (_TRACK, {"robot": "scara"}),
+    "armtwin/IRB120Track-v0": (_TRACK, {"robot": "irb120"}),
+    "armtwin/AuboI5Track-v0": (_TRACK, {"robot": "aubo_i5"}),
+})
+
+
+def register_envs() -> None:
+    """Register every id in :data:`ENV_IDS` with Gymnasium (idempotent).
+
+    Episodes are truncated by the environments themselves (``episode_steps`` /
+    ``duration``), so no ``max_episode_steps`` is registered.
+    """
+    for env_id, (entry_point, kwargs) in ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs))
+
+
+register_envs()

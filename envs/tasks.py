@@ -1,0 +1,493 @@
+"""Tasks for the Gymnasium environments: what the robot should do, and how it is scored.
+
+A task knows nothing about PyBullet or about the robot object: it receives the robot's
+spec (data) and, at each step, the tool pose the environment measured. It samples goals
+with the environment's random generator, turns tool poses into *goal vectors* (the
+``achieved_goal`` / ``desired_goal`` of a goal-conditioned observation) and scores them
+with a vectorised :meth:`Task.compute_reward`, so hindsight relabelling (HER) can
+recompute rewards for any batch of goals.
+
+Goal vectors (reporting base frame, metres):
+
+* position only: ``[x, y, z]``;
+* with orientation, 6-axis arms: ``[x, y, z, qx, qy, qz, qw]`` (unit quaternion, w >= 0);
+* with orientation, SCARA (4 axes): ``[x, y, z, cos(roll), sin(roll)]``, roll = angle of
+  the tool x axis in the base xy plane.
+
+Units: metres, radians, seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..controllers.kinematics import chain_of, fk_batch
+from ..controllers.transforms import matrix_to_quat
+from ..robots import RobotSpec
+
+__all__ = ["RewardType", "GoalSpace", "Task", "Reach", "Track", "TimedPath", "random_path", "gcode_path", "PATH_SHAPES",
+           "workspace_radius", "sample_workspace_configs"]
+
+
+class RewardType(enum.Enum):
+    """Dense: minus the error (m, plus a weighted angle in rad). Sparse: 0 on success, −1 otherwise."""
+
+    DENSE = "dense"
+    SPARSE = "sparse"
+
+    @classmethod
+    def parse(cls, value: "str | RewardType") -> "RewardType":
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown reward type {value!r}; choose one of: dense, sparse") from None
+
+
+def workspace_radius(spec: RobotSpec) -> float:
+    """An upper bound (m) on the distance of the flange from the reporting-frame origin.
+
+    The sum of all link offsets, the flange offset and every prismatic stroke: no joint
+    vector can put the flange farther away.
+    """
+    total = float(np.linalg.norm(spec.report_frame.xyz))
+    total += sum(float(np.linalg.norm(j.origin.xyz)) for j in spec.joints)
+    total += float(np.linalg.norm(spec.tool.xyz))
+    total += float(sum(max(abs(lo), abs(hi)) for lo, hi, p in zip(spec.lower, spec.upper, spec.prismatic) if p))
+    return total
+
+
+def sample_workspace_configs(spec: RobotSpec, rng: np.random.Generator, n: int, spread: float) -> np.ndarray:
+    """Random joint vectors (n, dof) around the home pose, inside the joint limits.
+
+    Revolute joints are drawn uniformly within ``home ± spread`` rad (clipped to their
+    range), prismatic joints over their whole stroke.
+    """
+    lo, hi, home = spec.lower, spec.upper, spec.home
+    a = np.where(spec.prismatic, lo, np.maximum(lo, home - spread))
+    b = np.where(spec.prismatic, hi, np.minimum(hi, home + spread))
+    return a + rng.random((n, spec.dof)) * (b - a)
+
+
+@dataclass(frozen=True)
+class GoalSpace:
+    """How tool poses become goal vectors, and how far apart two goals are.
+
+    Attributes:
+        orientation: goal vectors carry the tool orientation too.
+        scara: orientation is the tool roll only (cos, sin); otherwise a unit quaternion.
+        angle_weight: m per rad: the dense reward's price of an angle error.
+    """
+
+    orientation: bool
+    scara: bool
+    angle_weight: float = 0.1
+
+    @property
+    def size(self) -> int:
+        """Length of a goal vector."""
+        if not self.orientation:
+            return 3
+        return 5 if self.scara else 7
+
+    def of_pose(self, T: np.ndarray) -> np.ndarray:
+        """Goal vector (size,) of a (4, 4) tool pose."""
+        p = T[:3, 3]
+        if not self.orientation:
+            return p.copy()
+        if self.scara:
+            roll = np.arctan2(T[1, 0], T[0, 0])
+            return np.array([p[0], p[1], p[2], np.cos(roll), np.sin(roll)])
+        q = matrix_to_quat(T[:3, :3])
+        if q[3] < 0:
+            q = -q
+        return np.concatenate([p, q])
+
+    def errors(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Position error (m) and angle error (rad) of goal batches (..., size) -> (...), (...)."""
+        a = np.asarray(achieved, dtype=np.float64)
+        d = np.asarray(desired, dtype=np.float64)
+        e = a[..., :3] - d[..., :3]
+        dist = np.sqrt(np.sum(e * e, axis=-1))
+        if not self.orientation:
+            return dist, np.zeros_like(dist)
+        if self.scara:
+            cross = a[..., 3] * d[..., 4] - a[..., 4] * d[..., 3]
+            dot = a[..., 3] * d[..., 3] + a[..., 4] * d[..., 4]
+            return dist, np.abs(np.arctan2(cross, dot))
+        dot = np.abs(np.sum(a[..., 3:7] * d[..., 3:7], axis=-1))
+        dot /= np.maximum(np.linalg.norm(a[..., 3:7], axis=-1) * np.linalg.norm(d[..., 3:7], axis=-1), 1e-12)
+        return dist, 2.0 * np.arccos(np.clip(dot, 0.0, 1.0))
+
+
+class Task:
+    """Base class of a task. Subclasses set :attr:`goals` and implement the hooks below.
+
+    Attributes:
+        spec: the robot.
+        goals: goal-vector layout.
+        reward_type: dense or sparse.
+        distance_threshold: m, success when the position error is below it.
+        angle_threshold: rad, and (with orientation) the angle error below this.
+    """
+
+    spec: RobotSpec
+    goals: GoalSpace
+    reward_type: RewardType
+    distance_threshold: float
+    angle_threshold: float
+
+    #: length of the task's own part of the observation vector
+    obs_size: int = 0
+
+    # ----- scoring (vectorised) ---------------------------------------------------------
+    def is_success(self, achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
+        """Bool (...) for goal batches (..., size)."""
+        dist, ang = self.goals.errors(achieved, desired)
+        ok = dist < self.distance_threshold
+        if self.goals.orientation:
+            ok &= ang < self.angle_threshold
+        return ok
+
+    def compute_reward(self, achieved: np.ndarray, desired: np.ndarray, info: Any = None) -> np.ndarray:
+        """Reward (...) float32 for goal batches (..., size); ``info`` is not used."""
+        if self.reward_type is RewardType.SPARSE:
+            return -(~self.is_success(achieved, desired)).astype(np.float32)
+        dist, ang = self.goals.errors(achieved, desired)
+        return (-(dist + self.goals.angle_weight * ang)).astype(np.float32)
+
+    def evaluate(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[float, float, bool]:
+        """Position error (m), angle error (rad) and success of one goal pair."""
+        if self.goals.orientation:
+            dist, ang = (float(v) for v in self.goals.errors(achieved, desired))
+        else:  # the per-step fast path: same formula as errors()
+            d = np.asarray(achieved, dtype=np.float64)[:3] - np.asarray(desired, dtype=np.float64)[:3]
+            dist, ang = float(np.sqrt(np.sum(d * d))), 0.0
+        ok = dist < self.distance_threshold and (not self.goals.orientation or ang < self.angle_threshold)
+        return dist, ang, bool(ok)
+
+    def reward_of(self, dist: float, ang: float, success: bool) -> float:
+        """The reward of one step from :meth:`evaluate`'s numbers (as :meth:`compute_reward`)."""
+        if self.reward_type is RewardType.SPARSE:
+            return float(np.float32(0.0 if success else -1.0))
+        return float(np.float32(-(dist + self.goals.angle_weight * ang)))
+
+    # ----- hooks ------------------------------------------------------------------------
+    def reset(self, rng: np.random.Generator, options: dict) -> np.ndarray | None:
+        """Start an episode; return the initial joint vector (None: the robot's home)."""
+        raise NotImplementedError
+
+    def desired_goal(self, step: int) -> np.ndarray:
+        """The goal vector the tool should reach after control step ``step`` (0-based)."""
+        raise NotImplementedError
+
+    def reference(self, step: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(tool pose (4, 4), joints (n,)) a residual controller starts from at ``step``, or None."""
+        return None
+
+    def observation(self, step: int, achieved: np.ndarray) -> np.ndarray:
+        """The task's part of the observation vector, (obs_size,)."""
+        return np.zeros(0)
+
+    def obs_bounds(self, box_low: np.ndarray, box_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds (obs_size,) of :meth:`observation`."""
+        return np.zeros(0), np.zeros(0)
+
+    def episode_steps(self) -> int:
+        """Control steps in the current episode."""
+        raise NotImplementedError
+
+    def markers(self) -> np.ndarray:
+        """Points (N, 3) in the reporting frame to draw into rendered frames (goal, path)."""
+        return np.zeros((0, 3))
+
+
+class Reach(Task):
+    """Move the tool to a random goal inside the reachable workspace.
+
+    Goals are the flange poses of random joint vectors around the home pose (revolute
+    joints within ``home ± goal_spread``), kept when they lie at least ``floor`` above the
+    mounting plane and at least a fifth of the reach away from the J1 axis; when
+    ``feasible`` is given, a goal must also pass it (the Cartesian controller checks that
+    its IK reaches the goal position with the held tool orientation).
+
+    Args:
+        spec: the robot.
+        orientation: goals include the tool orientation (tool roll for the SCARA).
+        reward_type: dense or sparse.
+        distance_threshold: m.
+        angle_threshold: rad.
+        episode_steps: control steps per episode.
+        goal_spread: rad, half-width of the revolute joint sampling window around home.
+        floor: m, minimum goal height above the mount (world z).
+        feasible: optional test ``(goal_pose (4, 4)) -> bool``.
+        mount_z: m, z of the mounting plane in the reporting frame.
+    """
+
+    def __init__(self, spec: RobotSpec, *, orientation: bool = False, reward_type: RewardType = RewardType.SPARSE,
+                 distance_threshold: float = 0.02, angle_threshold: float = 0.1, episode_steps: int = 50,
+                 goal_spread: float = 1.2, floor: float = 0.08, mount_z: float = 0.0,
+                 feasible: Callable[[np.ndarray], bool] | None = None) -> None:
+        if distance_threshold <= 0 or angle_threshold <= 0:
+            raise ValueError("distance_threshold and angle_threshold must be > 0")
+        if int(episode_steps) != episode_steps or episode_steps < 1:
+            raise ValueError(f"episode_steps must be a whole number >= 1, got {episode_steps}")
+        self.spec = spec
+        self.goals = GoalSpace(bool(orientation), spec.dof == 4)
+        self.reward_type = RewardType.parse(reward_type)
+        self.distance_threshold = float(distance_threshold)
+        self.angle_threshold = float(angle_threshold)
+        self._steps = int(episode_steps)
+        self.goal_spread = float(goal_spread)
+        self.floor = float(floor)
+        self.mount_z = float(mount_z)  # z of the mounting plane in the reporting frame
+        self.feasible = feasible
+        self._goal = self.goals.of_pose(chain_fk(spec, spec.home))
+        self._chain = chain_of(spec)
+
+    def sample_goal(self, rng: np.random.Generator, batch: int = 32, tries: int = 50) -> np.ndarray:
+        """A goal vector drawn as the class docstring says."""
+        min_r = 0.2 * self.spec.reach
+        for _ in range(tries):
+            Q = sample_workspace_configs(self.spec, rng, batch, self.goal_spread)
+            T = fk_batch(self._chain, Q)
+            p = T[:, :3, 3]
+            ok = (p[:, 2] - self.mount_z >= self.floor) & (np.hypot(p[:, 0], p[:, 1]) >= min_r)
+            for i in np.flatnonzero(ok):
+                if self.feasible is None or self.feasible(T[i]):
+                    return self.goals.of_pose(T[i])
+        raise RuntimeError(f"{self.spec.name}: no feasible goal found in {tries * batch} samples")
+
+    def reset(self, rng: np.random.Generator, options: dict) -> None:
+        goal = options.get("goal")
+        if goal is None:
+            self._goal = self.sample_goal(rng)
+        else:
+            g = np.asarray(goal, dtype=float).reshape(-1)
+            if g.shape != (self.goals.size,) or not np.all(np.isfinite(g)):
+                raise ValueError(f"options['goal'] needs {self.goals.size} finite values, got {g.size}")
+            self._goal = g.copy()
+        return None
+
+    def desired_goal(self, step: int) -> np.ndarray:
+        return self._goal
+
+    def episode_steps(self) -> int:
+        return self._steps
+
+    def markers(self) -> np.ndarray:
+        return self._goal[None, :3]
+
+
+def chain_fk(spec: RobotSpec, q: np.ndarray) -> np.ndarray:
+    """Flange pose (4, 4) of ``q`` (batch FK of one row; cached chain)."""
+    return fk_batch(chain_of(spec), np.asarray(q, dtype=float)[None])[0]
+
+
+# ----- Track ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TimedPath:
+    """A timed tool path: positions at sample times, one tool orientation held throughout.
+
+    Attributes:
+        t: (N,) sample times, s, increasing from 0.
+        p: (N, 3) tool positions, m, reporting base frame.
+        rotation: (3, 3) tool orientation held along the path, or (N, 3, 3) one per sample.
+        name: what it is ("circle", "lemniscate", "segments", a program file …).
+    """
+
+    t: np.ndarray
+    p: np.ndarray
+    rotation: np.ndarray
+    name: str = "path"
+
+    @property
+    def duration(self) -> float:
+        """s."""
+        return float(self.t[-1])
+
+    def at(self, times) -> np.ndarray:
+        """Positions (..., 3) at ``times`` (...) s, linearly interpolated, held at the ends."""
+        times = np.asarray(times, dtype=float)
+        return np.stack([np.interp(times, self.t, self.p[:, k]) for k in range(3)], axis=-1)
+
+    def poses(self, times) -> np.ndarray:
+        """Tool poses (N, 4, 4) at ``times`` (N,) s (per-sample rotations: the nearest sample's)."""
+        times = np.atleast_1d(np.asarray(times, dtype=float))
+        P = self.at(times)
+        T = np.zeros((len(P), 4, 4))
+        T[:, 3, 3] = 1.0
+        if self.rotation.ndim == 3:
+            i = np.clip(np.searchsorted(self.t, times - 1e-9), 0, len(self.t) - 1)
+            T[:, :3, :3] = self.rotation[i]
+        else:
+            T[:, :3, :3] = self.rotation
+        T[:, :3, 3] = P
+        return T
+
+
+def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> TimedPath:
+    """The timed tool path of a G-code program (file name or text) as armtwin's planner times it.
+
+    Uses :mod:`armtwin.controllers.gcode` (parser, interpreter, planner) with the robot's
+    default machine configuration (work origin ``origin_mm`` (3,) mm if given), sampled
+    every ``dt`` s. A program with faults raises ValueError naming the first one.
+    """
+    from pathlib import Path
+
+    from ..controllers.gcode import load_program, machine_for
+    from ..controllers.gcode.planner import plan
+
+    text = Path(program).read_text() if "\n" not in program and Path(program).is_file() else program
+    machine = machine_for(spec, origin_mm) if origin_mm is not None else machine_for(spec)
+    prog = load_program(text, spec, machine)
+    if not prog.ok:
+        f = prog.faults[0]
+        raise ValueError(f"G-code program {program if len(program) < 80 else '(text)'}: {f}")
+    samples = plan(prog.blocks, machine).sample_every(dt)
+    name = Path(program).name if len(program) < 260 and "\n" not in program else "gcode"
+    return TimedPath(np.asarray(samples.t, float), np.asarray(samples.position, float),
+                     np.asarray(samples.rotation, float), name)
+
+
+PATH_SHAPES = ("circle", "lemniscate", "segments")
+
+
+def _min_jerk(tau: np.ndarray) -> np.ndarray:
+    """Minimum-jerk time scaling 0..1 (starts and ends at rest)."""
+    return tau ** 3 * (10 - 15 * tau + 6 * tau ** 2)
+
+
+def random_path(rng: np.random.Generator, centre: np.ndarray, rotation: np.ndarray, duration: float, dt: float,
+                shape: str = "random", size: float | None = None, vertical: bool | None = None) -> TimedPath:
+    """A smooth closed or open tool path around ``centre``, timed to start and end at rest.
+
+    Args:
+        rng: random generator.
+        centre: (3,) m.
+        rotation: (3, 3) tool orientation held along the path.
+        duration: s.
+        dt: s between samples.
+        shape: "circle", "lemniscate", "segments" or "random" (one of them).
+        size: m, radius / half-width (default random 0.04–0.09 m).
+        vertical: path in a vertical plane (default: random; horizontal otherwise).
+    """
+    if shape == "random":
+        shape = PATH_SHAPES[int(rng.integers(len(PATH_SHAPES)))]
+    if shape not in PATH_SHAPES:
+        raise ValueError(f"unknown path shape {shape!r}; choose one of: random, {', '.join(PATH_SHAPES)}")
+    size = float(rng.uniform(0.04, 0.09)) if size is None else float(size)
+    vertical = bool(rng.integers(2)) if vertical is None else bool(vertical)
+    phi = float(rng.uniform(0, 2 * np.pi))
+    n = int(round(duration / dt)) + 1
+    t = np.arange(n) * dt
+    s = _min_jerk(np.clip(t / duration, 0.0, 1.0))
+    if shape == "circle":
+        a = 2 * np.pi * s
+        uv = np.c_[np.cos(a) - 1.0, np.sin(a)] * size
+    elif shape == "lemniscate":
+        a = 2 * np.pi * s
+        uv = np.c_[np.sin(a), np.sin(a) * np.cos(a)] * size
+    else:  # three random straight segments through four corners
+        pts = np.vstack([[0.0, 0.0], rng.uniform(-1, 1, (3, 2)) * size])
+        seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+        cum = np.r_[0.0, np.cumsum(seg)] / max(seg.sum(), 1e-9)
+        uv = np.c_[np.interp(s, cum, pts[:, 0]), np.interp(s, cum, pts[:, 1])]
+    e1 = np.array([np.cos(phi), np.sin(phi), 0.0])
+    e2 = np.array([0.0, 0.0, 1.0]) if vertical else np.array([-np.sin(phi), np.cos(phi), 0.0])
+    p = np.asarray(centre, dtype=float) + uv[:, :1] * e1 + uv[:, 1:] * e2
+    return TimedPath(t, p, np.asarray(rotation, dtype=float).copy(), shape)
+
+
+class Track(Task):
+    """Follow a timed tool path; the reward comes from the path error.
+
+    At control step k the desired goal is the path position at time (k + 1)·dt, where the
+    tool should be after the step; the observation adds the ``lookahead`` following path
+    points (relative to the desired goal, m) and the phase k / steps. :meth:`reference`
+    gives the path pose and its IK joints at (k + 1)·dt, for residual control.
+
+    Args:
+        spec: the robot.
+        dt: control period, s.
+        path_factory: ``(rng) -> TimedPath`` called at every reset (a random path, a
+            G-code program …); must start near the home pose's reachable region.
+        solve_path: ``(T (N, 4, 4), q_start (n,)) -> (Q (N, n), ok bool)`` IK along the path.
+        start: ``(T (4, 4)) -> q or None``: the joints at the path start.
+        reward_type: dense or sparse.
+        distance_threshold: m, the tracking tolerance (success and sparse reward).
+        lookahead: future path points in the observation.
+        tries: paths drawn per reset until one is reachable all along.
+        residual: :meth:`reference` gives the path reference (else None: plain delta control).
+    """
+
+    def __init__(self, spec: RobotSpec, dt: float, path_factory: Callable[[np.random.Generator], TimedPath],
+                 solve_path: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+                 start: Callable[[np.ndarray], np.ndarray | None], *,
+                 reward_type: RewardType = RewardType.DENSE, distance_threshold: float = 0.005,
+                 lookahead: int = 3, tries: int = 20, residual: bool = True) -> None:
+        if distance_threshold <= 0:
+            raise ValueError("distance_threshold must be > 0")
+        self.spec = spec
+        self.dt = float(dt)
+        self.goals = GoalSpace(False, spec.dof == 4)
+        self.reward_type = RewardType.parse(reward_type)
+        self.distance_threshold = float(distance_threshold)
+        self.angle_threshold = np.inf
+        self.lookahead = int(lookahead)
+        self.obs_size = 3 * self.lookahead + 1
+        self._factory, self._solve_path, self._start = path_factory, solve_path, start
+        self._tries = int(tries)
+        self.residual = bool(residual)
+        self.path: TimedPath | None = None
+        self._T = np.zeros((1, 4, 4))
+        self._Q = np.zeros((1, spec.dof))
+        self._P = np.zeros((1, 3))
+
+    def reset(self, rng: np.random.Generator, options: dict) -> np.ndarray:
+        given = options.get("path")
+        for _ in range(self._tries if given is None else 1):
+            path = given if given is not None else self._factory(rng)
+            n = max(1, int(np.ceil(path.duration / self.dt - 1e-9)))  # the last step ends at (or after) the end
+            T = path.poses(np.arange(n + 1) * self.dt)
+            q0 = self._start(T[0])
+            if q0 is None:
+                continue
+            Q, ok = self._solve_path(T, q0)
+            if np.all(ok):
+                self.path, self._T, self._Q, self._P = path, T, Q, T[:, :3, 3].copy()
+                return Q[0].copy()
+        raise RuntimeError(f"{self.spec.name}: no path reachable all along was found in {self._tries} tries")
+
+    def _index(self, k: int) -> int:
+        return min(k, len(self._P) - 1)
+
+    def desired_goal(self, step: int) -> np.ndarray:
+        return self._P[self._index(step + 1)]
+
+    def reference(self, step: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self.residual:
+            return None
+        i = self._index(step + 1)
+        return self._T[i], self._Q[i]
+
+    def observation(self, step: int, achieved: np.ndarray) -> np.ndarray:
+        d = self.desired_goal(step)
+        ahead = [self._P[self._index(step + 2 + j)] - d for j in range(self.lookahead)]
+        return np.concatenate(ahead + [np.array([step / max(self.episode_steps(), 1)])])
+
+    def obs_bounds(self, box_low: np.ndarray, box_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        span = np.tile(box_high - box_low, self.lookahead)
+        return np.r_[-span, 0.0], np.r_[span, 1.0]
+
+    def episode_steps(self) -> int:
+        return len(self._P) - 1
+
+    def markers(self) -> np.ndarray:
+        return self._P[:: max(1, len(self._P) // 60)]

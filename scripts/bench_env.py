@@ -1,0 +1,163 @@
+"""``armtwin bench env [--json] [--steps N]``: environment throughput against panda-gym.
+
+In one process, steps ``armtwin/IRB120Reach-v0`` (Cartesian control through armtwin's IK,
+articulation joint model — the settings a user trains with) and panda-gym's
+``PandaReach-v3`` with seeded random actions for the same number of steps, resetting at
+the end of every episode. The two run in alternating rounds (so load from other
+processes on the machine falls on both) and each is timed by wall clock and by the
+process's CPU time. Prints steps/s of each and the ratio armtwin / panda-gym (per CPU
+second; JSON key ``ratio_vs_panda_gym``). Then each renders ``--frames`` ``rgb_array`` frames at its default
+size (armtwin 320×240, panda-gym 720×480) and the frame rates are shown too. panda-gym is not a dependency: install it for
+the comparison (``pip install panda-gym``); without it only armtwin's numbers are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+
+from .cli import CliError, add_json_flag, print_json
+
+ARMTWIN_ID = "armtwin/IRB120Reach-v0"
+PANDA_ID = "PandaReach-v3"
+ROUNDS = 4
+
+
+def register(sub) -> None:
+    p = sub.add_parser("env", help="Gymnasium env steps/s: armtwin IRB120Reach vs panda-gym PandaReach")
+    p.add_argument("--steps", type=int, default=4000, help="steps per environment (default 4000)")
+    p.add_argument("--frames", type=int, default=10,
+                   help="rgb_array frames rendered per environment at its default size (default 10; 0: skip)")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """Silence fd 1 (PyBullet's C code prints its argv there when a client connects)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class _Runner:
+    """One environment stepped with seeded random actions; times accumulated over rounds."""
+
+    def __init__(self, env, seed: int) -> None:
+        self.env = env
+        self.env.action_space.seed(seed)
+        self.env.reset(seed=seed)
+        self.steps = 0
+        self.wall = 0.0
+        self.cpu = 0.0
+        self.run(20, timed=False)  # warm-up
+
+    def run(self, n: int, timed: bool = True) -> None:
+        env = self.env
+        actions = [env.action_space.sample() for _ in range(n)]
+        w0, c0 = time.perf_counter(), time.process_time()
+        for a in actions:
+            _, _, terminated, truncated, _ = env.step(a)
+            if terminated or truncated:
+                env.reset()
+        if timed:
+            self.wall += time.perf_counter() - w0
+            self.cpu += time.process_time() - c0
+            self.steps += n
+
+    def result(self) -> dict:
+        return {"steps": self.steps, "wall_s": self.wall, "cpu_s": self.cpu,
+                "steps_per_s_wall": self.steps / self.wall, "steps_per_s_cpu": self.steps / self.cpu}
+
+
+def _render_rate(make, frames: int) -> dict:
+    """Frames per second (wall and CPU) of ``render()`` after random steps, at the env's default size."""
+    with _quiet_stdout():
+        env = make()
+        env.action_space.seed(0)
+        env.reset(seed=0)
+        frame = env.render()
+    wall = cpu = 0.0
+    try:
+        for _ in range(frames):
+            env.step(env.action_space.sample())
+            w0, c0 = time.perf_counter(), time.process_time()
+            frame = env.render()
+            wall += time.perf_counter() - w0
+            cpu += time.process_time() - c0
+    finally:
+        env.close()
+    return {"frames": frames, "width": int(frame.shape[1]), "height": int(frame.shape[0]),
+            "fps_wall": frames / wall, "fps_cpu": frames / cpu}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.steps < ROUNDS:
+        raise CliError(f"--steps must be at least {ROUNDS}, got {args.steps}")
+    import gymnasium as gym
+
+    from ..envs import registration  # noqa: F401 - registers the ids
+
+    with _quiet_stdout():
+        ours = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation"), seed=0)
+    panda, panda_error = None, ""
+    try:
+        with _quiet_stdout():
+            import panda_gym  # noqa: F401 - registers PandaReach-v3
+            panda = _Runner(gym.make(PANDA_ID), seed=0)
+    except Exception as exc:  # noqa: BLE001 - any failure: report it and bench armtwin alone
+        panda_error = f"{type(exc).__name__}: {exc}"
+    per_round = [args.steps // ROUNDS + (1 if i < args.steps % ROUNDS else 0) for i in range(ROUNDS)]
+    for i, n in enumerate(per_round):
+        print(f"bench env: round {i + 1}/{ROUNDS} ({n} steps each)", file=sys.stderr)
+        ours.run(n)
+        if panda is not None:
+            panda.run(n)
+    res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
+                       "control_freq_hz": 1.0 / ours.env.unwrapped.dt,
+                       "physics_substeps": ours.env.unwrapped.physics.substeps, **ours.result()}}
+    if args.frames > 0:
+        print(f"bench env: rendering {args.frames} frames each", file=sys.stderr)
+        res["armtwin"]["render"] = _render_rate(lambda: gym.make(ARMTWIN_ID, render_mode="rgb_array"), args.frames)
+    if panda is not None:
+        res["panda_gym"] = {"id": PANDA_ID, **panda.result()}
+        if args.frames > 0:
+            res["panda_gym"]["render"] = _render_rate(lambda: gym.make(PANDA_ID, render_mode="rgb_array"), args.frames)
+        res["ratio_vs_panda_gym"] = res["armtwin"]["steps_per_s_cpu"] / res["panda_gym"]["steps_per_s_cpu"]
+        res["ratio_vs_panda_gym_wall"] = res["armtwin"]["steps_per_s_wall"] / res["panda_gym"]["steps_per_s_wall"]
+        panda.env.close()
+    else:
+        res["panda_gym"] = None
+        res["ratio_vs_panda_gym"] = None
+        res["panda_gym_error"] = panda_error or "panda-gym is not installed (pip install panda-gym)"
+    ours.env.close()
+    if args.json:
+        print_json(res)
+        return 0
+    a = res["armtwin"]
+    print(f"{'environment':34s} {'steps':>7s} {'steps/s wall':>13s} {'steps/s CPU':>12s}")
+    print(f"{ARMTWIN_ID + ' (cartesian, artic.)':34s} {a['steps']:7d} {a['steps_per_s_wall']:13.0f} {a['steps_per_s_cpu']:12.0f}")
+    if panda is not None:
+        b = res["panda_gym"]
+        print(f"{'panda-gym ' + PANDA_ID:34s} {b['steps']:7d} {b['steps_per_s_wall']:13.0f} {b['steps_per_s_cpu']:12.0f}")
+        print(f"ratio armtwin / panda-gym: {res['ratio_vs_panda_gym']:.2f}x per CPU second "
+              f"({res['ratio_vs_panda_gym_wall']:.2f}x wall)")
+    else:
+        print(f"panda-gym: not measured ({res['panda_gym_error']})")
+    for name, r in (("armtwin", a), ("panda-gym", res["panda_gym"] or {})):
+        if "render" in r:
+            f = r["render"]
+            print(f"render {name:9s} rgb_array {f['width']}x{f['height']}: {f['fps_wall']:.1f} frames/s wall, "
+                  f"{f['fps_cpu']:.1f} per CPU second")
+    return 0
