@@ -14,11 +14,11 @@ reach (so the reference never runs ahead of the arm). Units: m, rad, s.
 
 from __future__ import annotations
 
-import enum
 from typing import Callable
 
 import numpy as np
 
+from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of, fk_batch
 from ..robots import RobotSpec
 
@@ -28,20 +28,14 @@ __all__ = ["ControlMode", "JointDeltaControl", "CartesianDeltaControl", "IKFunct
 IKFunction = Callable[[np.ndarray, np.ndarray], "np.ndarray | None"]
 
 
-class ControlMode(enum.Enum):
+class ControlMode(Choice):
     """What an action moves: the joints, or the tool in the base frame (through IK)."""
+
+    __label__ = "control mode"
 
     JOINT = "joint"
     CARTESIAN = "cartesian"
 
-    @classmethod
-    def parse(cls, value: "str | ControlMode") -> "ControlMode":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown control mode {value!r}; choose one of: joint, cartesian") from None
 
 
 def _rotvec_matrix(w: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import csv
-import enum
+
 import math
 import os
 import threading
@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..controllers.choices import Choice
 from ..controllers import rigproto as rp
 from ..controllers.servo import PULSES_PER_DEG
 
@@ -391,20 +392,14 @@ class RigLink:
 
 # ----- twin sync --------------------------------------------------------------------------
 
-class Direction(enum.Enum):
+class Direction(Choice):
     """Which side leads."""
+
+    __label__ = "direction"
 
     VIRTUAL_TO_REAL = "virtual-to-real"
     REAL_TO_VIRTUAL = "real-to-virtual"
 
-    @classmethod
-    def parse(cls, value: "str | Direction") -> "Direction":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown direction {value!r}; choose {' or '.join(d.value for d in cls)}") from None
 
 
 @dataclass(frozen=True)

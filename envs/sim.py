@@ -13,15 +13,16 @@ base frame, for the flange ``tool0``.
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
+
 import pybullet
 import pybullet_data
 
+from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of
 from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
@@ -34,7 +35,7 @@ class SimulationError(RuntimeError):
     """A world or robot could not be created or used (e.g. a URDF that does not load)."""
 
 
-class JointMode(enum.Enum):
+class JointMode(Choice):
     """How the joints of a robot are simulated (SPEC.md, "Joint models").
 
     KINEMATIC: joint values are set directly each step; no mass, inertia or force.
@@ -44,18 +45,12 @@ class JointMode(enum.Enum):
         position/velocity drive and force limit.
     """
 
+    __label__ = "joint mode"
+
     KINEMATIC = "kinematic"
     HINGE = "hinge"
     ARTICULATION = "articulation"
 
-    @classmethod
-    def parse(cls, value: "str | JointMode") -> "JointMode":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown joint mode {value!r}; choose one of: {', '.join(m.value for m in cls)}") from None
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ Units: metres, radians, seconds.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of, fk_batch
 from ..controllers.transforms import matrix_to_quat
 from ..robots import RobotSpec
@@ -33,20 +33,14 @@ __all__ = ["RewardType", "GoalSpace", "Task", "Reach", "Track", "TimedPath", "ra
            "workspace_radius", "sample_workspace_configs"]
 
 
-class RewardType(enum.Enum):
+class RewardType(Choice):
     """Dense: minus the error (m, plus a weighted angle in rad). Sparse: 0 on success, −1 otherwise."""
+
+    __label__ = "reward type"
 
     DENSE = "dense"
     SPARSE = "sparse"
 
-    @classmethod
-    def parse(cls, value: "str | RewardType") -> "RewardType":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown reward type {value!r}; choose one of: dense, sparse") from None
 
 
 def workspace_radius(spec: RobotSpec) -> float:
