@@ -305,8 +305,6 @@ def test_track_a_gcode_program_from_examples():
     from armtwin.envs.tasks import gcode_path
 
     program = Path(__file__).resolve().parents[1] / "examples" / "scara_square.ngc"
-    if not program.is_file():
-        pytest.skip("examples/scara_square.ngc is not there")
     env = make("armtwin/ScaraTrack-v0", program=str(program), joint_mode="kinematic")
     try:
         path = gcode_path(str(program), env.unwrapped.robot_spec, env.unwrapped.dt)

@@ -197,7 +197,7 @@ def test_cli_sync_log_survives_signals(sig, emu, tmp_path):
 
 def test_wrapper_on_a_registered_armtwin_env(emu):
     import time
-    reg = pytest.importorskip("armtwin.envs.registration")
+    import armtwin.envs  # noqa: F401  (registers the armtwin/* ids)
     env = gym.make("armtwin/IRB120Reach-v0", control="joint", joint_mode="kinematic")
     with RigLink(emu.device) as link:
         wenv = TwinSyncWrapper(env, link, joints=(0, 1))
@@ -216,7 +216,6 @@ def test_wrapper_on_a_registered_armtwin_env(emu):
 
 
 def test_cli_sync_runs_a_gcode_program(emu, tmp_path, capsys):
-    pytest.importorskip("armtwin.envs.runner")
     prog = tmp_path / "p.ngc"
     prog.write_text("G21 G90\nG1 X10 F600\n")
     log = str(tmp_path / "twin.csv")
