@@ -9,15 +9,18 @@
 
 Three entry points share one solver per robot:
 
-* :func:`solve` — one pose, every closed-form solution, one of them chosen (control loops;
-  plain Python scalars, a few tens of microseconds).
+* :func:`solve` — one pose, the choice over every closed-form branch (control loops; plain
+  Python scalars, 10–25 µs on the IRB120). The solver skips a branch as soon as its partial
+  travel cannot win (:mod:`.ik_choice`), and :attr:`IKResult.solutions` is only built when
+  it is read.
 * :func:`solve_batch` — N poses at once, vectorised over poses and branches (whole programs).
 * :func:`solve_path` — a densely sampled path, keeping the arm configuration (shoulder and
   elbow branch) and unwrapping joints toward the previous sample; reports the first sample
   that cannot be followed.
 
 Families (chosen from the keys of ``spec.geometry``; each solver is checked once against
-:func:`~armtwin.controllers.kinematics.fk` when it is built):
+:func:`~armtwin.controllers.kinematics.fk`, and its fused choice against
+:func:`.ik_choice.pick`, when it is built):
 
 ==================  ====================================  =====================================
 geometry keys       solver                                branches
@@ -56,6 +59,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .ik_choice import Choice, fit, pick
 from .ik_offset_wrist import OffsetWristSolver
 from .ik_scara import ScaraSolver
 from .ik_spherical import SphericalWristSolver
@@ -138,8 +142,9 @@ class IKResult:
     best_branch: str | None
     reason: str
     distance: float = 0.0
-    _raw: Sequence = field(default=(), repr=False)     # (q list, branch code) per solution
-    _ctx: object = field(default=None, repr=False)     # the robot's solver context
+    _raw: Sequence | None = field(default=(), repr=False)   # (q list, code) per solution; None: solve again
+    _ctx: object = field(default=None, repr=False)          # the robot's solver context
+    _src: tuple = field(default=(), repr=False)             # (pose list, q_near list) when _raw is None
 
     @property
     def ok(self) -> bool:
@@ -150,13 +155,13 @@ class IKResult:
     def solutions(self) -> tuple[IKSolution, ...]:
         """All solutions, best first, then in branch order; 2π equivalents that fit the range included."""
         ctx = self._ctx
-        out = []
-        for q, code in self._raw:
+        raw = self._raw if self._raw is not None else ctx.candidates(*self._src)
+        best = None if self.best is None else self.best.tolist()   # lists compare faster than arrays
+        first, rest = [], []
+        for q, code in raw:
             for qq in ctx.equivalents(q):
-                out.append(IKSolution(np.array(qq), ctx.labels[code], ctx.within(qq)))
-        if self.best is not None:
-            out.sort(key=lambda s: 0 if np.array_equal(s.q, self.best) else 1)
-        return tuple(out)
+                (first if qq == best else rest).append(IKSolution(np.array(qq), ctx.labels[code], ctx.within(qq)))
+        return tuple(first + rest)
 
 
 @dataclass(frozen=True, eq=False)
@@ -231,15 +236,13 @@ class _Context:
         self.n = spec.dof
         self.solver = cls(spec.geometry, offsets)
         self.labels: tuple[str, ...] = tuple(self.solver.labels)
-        self.labels_arr = np.array(self.labels)
+        self.labels_none = np.array(self.labels + ("",))   # batch branch names; "" (index B) where none
         self.solved_reason = tuple(f"solved on branch {lab}" for lab in self.labels)
         self.arm_mask: int = self.solver.arm_mask
         self.lower = spec.lower.tolist()
         self.upper = spec.upper.tolist()
-        self.lower_a = spec.lower - _LIMIT_TOL
-        self.lower_t = self.lower_a.tolist()
+        self.lower_t = (spec.lower - _LIMIT_TOL).tolist()   # limits with the tolerance
         self.upper_t = (spec.upper + _LIMIT_TOL).tolist()
-        self.upper_a = spec.upper + _LIMIT_TOL
         self.prismatic = spec.prismatic.tolist()
         self.home = spec.home.tolist()
         self.weights = default_weights(spec).tolist()
@@ -248,10 +251,28 @@ class _Context:
                             and (self.lower[j] < -math.pi - 1e-12 or self.upper[j] > math.pi + 1e-12))
         # (joint, lower, upper) of those joints, limits with tolerance
         self.wide = tuple((j, self.lower_t[j], self.upper_t[j]) for j in self.unwrap)
+        self.is_wide = tuple(j in self.unwrap for j in range(self.n))
+        self.choice = self.choice_for(self.weights)   # the default choice (default weights, any branch)
         self._check(spec)
 
+    def choice_for(self, weights: list) -> Choice:
+        """The choice with these travel weights (any branch)."""
+        return Choice(tuple(self.lower_t), tuple(self.upper_t), tuple(weights), self.is_wide)
+
+    def fit_wide(self, cands: list, qn: list) -> list:
+        """Move wide-range joints of every candidate (in place) as the choice does; returns ``cands``."""
+        for q, _code in cands:
+            for j, lj, uj in self.wide:
+                q[j] = fit(q[j], qn[j], lj, uj)
+        return cands
+
+    def candidates(self, t: list, qn: list) -> list:
+        """Every solution of pose ``t`` as ``(q list, code)``, wide joints fitted toward ``qn``."""
+        return self.fit_wide(self.solver.solve(t, qn)[0], qn)
+
     def _check(self, spec) -> None:
-        """Make sure the solver reproduces the robot's FK (a spec of another layout fails here)."""
+        """Make sure the solver reproduces the robot's FK (a spec of another layout fails here) and
+        that its fused ``choose`` agrees with the reference rule :func:`.ik_choice.pick`."""
         chain = chain_of(spec)
         rng = np.random.default_rng(12345)
         for q in [spec.home] + list(rng.uniform(spec.lower, spec.upper, (3, spec.dof)) * 0.8):
@@ -267,11 +288,15 @@ class _Context:
             if not good:
                 raise ValueError(f"{spec.name}: the {self.solver.family} IK does not reproduce the FK; "
                                  "the geometry or DH table does not fit this solver")
+            # the solver's fused choice must pick what the reference rule picks from every branch
+            t, qn = T.ravel().tolist(), q.tolist()
+            if self.solver.choose(t, qn, self.choice) != pick(self.choice, cands, qn):
+                raise RuntimeError(f"{spec.name}: the {self.solver.family} solver's choose() disagrees with "
+                                   "ik_choice.pick() (a bug in the solver)")
 
     def within(self, q) -> bool:
-        lo, up = self.lower, self.upper
-        for j in range(self.n):
-            if q[j] < lo[j] - _LIMIT_TOL or q[j] > up[j] + _LIMIT_TOL:
+        for v, lo, up in zip(q, self.lower_t, self.upper_t):   # limits with the tolerance
+            if v < lo or v > up:
                 return False
         return True
 
@@ -355,12 +380,16 @@ def _pose_list(T) -> list:
         if a.shape != (4, 4):
             raise ValueError(f"IK target must be a (4, 4) transform, got shape {a.shape}")
         t = a.ravel().tolist()
-    r00, r01, r02, p0, r10, r11, r12, p1, r20, r21, r22, p2 = t[:12]
+    r00, r01, r02, p0, r10, r11, r12, p1, r20, r21, r22, p2, _, _, _, _ = t
     if not math.isfinite(r00 + r01 + r02 + p0 + r10 + r11 + r12 + p1 + r20 + r21 + r22 + p2):
         raise ValueError("IK target contains NaN or infinite values")
-    if (abs(r00 * r00 + r10 * r10 + r20 * r20 - 1.0) > 1e-6 or abs(r01 * r01 + r11 * r11 + r21 * r21 - 1.0) > 1e-6
-            or abs(r02 * r02 + r12 * r12 + r22 * r22 - 1.0) > 1e-6 or abs(r00 * r01 + r10 * r11 + r20 * r21) > 1e-6
-            or abs(r00 * r02 + r10 * r12 + r20 * r22) > 1e-6 or abs(r01 * r02 + r11 * r12 + r21 * r22) > 1e-6):
+    # columns of unit length and mutually orthogonal, to 1e-6 (chained comparisons: fewer calls than abs())
+    if not (-1e-6 <= r00 * r00 + r10 * r10 + r20 * r20 - 1.0 <= 1e-6
+            and -1e-6 <= r01 * r01 + r11 * r11 + r21 * r21 - 1.0 <= 1e-6
+            and -1e-6 <= r02 * r02 + r12 * r12 + r22 * r22 - 1.0 <= 1e-6
+            and -1e-6 <= r00 * r01 + r10 * r11 + r20 * r21 <= 1e-6
+            and -1e-6 <= r00 * r02 + r10 * r12 + r20 * r22 <= 1e-6
+            and -1e-6 <= r01 * r02 + r11 * r12 + r21 * r22 <= 1e-6):
         raise ValueError("IK target rotation is not orthonormal (tolerance 1e-6)")
     return t
 
@@ -386,40 +415,6 @@ def _weights_list(weights, n: int) -> list:
 
 
 # ----- single pose ------------------------------------------------------------------------
-
-def _choose(ctx: _Context, cands: list, qn: list, w: list, want: int | None, mask: int):
-    """Fit wide joints (in place), check limits, pick the weighted-nearest in-range candidate.
-
-    Returns (best_q, best_code), (None, -1) when no candidate qualifies.
-    """
-    best, bcode, bcost = None, -1, math.inf
-    lo, up = ctx.lower_t, ctx.upper_t
-    wide = ctx.wide
-    tau = _TWO_PI
-    for q, code in cands:
-        for j, lj, uj in wide:   # 2*pi equivalent nearest q_near, kept inside the range
-            v = q[j]
-            d = qn[j] - v
-            if d > math.pi or d < -math.pi:
-                v += tau * round(d / tau)
-            if v > uj:
-                if v - tau >= lj:
-                    v -= tau
-            elif v < lj and v + tau <= uj:
-                v += tau
-            q[j] = v
-        if want is not None and (code & mask) != want:
-            continue
-        cost = 0.0
-        for v, lj, uj, wj, rj in zip(q, lo, up, w, qn):
-            if v < lj or v > uj:
-                break
-            cost += wj * abs(v - rj)
-        else:
-            if cost < bcost:
-                best, bcode, bcost = q, code, cost
-    return best, bcode
-
 
 def _failure(ctx: _Context, cands: list, dist: float, want: int | None, mask: int,
              what: str = "the current branch") -> tuple[IKStatus, str, float]:
@@ -462,29 +457,40 @@ def solve(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -
         ValueError: for a malformed pose, joint vector or weights.
     """
     ctx = spec._cache.get("ik") or _context(spec)
-    n = ctx.n
     t = _pose_list(T)
-    qn = ctx.home if q_near is None else _joint_list(q_near, n, "q_near")
-    w = ctx.weights if weights is None else _weights_list(weights, n)
-    cands, dist = ctx.solver.solve(t, qn)
-    want = ctx.solver.branch_code(qn) if stay_on_branch else None
-    best, code = _choose(ctx, cands, qn, w, want, 0xFF)
-    if best is None:
+    qn = ctx.home if q_near is None else _joint_list(q_near, ctx.n, "q_near")
+    choice = ctx.choice if weights is None else ctx.choice_for(_weights_list(weights, ctx.n))
+    want = None
+    if stay_on_branch:
+        want = ctx.solver.branch_code(qn)
+        choice = choice.with_branch(want, 0xFF)
+    got = ctx.solver.choose(t, qn, choice)
+    if got is None:   # not the hot path: every solution, to say why
+        cands, dist = ctx.solver.solve(t, qn)
+        ctx.fit_wide(cands, qn)
         status, reason, distance = _failure(ctx, cands, dist, want, 0xFF)
-        return _result(status, None, None, reason, distance, cands, ctx)
-    label = ctx.labels[code]
-    return _result(_SOLVED, np.array(best), label, ctx.solved_reason[code], 0.0, cands, ctx)
+        return _result(status, None, None, reason, distance, cands, ctx, ())
+    best, code = got
+    # the other solutions are solved again only if someone asks for them
+    return _result(_SOLVED, np.array(best), ctx.labels[code], ctx.solved_reason[code], 0.0, None, ctx, (t, qn))
 
 
 _SOLVED = IKStatus.SOLVED
 _new = object.__new__
 
 
-def _result(status, best, branch, reason, distance, raw, ctx) -> IKResult:
+def _result(status, best, branch, reason, distance, raw, ctx, src) -> IKResult:
     """IKResult without the frozen-dataclass __init__ (this is the control-loop hot path)."""
     r = _new(IKResult)
-    r.__dict__.update(status=status, best=best, best_branch=branch, reason=reason, distance=distance,
-                      _raw=raw, _ctx=ctx)
+    d = r.__dict__
+    d["status"] = status
+    d["best"] = best
+    d["best_branch"] = branch
+    d["reason"] = reason
+    d["distance"] = distance
+    d["_raw"] = raw
+    d["_ctx"] = ctx
+    d["_src"] = src
     return r
 
 
@@ -518,7 +524,7 @@ def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = Fa
     if T.ndim != 3 or T.shape[1:] != (4, 4):
         raise ValueError(f"solve_batch needs (N, 4, 4) poses, got shape {T.shape}")
     N = len(T)
-    if not np.all(np.isfinite(T[:, :3, :])):
+    if N and not (math.isfinite(T[:, :3].min()) and math.isfinite(T[:, :3].max())):   # NaN propagates
         raise ValueError("IK targets contain NaN or infinite values")
     if q_near is None:
         QN = np.broadcast_to(np.asarray(ctx.home), (N, n))
@@ -535,18 +541,24 @@ def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = Fa
     B = J.shape[2]
     within = np.ones((N, B), dtype=bool)
     cost = np.zeros((N, B))
+    tmp = np.empty((N, B))              # scratch, so the loop allocates nothing per joint
+    tmpb = np.empty((N, B), dtype=bool)
     for j in range(n):
         v = J[j]
         r = QN[:, j, None]
+        lo, up = ctx.lower_t[j], ctx.upper_t[j]
         if j in ctx.unwrap:   # 2*pi equivalent nearest q_near, kept inside the range
             v += _TWO_PI * np.round((r - v) / _TWO_PI)
-            lo, up = ctx.lower_t[j], ctx.upper_t[j]
             v -= _TWO_PI * ((v > up) & (v - _TWO_PI >= lo))
             v += _TWO_PI * ((v < lo) & (v + _TWO_PI <= up))
-        within &= (v >= ctx.lower_t[j]) & (v <= ctx.upper_t[j])      # NaN -> False
+        within &= np.greater_equal(v, lo, out=tmpb)                       # NaN -> False
+        within &= np.less_equal(v, up, out=tmpb)
         if w[j]:
-            cost += w[j] * np.abs(v - r)
-    cost[~within] = np.inf
+            np.subtract(v, r, out=tmp)
+            np.abs(tmp, out=tmp)
+            tmp *= w[j]
+            cost += tmp
+    np.copyto(cost, np.inf, where=np.logical_not(within, out=tmpb))
     rows = np.arange(N)
     if stay_on_branch:
         codes = np.array([ctx.solver.branch_code(r) for r in QN.tolist()]) if q_near is not None \
@@ -554,12 +566,12 @@ def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = Fa
         cost[np.arange(B)[None, :] != codes[:, None]] = np.inf
     k = np.argmin(cost, axis=1)
     ok = cost[rows, k] < np.inf
-    q = J[:, rows, k].T
+    q = J.reshape(n, N * B).take(rows * B + k, axis=1).T            # J[:, rows, k].T, a cheaper gather
     q[~ok] = np.nan
     real = ~np.isnan(J[0])
     real = real[rows, codes] if stay_on_branch else real.any(axis=1)   # no real solution on the branch: UNREACHABLE
     code = np.where(ok, 0, np.where(real, 1, 2))
-    branch = np.where(ok, ctx.labels_arr[k], "")
+    branch = ctx.labels_none[np.where(ok, k, B)]                    # labels plus "" at index B
     return BatchIKResult(q, ok, _STATUS_TABLE[code], branch, distance, J.transpose(1, 2, 0), within)
 
 
@@ -599,15 +611,19 @@ def solve_path(spec, T, q_start, *, weights=None, max_step: float | None = DEFAU
     start_code = ctx.solver.branch_code(prev)
     want = start_code & mask
     label = ctx.labels[start_code]
+    choice = ctx.choice_for(w).with_branch(want, mask)
     N = len(T)
     out = np.full((N, n), np.nan)
     ok = np.zeros(N, dtype=bool)
     for i in range(N):
-        cands, dist = ctx.solver.solve(_pose_list(T[i]), prev)
-        best, _ = _choose(ctx, cands, prev, w, want, mask)
-        if best is None:
+        t = _pose_list(T[i])
+        got = ctx.solver.choose(t, prev, choice)
+        if got is None:
+            cands, dist = ctx.solver.solve(t, prev)
+            ctx.fit_wide(cands, prev)
             _, why, _ = _failure(ctx, cands, dist, want, mask, f"the start configuration {label}")
             return PathIKResult(out, ok, i, f"sample {i}: {why}", label)
+        best = got[0]
         if max_step is not None:
             for j in range(n):
                 if not ctx.prismatic[j] and abs(best[j] - prev[j]) > max_step:

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from .ik_choice import Choice, fit
 from .ik_spherical import _wrap, _wrap_np
 
 __all__ = ["OffsetWristSolver"]
@@ -76,35 +77,101 @@ class OffsetWristSolver:
             (candidates, distance): list of ``(q list (6,) rad in (-pi, pi], code)``, and the
             smallest distance (m) by which a branch misses its reachable set (0 if any solves).
         """
+        return self._branches(t, qn, None)
+
+    def choose(self, t: list, qn: list, choice: Choice):
+        """The solution :func:`.ik_choice.pick` would take from :meth:`solve`, without building the others.
+
+        Branches are computed in the order of :meth:`solve`; a shoulder (J1) or shoulder and
+        wrist (J1, J5, J6) whose partial weighted travel already reaches the best total so far,
+        or whose joints are out of range, is skipped before the elbow is solved.
+
+        Args:
+            t: the 16 entries of the (4, 4) target, row-major, metres.
+            qn: (6,) reference joints, rad.
+            choice: ranges, weights, wide joints and branch filter.
+
+        Returns:
+            (q list (6,) rad with wide joints fitted, code), or None when no solution qualifies
+            (out of reach, out of range or not on the wanted branch: ask :meth:`solve` why).
+        """
+        return self._branches(t, qn, choice)
+
+    def _branches(self, t: list, qn: list, ch: Choice | None):
+        """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
         nx, ox, ax, px, ny, oy, ay, py, nz, oz, az, pz = t[:12]
-        d1, d2, d5, d6, a2, a3, off = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3, self.off
-        off1, off2, off3 = off[1], off[2], off[3]
+        d1, d2, d5, d6, a2, a3 = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3
+        off0, off1, off2, off3, off4, off5 = self.off
         pi, tau = math.pi, 2.0 * math.pi
+        atan2, cos, sin, hypot, fmod = math.atan2, math.cos, math.sin, math.hypot, math.fmod
         p5x, p5y, p5z = px - d6 * ax, py - d6 * ay, pz - d6 * az
-        rho = math.hypot(p5x, p5y)
+        rho = hypot(p5x, p5y)
         if rho < d2 - _REACH_TOL:
-            return [], d2 - rho
-        psi = math.atan2(p5y, p5x)
+            return ([], d2 - rho) if ch is None else None
+        psi = atan2(p5y, p5x)
         asn = math.asin(min(d2 / rho, 1.0))
-        shoulders = ((0, psi - asn), (1, psi - math.pi + asn)) if asn < 0.5 * math.pi else ((0, psi - asn),)
+        shoulders = ((0, psi - asn), (1, psi - pi + asn)) if asn < 0.5 * pi else ((0, psi - asn),)
+        reach_out, reach_in = self.reach_out, self.reach_in
         out = []
         miss = math.inf
+        # With a choice: travel is summed joint by joint, and a branch is dropped as soon as a
+        # joint is out of range or a partial sum reaches the best total so far. A wide joint
+        # goes through fit() unless it is within a half turn of its reference and inside its
+        # range, where fit() would return it unchanged.
+        if ch is not None:
+            best, bcode, bcost = None, -1, math.inf
+            r0, r1, r2, r3, r4, r5 = qn
+            l0, l1, l2, l3, l4, l5 = ch.lo
+            h0, h1, h2, h3, h4, h5 = ch.hi
+            w0, w1, w2, w3, w4, w5 = ch.w
+            u0, u1, u2, u3, u4, u5 = ch.wide
+            mask, want = ch.mask, ch.want
         for s, th1 in shoulders:
-            c1, s1 = math.cos(th1), math.sin(th1)
+            q1 = th1 - off0
+            if not -pi < q1 <= pi:   # _wrap() inline
+                q1 = fmod(q1 + pi, tau)
+                q1 = (q1 + tau if q1 <= 0.0 else q1) - pi
+            if ch is not None:
+                if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
+                    q1 = fit(q1, r0, l0, h0)
+                if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
+                    continue
+                cost1 = w0 * abs(q1 - r0)
+                if cost1 >= bcost:
+                    continue
+            c1, s1 = cos(th1), sin(th1)
             c5 = -s1 * ax + c1 * ay
-            s5a = math.hypot(az, c1 * ax + s1 * ay)   # |y1 x z_tool|: exact near theta5 = 0
+            s5a = hypot(az, c1 * ax + s1 * ay)   # |y1 x z_tool|: exact near theta5 = 0
             u = -s1 * nx + c1 * ny
             v = -s1 * ox + c1 * oy
-            q1 = _wrap(th1 - off[0])
             for w, sg in (((0, 1.0),) if s5a <= _SING else ((0, 1.0), (1, -1.0))):
                 s5 = sg * s5a
-                th5 = math.atan2(s5, c5)
+                th5 = atan2(s5, c5)
                 if s5a <= _SING:
-                    th6 = qn[5] + off[5]
-                    c6, s6 = math.cos(th6), math.sin(th6)
+                    th6 = qn[5] + off5
+                    c6, s6 = cos(th6), sin(th6)
                 else:
                     c6, s6 = -u / s5, v / s5          # u = -s5 c6, v = s5 s6
-                    th6 = math.atan2(s6, c6)
+                    th6 = atan2(s6, c6)
+                q5 = th5 - off4
+                if not -pi < q5 <= pi:   # _wrap() inline
+                    q5 = fmod(q5 + pi, tau)
+                    q5 = (q5 + tau if q5 <= 0.0 else q5) - pi
+                q6 = th6 - off5
+                if not -pi < q6 <= pi:   # _wrap() inline
+                    q6 = fmod(q6 + pi, tau)
+                    q6 = (q6 + tau if q6 <= 0.0 else q6) - pi
+                if ch is not None:
+                    if u4 and not (-pi <= r4 - q5 <= pi and l4 <= q5 <= h4):
+                        q5 = fit(q5, r4, l4, h4)
+                    if u5 and not (-pi <= r5 - q6 <= pi and l5 <= q6 <= h5):
+                        q6 = fit(q6, r5, l5, h5)
+                    if q5 < l4 or q5 > h4 or q6 < l5 or q6 > h5 or (w ^ want) & mask & 1:
+                        continue
+                    cost5 = w4 * abs(q5 - r4)
+                    cost6 = w5 * abs(q6 - r5)
+                    if (cost1 + cost5) + cost6 >= bcost:   # <= the full sum: all terms >= 0
+                        continue
                 k, m = c5 * c6, c5 * s6
                 x4x, x4y, x4z = k * nx - m * ox + s5 * ax, k * ny - m * oy + s5 * ay, k * nz - m * oz + s5 * az
                 p4x = p5x - d5 * (s6 * nx + c6 * ox)
@@ -112,33 +179,56 @@ class OffsetWristSolver:
                 p4z = p5z - d5 * (s6 * nz + c6 * oz)
                 X = c1 * p4x + s1 * p4y
                 Z = p4z - d1
-                r = math.hypot(X, Z)
-                if r > self.reach_out + _REACH_TOL:
-                    miss = min(miss, r - self.reach_out)
+                r = hypot(X, Z)
+                if r > reach_out + _REACH_TOL:
+                    miss = min(miss, r - reach_out)
                     continue
-                if r < self.reach_in - _REACH_TOL:
-                    miss = min(miss, self.reach_in - r)
+                if r < reach_in - _REACH_TOL:
+                    miss = min(miss, reach_in - r)
                     continue
                 D = (r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
                 D = min(max(D, -1.0), 1.0)
                 b = math.acos(D)
-                delta = math.atan2(a3 * math.sqrt(1.0 - D * D), a2 + a3 * D)   # for theta3 = +b
-                gam = math.atan2(Z, X)
-                ang4 = math.atan2(x4z, c1 * x4x + s1 * x4y)
-                q5 = _wrap(th5 - off[4])
-                q6 = _wrap(th6 - off[5])
+                delta = atan2(a3 * math.sqrt(1.0 - D * D), a2 + a3 * D)   # for theta3 = +b
+                gam = atan2(Z, X)
+                ang4 = atan2(x4z, c1 * x4x + s1 * x4y)
                 # elbow "up": theta3 < 0 in front, > 0 at the back
                 up = -b if s == 0 else b
-                for e, th3 in (((0, up), (1, -up)) if 0.0 < b < math.pi else ((0 if s == 0 else 1, up),)):
+                for e, th3 in (((0, up), (1, -up)) if 0.0 < b < pi else ((0 if s == 0 else 1, up),)):
                     al2 = gam - delta if th3 >= 0.0 else gam + delta
                     # inline wraps into (-pi, pi]: each value lies within (-3 pi, 3 pi] here
                     q2 = -al2 - off1
                     q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
                     q3 = th3 - off2
                     q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
-                    q4 = _wrap(th3 + al2 - ang4 - off3)
-                    out.append(([q1, q2, q3, q4, q5, q6], 4 * s + 2 * e + w))
-        return out, (0.0 if out else miss)
+                    q4 = th3 + al2 - ang4 - off3
+                    if not -pi < q4 <= pi:   # _wrap() inline
+                        q4 = fmod(q4 + pi, tau)
+                        q4 = (q4 + tau if q4 <= 0.0 else q4) - pi
+                    code = 4 * s + 2 * e + w
+                    if ch is None:
+                        out.append(([q1, q2, q3, q4, q5, q6], code))
+                        continue
+                    if (2 * e ^ want) & mask & 2:
+                        continue
+                    if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
+                        q2 = fit(q2, r1, l1, h1)
+                    if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
+                        q3 = fit(q3, r2, l2, h2)
+                    if u3 and not (-pi <= r3 - q4 <= pi and l3 <= q4 <= h3):
+                        q4 = fit(q4, r3, l3, h3)
+                    if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or q4 < l3 or q4 > h3:
+                        continue
+                    cost = cost1 + w1 * abs(q2 - r1)
+                    cost += w2 * abs(q3 - r2)
+                    cost += w3 * abs(q4 - r3)
+                    cost += cost5
+                    cost += cost6
+                    if cost < bcost:
+                        best, bcode, bcost = [q1, q2, q3, q4, q5, q6], code, cost
+        if ch is None:
+            return out, (0.0 if out else miss)
+        return None if best is None else (best, bcode)
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All 8 branches for N poses, vectorised.
@@ -197,35 +287,38 @@ class OffsetWristSolver:
         b = np.arccos(D)
         gam = np.arctan2(Z, X)
         ang4 = np.arctan2(x4z, c1e * x4x + s1e * x4y)
-        # theta3 per (s, w, e): "up" is -b in front, +b at the back
-        th3 = np.empty(b.shape + (2,))
-        th3[:, 0, :, 0] = -b[:, 0]
-        th3[:, 0, :, 1] = b[:, 0]
-        th3[:, 1, :, 0] = b[:, 1]
-        th3[:, 1, :, 1] = -b[:, 1]
-        gam, ang4 = gam[..., None], ang4[..., None]
-        al2 = gam - np.arctan2(a3 * np.sin(th3), a2 + a3 * np.cos(th3))
-        Q = np.empty((N, 2, 2, 2, 6))                                      # axes s, w, e
-        Q[..., 0] = (th1 - off[0])[:, :, None, None]
-        Q[..., 1] = -al2 - off[1]
-        Q[..., 2] = th3 - off[2]
-        Q[..., 3] = th3 + al2 - ang4 - off[3]
-        Q[..., 4] = (th5 - off[4])[..., None]
-        Q[..., 5] = (th6 - off[5])[..., None]
-        Q = _wrap_np(Q)
+        # theta3 per (s, e, w): "up" is -b in front, +b at the back. The planar angle
+        # atan2(a3 sin theta3, a2 + a3 cos theta3) is odd in theta3 (sin, atan2 are odd and cos
+        # even, exactly), so it is computed for +b only.
+        dl = np.arctan2(a3 * np.sin(b), a2 + a3 * np.cos(b))              # (N, s, w)
+        sgn = np.array([[-1.0, 1.0], [1.0, -1.0]])[None, :, :, None]      # (1, s, e, 1): sign of theta3
+        th3 = sgn * b[:, :, None, :]                                      # (N, s, e, w)
+        al2 = gam[:, :, None, :] - sgn * dl[:, :, None, :]
+        # J (6, N, s, e, w): the last three axes are the code bits, so J.reshape(6, N, 8) is by code
+        J = np.empty((6, N, 2, 2, 2))
+        J[0] = (th1 - off[0])[:, :, None, None]
+        J[1] = -al2 - off[1]
+        J[2] = th3 - off[2]
+        J[3] = th3 + al2 - ang4[:, :, None, :] - off[3]
+        J[4] = (th5 - off[4])[:, :, None, :]
+        J[5] = (th6 - off[5])[:, :, None, :]
+        J = _wrap_np(J)
         # drop what the single-pose path does not produce: unreal branches and duplicates
-        Q[miss > 0] = np.nan
-        Q[:, :, 1][sing] = np.nan
-        folded = (b <= 0.0) | (b >= math.pi)                              # (N, 2, 2)
-        Q[:, 0, :, 1][folded[:, 0]] = np.nan
-        Q[:, 1, :, 0][folded[:, 1]] = np.nan
-        Q[rho < d2 - _REACH_TOL] = np.nan
-        Q[asn >= 0.5 * math.pi, 1] = np.nan
+        folded = (b <= 0.0) | (b >= math.pi)                              # (N, s, w)
+        bad = np.zeros((N, 2, 2, 2), dtype=bool)
+        bad |= (miss > 0)[:, :, None, :]
+        bad[..., 1] |= sing[:, :, None]
+        bad[:, 0, 1] |= folded[:, 0]
+        bad[:, 1, 0] |= folded[:, 1]
+        bad |= (rho < d2 - _REACH_TOL)[:, None, None, None]
+        bad[:, 1] |= (asn >= 0.5 * math.pi)[:, None, None]
+        J = J.reshape(6, N, 8)
+        J[:, bad.reshape(N, 8)] = np.nan
         distance = np.where(rho < d2 - _REACH_TOL, d2 - rho, 0.0)
-        none = np.all(np.isnan(Q[..., 0]).reshape(N, 8), axis=1) & (distance == 0)
+        none = np.all(np.isnan(J[0]), axis=1) & (distance == 0)
         mm = miss.reshape(N, 4).min(axis=1) if N else np.zeros(0)
         distance = np.where(none, mm, distance)
-        return np.ascontiguousarray(np.moveaxis(Q.transpose(0, 1, 3, 2, 4).reshape(N, 8, 6), 2, 0)), distance
+        return J, distance
 
     def branch_code(self, q) -> int:
         """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .ik_choice import Choice, fit
 from .ik_spherical import _wrap, _wrap_np
 
 __all__ = ["ScaraSolver"]
@@ -80,6 +81,48 @@ class ScaraSolver:
             q4 += _TWO_PI * round((q4n - q4) / _TWO_PI)
             out.append(([q1, q2, q3, q4], code))
         return out, 0.0
+
+    def choose(self, t: list, qn: list, choice: Choice):
+        """The solution :func:`.ik_choice.pick` takes from :meth:`solve` (two branches: nothing to skip).
+
+        Args:
+            t: the 16 entries of the (4, 4) target, row-major, metres.
+            qn: (4,) reference joints, rad / m.
+            choice: ranges, weights, wide joints and branch filter.
+
+        Returns:
+            (q list (4,) with wide joints fitted, code), or None when no solution qualifies.
+        """
+        cands, _ = self.solve(t, qn)
+        r0, r1, r2, r3 = qn
+        l0, l1, l2, l3 = choice.lo
+        h0, h1, h2, h3 = choice.hi
+        w0, w1, w2, w3 = choice.w
+        u0, u1, u2, u3 = choice.wide
+        mask, want = choice.mask, choice.want
+        pi = math.pi
+        best, bcode, bcost = None, -1, math.inf
+        # a wide joint goes through fit() unless fit() would return it unchanged
+        for (q1, q2, q3, q4), code in cands:
+            if (code ^ want) & mask:
+                continue
+            if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
+                q1 = fit(q1, r0, l0, h0)
+            if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
+                q2 = fit(q2, r1, l1, h1)
+            if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
+                q3 = fit(q3, r2, l2, h2)
+            if u3 and not (-pi <= r3 - q4 <= pi and l3 <= q4 <= h3):
+                q4 = fit(q4, r3, l3, h3)
+            if q1 < l0 or q1 > h0 or q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or q4 < l3 or q4 > h3:
+                continue
+            cost = w0 * abs(q1 - r0)
+            cost += w1 * abs(q2 - r1)
+            cost += w2 * abs(q3 - r2)
+            cost += w3 * abs(q4 - r3)
+            if cost < bcost:
+                best, bcode, bcost = [q1, q2, q3, q4], code, cost
+        return None if best is None else (best, bcode)
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Both branches for N targets, vectorised: J (4, N, 2) joint-major (NaN where none), distance (N,)."""

@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from .ik_choice import Choice, fit
+
 __all__ = ["SphericalWristSolver"]
 
 _TWO_PI = 2.0 * math.pi
@@ -44,14 +46,30 @@ def _wrap(a: float) -> float:
 
 
 def _wrap_np(a: np.ndarray) -> np.ndarray:
-    """Angles wrapped into (-pi, pi] (vectorised, like :func:`_wrap`)."""
-    return math.pi - (math.pi - a) % _TWO_PI
+    """Angles wrapped into (-pi, pi] (vectorised, like :func:`_wrap`): ``pi - (pi - a) % (2 pi)``.
+
+    The floor modulo (~10 ns per element) runs only where ``pi - a`` is outside [0, 2 pi), where
+    it is not the identity; the result is the same floats as the formula everywhere.
+    """
+    x = math.pi - a
+    np.remainder(x, _TWO_PI, out=x, where=(x < 0.0) | (x >= _TWO_PI))
+    return math.pi - x
 
 
 def _wrap3(a: np.ndarray) -> np.ndarray:
-    """Angles within (-3 pi, 3 pi] wrapped into (-pi, pi] (vectorised, cheaper than :func:`_wrap_np`)."""
-    a = np.where(a > math.pi, a - _TWO_PI, a)
-    return np.where(a <= -math.pi, a + _TWO_PI, a)
+    """Angles within (-3 pi, 3 pi] wrapped into (-pi, pi], IN PLACE; returns ``a``.
+
+    The same floats as the scalar inline wraps (``a - 2 pi`` / ``a + 2 pi`` only where needed,
+    signed zeros kept); masked ufuncs instead of ``np.where``, which costs ~10 ns per element.
+    """
+    np.subtract(a, _TWO_PI, out=a, where=a > math.pi)
+    np.add(a, _TWO_PI, out=a, where=a <= -math.pi)
+    return a
+
+
+def _flip(a: np.ndarray) -> np.ndarray:
+    """``a - pi`` where ``a > 0``, else ``a + pi`` (the same floats; branch-free, unlike ``np.where``)."""
+    return a - ((a > 0.0) * _TWO_PI - math.pi)   # 2 pi - pi == pi and x - (-pi) == x + pi exactly
 
 
 class SphericalWristSolver:
@@ -93,48 +111,109 @@ class SphericalWristSolver:
             with ``code`` an index into :attr:`labels`, and the distance (m) by which the wrist
             centre lies outside the reachable shell (0 when reachable).
         """
+        return self._branches(t, qn, None)
+
+    def choose(self, t: list, qn: list, choice: Choice):
+        """The solution :func:`.ik_choice.pick` would take from :meth:`solve`, without building the others.
+
+        Branches are computed in the order of :meth:`solve`; a shoulder or arm branch whose
+        partial weighted travel (J1, or J1–J3) already reaches the best total so far, or whose
+        arm joints are out of range, is skipped before its wrist is solved.
+
+        Args:
+            t: the 16 entries of the (4, 4) target, row-major, metres.
+            qn: (6,) reference joints, rad.
+            choice: ranges, weights, wide joints and branch filter.
+
+        Returns:
+            (q list (6,) rad with wide joints fitted, code), or None when no solution qualifies
+            (out of reach, out of range or not on the wanted branch: ask :meth:`solve` why).
+        """
+        return self._branches(t, qn, choice)
+
+    def _branches(self, t: list, qn: list, ch: Choice | None):
+        """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
         nx, _, ax, px, ny, _, ay, py, nz, _, az, pz = t[:12]   # the tool y axis is not needed
         d6 = self.d6
         wx, wy, wz = px - d6 * ax, py - d6 * ay, pz - d6 * az
         off0, off1, off2, off3, off4, off5 = self.off
         pi, tau = math.pi, _TWO_PI
-        atan2, cos, sin = math.atan2, math.cos, math.sin
-        rho = math.hypot(wx, wy)
-        th1f = atan2(wy, wx) if rho > _SING else qn[0] + off0
+        atan2, cos, sin, hypot = math.atan2, math.cos, math.sin, math.hypot
+        sing = _SING
+        rho = hypot(wx, wy)
+        th1f = atan2(wy, wx) if rho > sing else qn[0] + off0
         y1 = self.d1 - wz
         a2, L3, phi = self.a2, self.L3, self.phi
-        dist = math.hypot(rho, y1)
+        dist = hypot(rho, y1)
         if dist > self.reach_out + _REACH_TOL:
-            return [], dist - self.reach_out
+            return ([], dist - self.reach_out) if ch is None else None
         if dist < self.reach_in - _REACH_TOL:
-            return [], self.reach_in - dist
+            return ([], self.reach_in - dist) if ch is None else None
         D = (rho * rho + y1 * y1 - a2 * a2 - L3 * L3) / (2.0 * a2 * L3)
         D = min(max(D, -1.0), 1.0)
         b = math.acos(D)
-        two = 0.0 < b < pi
-        # theta2 = gamma -/+ delta for beta = +/-b
+        # beta = +b: theta2 = gamma - delta, e = s; beta = -b: theta2 = gamma + delta, e = 1 - s;
+        # theta3 = beta - phi. Per elbow: (theta3, q3, +/-delta, e xor s)
         delta = atan2(L3 * sin(b), a2 + L3 * D)
+        th3 = b - phi
+        q3 = th3 - off2
+        q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
+        if 0.0 < b < pi:
+            th3m = -b - phi
+            q3m = th3m - off2
+            q3m = q3m - tau if q3m > pi else (q3m + tau if q3m <= -pi else q3m)
+            elbows = ((th3, q3, -delta, 0), (th3m, q3m, delta, 1))
+        else:
+            elbows = ((th3, q3, -delta, 0),)
         out = []
+        # With a choice: travel is summed joint by joint, and a branch is dropped as soon as a
+        # joint is out of range or the partial sum reaches the best total so far. A wide joint
+        # goes through fit() unless it is within a half turn of its reference and inside its
+        # range, where fit() would return it unchanged.
+        if ch is not None:
+            best, bcode, bcost = None, -1, math.inf
+            r0, r1, r2, r3, r4, r5 = qn
+            l0, l1, l2, l3, l4, l5 = ch.lo
+            h0, h1, h2, h3, h4, h5 = ch.hi
+            w0, w1, w2, w3, w4, w5 = ch.w
+            u0, u1, u2, u3, u4, u5 = ch.wide
+            mask, want = ch.mask, ch.want
         for s in (0, 1):
             th1 = th1f if s == 0 else th1f + pi
+            q1 = th1 - off0
+            q1 = q1 - tau if q1 > pi else (q1 + tau if q1 <= -pi else q1)
+            if ch is not None:
+                if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
+                    q1 = fit(q1, r0, l0, h0)
+                if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
+                    continue
+                cost1 = w0 * abs(q1 - r0)
+                if cost1 >= bcost:
+                    continue
             c1, s1 = cos(th1), sin(th1)
             x1 = c1 * wx + s1 * wy
             gamma = atan2(y1, x1)
-            q1 = th1 - off0
-            q1 = q1 - tau if q1 > pi else (q1 + tau if q1 <= -pi else q1)
             # frame-3 axes dotted with the tool axes need c1, s1 and theta2 + theta3
             xn = c1 * nx + s1 * ny
             xa = c1 * ax + s1 * ay
             r21 = s1 * nx - c1 * ny
             r23 = s1 * ax - c1 * ay
-            for beta in ((b, -b) if two else (b,)):
-                if beta >= 0.0:
-                    th2 = gamma - delta
-                    e = s
-                else:
-                    th2 = gamma + delta
-                    e = 1 - s
-                th3 = beta - phi
+            for th3, q3, dd, ef in elbows:
+                th2 = gamma + dd      # gamma + (-delta) == gamma - delta exactly
+                e = s ^ ef
+                q2 = th2 - off1
+                q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
+                if ch is not None:
+                    if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
+                        q2 = fit(q2, r1, l1, h1)
+                    if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
+                        q3 = fit(q3, r2, l2, h2)
+                    if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or (2 * e ^ want) & mask & 2:
+                        continue
+                    cost3 = cost1 + w1 * abs(q2 - r1)
+                    cost3 += w2 * abs(q3 - r2)
+                    if cost3 >= bcost:
+                        continue
                 t23 = th2 + th3
                 c23, s23 = cos(t23), sin(t23)
                 # R36 = R03^T R
@@ -142,13 +221,9 @@ class SphericalWristSolver:
                 r13 = c23 * xa - s23 * az
                 r31 = -s23 * xn - c23 * nz
                 r33 = -s23 * xa - c23 * az
-                s5a = math.hypot(r13, r23)
-                q2 = th2 - off1
-                q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
-                q3 = th3 - off2
-                q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
+                s5a = hypot(r13, r23)
                 th5 = atan2(s5a, r33)
-                if s5a <= _SING:
+                if s5a <= sing:
                     th4 = qn[3] + off3
                     c4, s4 = cos(th4), sin(th4)
                     th6 = atan2(-s4 * r11 + c4 * r21, cos(th5) * (c4 * r11 + s4 * r21) + s5a * r31)
@@ -163,15 +238,37 @@ class SphericalWristSolver:
                 q6 = th6 - off5
                 q6 = q6 - tau if q6 > pi else (q6 + tau if q6 <= -pi else q6)
                 code = 4 * s + 2 * e
-                out.append(([q1, q2, q3, q4, q5, q6], code))
-                if s5a > _SING:
+                if s5a > sing:
                     # the flipped wrist: theta4 + pi, -theta5, theta6 + pi
-                    q4 = q4 - pi if q4 > 0.0 else q4 + pi
-                    q5 = -th5 - off4
-                    q5 = q5 - tau if q5 > pi else (q5 + tau if q5 <= -pi else q5)
-                    q6 = q6 - pi if q6 > 0.0 else q6 + pi
-                    out.append(([q1, q2, q3, q4, q5, q6], code + 1))
-        return out, 0.0
+                    f5 = -th5 - off4
+                    wrists = ((0, q4, q5, q6), (1, q4 - pi if q4 > 0.0 else q4 + pi,
+                                                f5 - tau if f5 > pi else (f5 + tau if f5 <= -pi else f5),
+                                                q6 - pi if q6 > 0.0 else q6 + pi))
+                else:
+                    wrists = ((0, q4, q5, q6),)
+                if ch is None:
+                    for w, v4, v5, v6 in wrists:
+                        out.append(([q1, q2, q3, v4, v5, v6], code + w))
+                    continue
+                for w, v4, v5, v6 in wrists:
+                    if (w ^ want) & mask & 1:
+                        continue
+                    if u3 and not (-pi <= r3 - v4 <= pi and l3 <= v4 <= h3):
+                        v4 = fit(v4, r3, l3, h3)
+                    if u4 and not (-pi <= r4 - v5 <= pi and l4 <= v5 <= h4):
+                        v5 = fit(v5, r4, l4, h4)
+                    if u5 and not (-pi <= r5 - v6 <= pi and l5 <= v6 <= h5):
+                        v6 = fit(v6, r5, l5, h5)
+                    if v4 < l3 or v4 > h3 or v5 < l4 or v5 > h4 or v6 < l5 or v6 > h5:
+                        continue
+                    cost = cost3 + w3 * abs(v4 - r3)
+                    cost += w4 * abs(v5 - r4)
+                    cost += w5 * abs(v6 - r5)
+                    if cost < bcost:
+                        best, bcode, bcost = [q1, q2, q3, v4, v5, v6], code + w, cost
+        if ch is None:
+            return out, 0.0
+        return None if best is None else (best, bcode)
 
     # ----- batch ---------------------------------------------------------------------
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,9 +311,8 @@ class SphericalWristSolver:
         if sing1.any():
             th1[sing1] = qn[sing1, 0] + off0
             c1[sing1], s1[sing1] = np.cos(th1[sing1]), np.sin(th1[sing1])
-        q1f = th1 - off0
-        q1f = _wrap3(q1f)
-        q1b = np.where(q1f > 0.0, q1f - pi, q1f + pi)
+        q1f = _wrap3(th1 - off0)
+        q1b = _flip(q1f)
         gf = np.arctan2(y1, rho)
         gb = np.arctan2(y1, -rho)
         # (N, 2, 2) over (shoulder, elbow code): up/down is beta = +b / -b in front, -b / +b at the back
@@ -250,8 +346,9 @@ class SphericalWristSolver:
             i = np.nonzero(sing5)
             t4 = np.broadcast_to((qn[:, 3] + off3)[:, None, None], sing5.shape)[i]
             c4, s4, c5 = np.cos(t4), np.sin(t4), np.cos(th5[i])
+            r21i = np.broadcast_to(r21, sing5.shape)[i]        # r21 is (N, 2, 1): the same for both elbows
             th4[i] = t4
-            th6[i] = np.arctan2(-s4 * r11[i] + c4 * r21[i], c5 * (c4 * r11[i] + s4 * r21[i]) + s5a[i] * r31[i])
+            th6[i] = np.arctan2(-s4 * r11[i] + c4 * r21i, c5 * (c4 * r11[i] + s4 * r21i) + s5a[i] * r31[i])
         J = np.empty((6, N, 2, 2, 2))
         J[0, :, 0] = q1f[:, None, None]
         J[0, :, 1] = q1b[:, None, None]
@@ -259,12 +356,12 @@ class SphericalWristSolver:
         J[2] = _wrap3(th3 - off2)[..., None]
         q4 = _wrap3(th4 - off3)
         J[3, ..., 0] = q4
-        J[3, ..., 1] = np.where(q4 > 0.0, q4 - pi, q4 + pi)
+        J[3, ..., 1] = _flip(q4)
         J[4, ..., 0] = _wrap3(th5 - off4)
         J[4, ..., 1] = _wrap3(-th5 - off4)
         q6 = _wrap3(th6 - off5)
         J[5, ..., 0] = q6
-        J[5, ..., 1] = np.where(q6 > 0.0, q6 - pi, q6 + pi)
+        J[5, ..., 1] = _flip(q6)
         J = J.reshape(6, N, 8)
         # drop what solve() does not produce: unreachable poses and duplicates at singularities
         folded = (b <= 0.0) | (b >= pi)                    # one elbow: beta = +b (code 0 front, 1 back)
