@@ -33,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.sim import JointMode
     for opt in ("video", "log"):
         path = getattr(args, opt)
-        if path and not Path(path).resolve().parent.is_dir():
-            raise CliError(f"--{opt}: the folder of {path} does not exist")
+        if path:
+            try:
+                Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CliError(f"--{opt}: cannot create the folder of {path}: {exc.strerror or exc}") from None
     if args.video and not args.video.lower().endswith((".mp4", ".gif")):
         raise CliError("--video: use a .mp4 or .gif file name")
     if not (0 < args.fps <= 240):
