@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..controllers.ik import solve
 from ..controllers.kinematics import chain_of, fk, fk_batch
 from ..controllers.transforms import rot_z
 from ..robots import RobotSpec
@@ -118,37 +119,12 @@ class Trajectory:
         return out
 
 
-def _pose_error(T: np.ndarray, Tt: np.ndarray) -> np.ndarray:
-    """6-vector (position m, small-angle rotation rad) from T to the target Tt."""
-    dp = Tt[:3, 3] - T[:3, 3]
-    R = Tt[:3, :3] @ T[:3, :3].T
-    dr = 0.5 * np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    return np.r_[dp, dr]
-
-
-def _ik_dls(spec: RobotSpec, Tt: np.ndarray, q0: np.ndarray, iters: int = 200, tol: float = 1e-9) -> np.ndarray:
-    """Damped least squares IK (finite-difference Jacobian) from ``q0`` to the pose ``Tt``.
-
-    Robots with fewer than 6 joints solve in the least-squares sense (the SCARA keeps its
-    tool pointing down by construction). Raises ValueError if the pose is not reached.
-    """
-    chain, q = chain_of(spec), np.array(q0, dtype=float)
-    n, eps, lam = spec.dof, 1e-6, 1e-3
-    for _ in range(iters):
-        e = _pose_error(fk(chain, q), Tt)
-        if e @ e < tol**2:
-            break
-        J = np.empty((6, n))
-        for j in range(n):
-            dq = np.zeros(n)
-            dq[j] = eps
-            J[:, j] = -(_pose_error(fk(chain, q + dq), Tt) - e) / eps
-        q = q + J.T @ np.linalg.solve(J @ J.T + lam**2 * np.eye(6), e)
-    if np.linalg.norm(_pose_error(fk(chain, q), Tt)[:3]) > 1e-5:
-        raise ValueError(f"{spec.name}: the {MOTIONS[0]} motion's poses are out of reach")
-    if not spec.within_limits(q):
-        raise ValueError(f"{spec.name}: the {MOTIONS[0]} motion leaves the joint limits")
-    return q
+def _ik(spec: RobotSpec, Tt: np.ndarray, q_near: np.ndarray, what: str) -> np.ndarray:
+    """Joints for the pose ``Tt`` on ``q_near``'s branch (armtwin's closed-form IK); ValueError naming ``what``."""
+    r = solve(spec, Tt, q_near, stay_on_branch=True)
+    if not r.ok:
+        raise ValueError(f"{spec.name}: {what}: {r.reason}")
+    return r.best
 
 
 def _swing_time(spec: RobotSpec, qa: np.ndarray, qb: np.ndarray, speed_fraction: float = 0.8) -> float:
@@ -168,7 +144,7 @@ def _station(spec: RobotSpec, yaw_deg: float, radius_scale: float) -> np.ndarray
     Tt[:3, 3] = Rz @ p
     seed = spec.home.copy()
     seed[0] += np.radians(yaw_deg)
-    return _ik_dls(spec, Tt, seed)
+    return _ik(spec, Tt, seed, f"station at {yaw_deg:g} deg")
 
 
 def _vertical(spec: RobotSpec, q_top: np.ndarray, depth: float, samples: int = 41) -> np.ndarray:
@@ -179,7 +155,7 @@ def _vertical(spec: RobotSpec, q_top: np.ndarray, depth: float, samples: int = 4
     for s in np.linspace(0, 1, samples)[1:]:
         Tt = T.copy()
         Tt[2, 3] -= s * depth
-        q = _ik_dls(spec, Tt, q)
+        q = _ik(spec, Tt, q, f"vertical approach {s * depth * 1000:.0f} mm below the station")
         out.append(q)
     return np.array(out)
 

@@ -24,6 +24,8 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 import gymnasium as gym
+import math
+
 import numpy as np
 from gymnasium import spaces
 
@@ -110,7 +112,7 @@ class ArmEnv(gym.Env):
         self.dt = 1.0 / float(control_freq)  # s, control period
         if physics_dt is None:
             physics_dt = DEFAULT_PHYSICS_DT[self.joint_mode] or self.dt
-        substeps = max(1, int(round(self.dt / float(physics_dt))))
+        substeps = max(1, int(math.ceil(self.dt / float(physics_dt) - 1e-9)))  # never a longer physics step than asked
         self.physics = PhysicsConfig(dt=self.dt, substeps=substeps)
         self.metadata = {**type(self).metadata, "render_fps": int(round(control_freq))}  # a copy, per instance
 
