@@ -24,6 +24,8 @@ from .cli import CliError, add_json_flag, print_json
 
 ARMTWIN_ID = "armtwin/IRB120Reach-v0"
 PANDA_ID = "PandaReach-v3"
+#: panda-gym's physics step (PyBullet timestep 1/500 s, 20 substeps per 25 Hz env step)
+PANDA_PHYSICS_DT = 0.002
 ROUNDS = 4
 
 
@@ -111,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
     with _quiet_stdout():
         ours = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation"), seed=0)
+        # like for like: the same 2 ms physics step as panda-gym (it runs 20 x 2 ms per 25 Hz step)
+        same = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", physics_dt=PANDA_PHYSICS_DT), seed=0)
     panda, panda_error = None, ""
     try:
         with _quiet_stdout():
@@ -122,37 +126,50 @@ def run(args: argparse.Namespace) -> int:
     for i, n in enumerate(per_round):
         print(f"bench env: round {i + 1}/{ROUNDS} ({n} steps each)", file=sys.stderr)
         ours.run(n)
+        same.run(n)
         if panda is not None:
             panda.run(n)
     res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
                        "control_freq_hz": 1.0 / ours.env.unwrapped.dt,
-                       "physics_substeps": ours.env.unwrapped.physics.substeps, **ours.result()}}
+                       "physics_substeps": ours.env.unwrapped.physics.substeps,
+                       "physics_dt_s": ours.env.unwrapped.dt / ours.env.unwrapped.physics.substeps, **ours.result()},
+           "armtwin_same_physics_dt": {"physics_dt_s": same.env.unwrapped.dt / same.env.unwrapped.physics.substeps,
+                                       **same.result()}}
     if args.frames > 0:
         print(f"bench env: rendering {args.frames} frames each", file=sys.stderr)
         res["armtwin"]["render"] = _render_rate(lambda: gym.make(ARMTWIN_ID, render_mode="rgb_array"), args.frames)
     if panda is not None:
-        res["panda_gym"] = {"id": PANDA_ID, **panda.result()}
+        res["panda_gym"] = {"id": PANDA_ID, "physics_dt_s": PANDA_PHYSICS_DT, **panda.result()}
         if args.frames > 0:
             res["panda_gym"]["render"] = _render_rate(lambda: gym.make(PANDA_ID, render_mode="rgb_array"), args.frames)
         res["ratio_vs_panda_gym"] = res["armtwin"]["steps_per_s_cpu"] / res["panda_gym"]["steps_per_s_cpu"]
         res["ratio_vs_panda_gym_wall"] = res["armtwin"]["steps_per_s_wall"] / res["panda_gym"]["steps_per_s_wall"]
+        res["ratio_vs_panda_gym_same_physics_dt"] = (res["armtwin_same_physics_dt"]["steps_per_s_cpu"]
+                                                     / res["panda_gym"]["steps_per_s_cpu"])
         panda.env.close()
     else:
         res["panda_gym"] = None
         res["ratio_vs_panda_gym"] = None
         res["panda_gym_error"] = panda_error or "panda-gym is not installed (pip install panda-gym)"
     ours.env.close()
+    same.env.close()
     if args.json:
         print_json(res)
         return 0
     a = res["armtwin"]
     print(f"{'environment':34s} {'steps':>7s} {'steps/s wall':>13s} {'steps/s CPU':>12s}")
-    print(f"{ARMTWIN_ID + ' (cartesian, artic.)':34s} {a['steps']:7d} {a['steps_per_s_wall']:13.0f} {a['steps_per_s_cpu']:12.0f}")
+    print(f"{ARMTWIN_ID + ' (cartesian, artic.)':34s} {a['steps']:7d} {a['steps_per_s_wall']:13.0f} {a['steps_per_s_cpu']:12.0f}"
+          f"   physics step {a['physics_dt_s'] * 1000:.1f} ms")
+    c = res["armtwin_same_physics_dt"]
+    print(f"{'  same, physics step as panda-gym':34s} {c['steps']:7d} {c['steps_per_s_wall']:13.0f} {c['steps_per_s_cpu']:12.0f}"
+          f"   physics step {c['physics_dt_s'] * 1000:.1f} ms")
     if panda is not None:
         b = res["panda_gym"]
-        print(f"{'panda-gym ' + PANDA_ID:34s} {b['steps']:7d} {b['steps_per_s_wall']:13.0f} {b['steps_per_s_cpu']:12.0f}")
+        print(f"{'panda-gym ' + PANDA_ID:34s} {b['steps']:7d} {b['steps_per_s_wall']:13.0f} {b['steps_per_s_cpu']:12.0f}"
+              f"   physics step {b['physics_dt_s'] * 1000:.1f} ms")
         print(f"ratio armtwin / panda-gym: {res['ratio_vs_panda_gym']:.2f}x per CPU second "
-              f"({res['ratio_vs_panda_gym_wall']:.2f}x wall)")
+              f"({res['ratio_vs_panda_gym_wall']:.2f}x wall); at the same physics step "
+              f"{res['ratio_vs_panda_gym_same_physics_dt']:.2f}x")
     else:
         print(f"panda-gym: not measured ({res['panda_gym_error']})")
     for name, r in (("armtwin", a), ("panda-gym", res["panda_gym"] or {})):
