@@ -13,6 +13,7 @@ base frame, for the flange ``tool0``.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -471,6 +472,7 @@ class SimRobot:
         self._prev_sat = np.zeros(n)
         self.instability: Instability | None = None
         self._cached: tuple | None = None  # joint states read since the last physics step
+        self._speed_guard = tuple(float(v) for v in self.INSTABILITY_SPEED_FACTOR * spec.max_velocity)
         self.payload = 0.0
         # world <- reporting frame
         self._world_T_report = transform(None, position) @ spec.report_frame.matrix
@@ -686,6 +688,13 @@ class SimRobot:
         if self.mode is JointMode.KINEMATIC:
             self._write_state(self._target(lead), self._qd_cmd)  # exact; also undoes the step's gravity
             return
+        if self.mode is JointMode.ARTICULATION:
+            # Fast path (it runs every physics step): plain-float checks on the raw states; the
+            # arrays and the message are built only when something is wrong.
+            raw = pybullet.getJointStates(self.body, self.joints, physicsClientId=self.world.client)
+            if all(abs(x[1]) <= lim and abs(x[0]) < math.inf for x, lim in zip(raw, self._speed_guard)):
+                self._last_good = raw
+                return
         q, qd, _ = self._read()
         t = self.world.time + self.world.physics.dt - lead  # end of this physics step
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
@@ -717,7 +726,8 @@ class SimRobot:
     def _unstable(self, why: Instability) -> None:
         """Flag the instability, put the robot back to its last finite state and brake it."""
         self.instability = why
-        q, _ = self._last_good
+        good = self._last_good
+        q = good[0] if isinstance(good[0], np.ndarray) else np.array([x[0] for x in good])  # arrays or raw states
         self._write_state(q, np.zeros_like(q))
         self._tau = np.zeros_like(q)
         self._configure_motors()

@@ -164,9 +164,10 @@ def test_articulation_stays_stable_at_a_large_step():
     assert np.max(np.abs(joint_error(IRB, r))) < 5.0  # deg
 
 
-def test_guard_catches_a_non_finite_or_exploding_state_within_one_step():
+@pytest.mark.parametrize("mode", [JointMode.HINGE, JointMode.ARTICULATION])
+def test_guard_catches_a_non_finite_or_exploding_state_within_one_step(mode):
     with World() as w:
-        r = w.add_robot(IRB, JointMode.HINGE)
+        r = w.add_robot(IRB, mode)
         q = IRB.home.copy()
         r.reset(q, qd=np.r_[0, 0, 0, 0, 0, 1000.0])  # J6 at 136× its speed limit
         w.step()
