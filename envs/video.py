@@ -369,6 +369,8 @@ class VideoRecorder:
             raise ValueError(f"video size must be between 16x16 and 7680x4320 pixels, got {size[0]}x{size[1]}")
         if path.parent and not path.parent.exists():
             raise ValueError(f"folder {path.parent} does not exist")
+        _check_writable(path.with_suffix(".gif") if gif and suffix != ".gif" else path)
+        _check_writable(path)
         self.world, self.robot = world, robot
         self.camera = camera_for_robot(robot, camera)
         self.fps = float(fps)
@@ -587,6 +589,18 @@ class VideoRecorder:
         if path.suffix.lower() == ".gif":
             return _GifWriter(path, self.fps)
         return _Mp4Writer(path, self.fps, self.size, self.quality)
+
+
+def _check_writable(path: Path) -> None:
+    """ValueError naming ``path`` unless a file can be created there (before any simulation runs)."""
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write the video file {path}: {exc.strerror or exc}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 class _Writer:

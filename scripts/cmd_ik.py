@@ -33,7 +33,9 @@ def register(sub) -> None:
                        description="Closed-form inverse kinematics for a flange (tool0) pose in the base frame.",
                        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
-    p.add_argument("xyz", nargs=3, metavar=("X", "Y", "Z"), help="flange position, mm")
+    # three positionals, not nargs=3 with a tuple metavar: argparse's help cannot format that
+    for axis in "xyz":
+        p.add_argument(axis, metavar=axis.upper(), help=f"flange {axis}, mm")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quat", nargs=4, metavar=("QX", "QY", "QZ", "QW"), help="orientation quaternion (x, y, z, w)")
     g.add_argument("--rpy", nargs=3, metavar=("RX", "RY", "RZ"), help="orientation, URDF roll-pitch-yaw, degrees")
@@ -88,8 +90,9 @@ def format_joints(spec, q) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..controllers.ik import IKStatus, solve
     spec = get_robot(args.robot)
-    T = target_pose(spec, args.xyz, args.quat, args.rpy)
-    q_near = parse_joints_display(spec, args.near, check_limits=False) if args.near else None
+    T = target_pose(spec, [args.x, args.y, args.z], args.quat, args.rpy)
+    # --near is where the robot is: outside its ranges it cannot be (and would skew the choice)
+    q_near = parse_joints_display(spec, args.near) if args.near else None
     r = solve(spec, T, q_near, stay_on_branch=args.stay_on_branch)
     code = {IKStatus.SOLVED: 0, IKStatus.UNREACHABLE: EXIT_UNREACHABLE}.get(r.status, EXIT_OUT_OF_RANGE)
     if args.json:

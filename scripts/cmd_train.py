@@ -194,9 +194,16 @@ def run(args: argparse.Namespace) -> int:
     if normalize:
         env = VecNormalize(env, norm_obs=True, norm_reward=False, clip_obs=10.0, gamma=0.95)
     her = args.algo == "sac" and not args.no_her and "Reach" in args.env_id
+    if args.learning_starts < 0:
+        raise CliError(f"--learning-starts must be >= 0, got {args.learning_starts}")
+    episode = env.envs[0].unwrapped.task.episode_steps()
+    if her and args.learning_starts <= episode and args.learning_starts < args.steps:
+        # HER samples goals from finished episodes: it cannot learn before the first one ends
+        raise CliError(f"--learning-starts must exceed the episode length ({episode} steps) when SAC uses HER, "
+                       f"got {args.learning_starts}")
     if args.algo == "sac":
         kw = dict(learning_rate=1e-3, gamma=0.95, tau=0.05, batch_size=256, buffer_size=200_000,
-                  learning_starts=min(args.learning_starts, max(args.steps - 1, 0)),
+                  learning_starts=min(args.learning_starts, args.steps),  # >= steps: no gradient step
                   policy_kwargs=dict(net_arch=[64, 64]))
         if her:
             from stable_baselines3 import HerReplayBuffer

@@ -68,3 +68,42 @@ def test_console_script_runs():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["position_mm"] == pytest.approx([374.0, 0.0, 630.0])
+
+
+def _subcommands():
+    from armtwin.scripts.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    names = [n for n in sub.choices if n != "bench"]
+    bench = next(a for a in sub.choices["bench"]._actions if a.dest == "bench")
+    return [[n] for n in names] + [["bench", b] for b in bench.choices]
+
+
+@pytest.mark.parametrize("argv", _subcommands(), ids=" ".join)
+def test_every_command_has_working_help(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    assert "usage: armtwin" in capsys.readouterr().out
+
+
+def test_ik_rejects_current_joints_outside_the_ranges(capsys):
+    code, _, err = run(capsys, "ik", "irb120", "400", "0", "300", "--rpy", "180", "0", "180", "--near", "0", "0", "0", "0", "0", "999")
+    assert code == 2 and "J6 = 999 deg is outside its range" in err
+
+
+def test_train_refuses_a_her_warmup_shorter_than_an_episode(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "armtwin/ScaraReach-v0", "--steps", "10", "--learning-starts", "0",
+                       "--out", str(tmp_path / "run"))
+    assert code == 2 and "--learning-starts must exceed the episode length" in err
+
+
+@pytest.mark.parametrize("argv", [["show", "scara", "--seconds", "1", "--video", "/proc/armtwin.mp4"],
+                                  ["run", "examples/scara_square.ngc", "--robot", "scara", "--video", "/proc/armtwin.mp4"]])
+def test_unwritable_video_path_is_one_line_before_anything_runs(capsys, argv):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    argv = [str(root / a) if a.startswith("examples/") else a for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "cannot write the video file /proc/armtwin.mp4" in err
+    assert "Traceback" not in err
