@@ -8,9 +8,9 @@ Two layers:
   and program runs. Every motion goes through ``SimRobot.command`` and is advanced by
   :meth:`PendantCore.tick` (``World.step``) — the one command path. Thread-safe (one lock).
 * :class:`Pendant` — the viser server: the robot's URDF mirrored live from the simulated
-  joints, sliders, jog buttons, a draggable target (transform gizmo), readouts, the joint
-  model, teach/save and run-program controls; a background thread runs the simulation in
-  real time.
+  joints, sliders, jog buttons, a draggable target (transform gizmo) that can also be typed
+  as X/Y/Z in mm ("go to XYZ"), readouts, the joint model, teach/save and run-program
+  controls; a background thread runs the simulation in real time.
 
 Units at this edge: degrees, millimetres (the SCARA's J3 in mm), mm/min for feeds; SI inside.
 
@@ -190,7 +190,7 @@ class PendantCore:
         self._program: deque = deque()  # (q (n,), qd (n,), line) samples, one per world step
         self.program_line: int | None = None
         self.program_name: str | None = None
-        self.version = 0  # bumps whenever the target changes by something other than a slider
+        self.version = 0  # bumps whenever the commanded joints change
         self._chain = chain_of(spec)
 
     # ----- state ------------------------------------------------------------------------
@@ -216,6 +216,20 @@ class PendantCore:
                         self.robot.command(q)
                     self.version += 1
                 self.world.step()
+
+    def joints(self) -> np.ndarray:
+        """(n,) joint positions as the engine has them now, rad / m (a copy, read under the lock).
+
+        Use this (not ``robot.q``) from other threads: the pendant's loop steps the same
+        physics client, and a read between its steps would see a half-updated state.
+        """
+        with self.lock:
+            return self.robot.q.copy()
+
+    def target_joints(self) -> np.ndarray:
+        """(n,) commanded joint positions, rad / m (a copy, read under the lock)."""
+        with self.lock:
+            return self.q_target.copy()
 
     def tool_pose(self, q=None) -> np.ndarray:
         """(4, 4) flange pose in the reporting frame: of ``q``, or as the engine has it now."""
@@ -553,6 +567,8 @@ class Pendant:
         self._last_version = -1
         self._status = "ready"
         self._uploaded: tuple[str, str] | None = None
+        self._slider_version = -1  # core.version produced by the last slider move (not echoed back)
+        self._moving_target = False
         sc = self.server.scene
         sc.set_up_direction("+z")
         if low_graphics:
@@ -564,7 +580,7 @@ class Pendant:
         self.urdf = ViserUrdf(self.server, Path(spec.urdf_path), root_node_name="/robot")
         names = self.urdf.get_actuated_joint_names()
         self._order = [list(spec.joint_names).index(n) for n in names]
-        self.urdf.update_cfg(self.core.robot.q[self._order])
+        self.urdf.update_cfg(self.core.joints()[self._order])
         from .sim import cameras_for
         cam = cameras_for(spec)["iso"]
         self.server.initial_camera.position = tuple(float(v) for v in cam.eye)
@@ -615,6 +631,12 @@ class Pendant:
             snap.on_click(lambda _e: self._guard(self._snap_target))
             go = gui.add_button("go to target")
             go.on_click(lambda _e: self._guard(self._go_target))
+            p_mm = self.core.target_pose()[:3, 3] * 1000.0
+            self.target_xyz = tuple(
+                gui.add_number(f"target {a} (mm)", initial_value=round(float(v), 1), min=-10000.0, max=10000.0, step=0.1)
+                for a, v in zip("XYZ", p_mm))
+            go_xyz = gui.add_button("go to XYZ")
+            go_xyz.on_click(lambda _e: self._guard(self._go_xyz))
         with gui.add_folder("Teach"):
             self.points_md = gui.add_markdown("0 points recorded")
             rec = gui.add_button("record point")
@@ -656,13 +678,26 @@ class Pendant:
         self.status_md.content = f"status: {text}"
 
     def _slider_cb(self, i: int):
-        def cb(_event) -> None:
-            v = float(self.sliders[i].value)
-            cur = float(self.spec.to_display(self.core.q_target)[i])
-            if abs(v - cur) < 1e-6:
-                return  # our own update of the slider
-            self._guard(lambda: self._set_status(self.core.set_joint_display(i, v).message))
+        def cb(event) -> None:
+            if event.client is None:
+                return  # our own update of the slider (the loop showing a jog), not a person
+            self._guard(lambda: self._slider_moved(i))
         return cb
+
+    def _slider_moved(self, i: int) -> None:
+        # viser runs callbacks on a thread pool, so the updates of one drag can run out of
+        # order: read the slider's newest value and apply it under the lock, so the last
+        # callback to run applies the last value the browser sent.
+        with self.core.lock:
+            v = float(self.sliders[i].value)
+            if abs(v - float(self.spec.to_display(self.core.q_target)[i])) < 1e-6:
+                return
+            r = self.core.set_joint_display(i, v)
+            if abs(float(self.spec.to_display(r.q)[i]) - v) < 1e-6:
+                self._slider_version = self.core.version  # the slider shows it already: no echo
+            # else (clipped to the range): the loop moves the slider to the applied value
+        self._set_status(r.message)
+        self._snap_target()
 
     def _jog_joint_cb(self, i: int):
         def cb(event) -> None:
@@ -697,7 +732,8 @@ class Pendant:
         self._set_status(f"joint model: {value}")
 
     def _snap_target(self) -> None:
-        T = self._world_T_report @ self.core.target_pose()
+        T_report = self.core.target_pose()
+        T = self._world_T_report @ T_report
         self._moving_target = True
         try:
             self.target.position = tuple(T[:3, 3])
@@ -705,14 +741,38 @@ class Pendant:
         finally:
             self._moving_target = False
         self.target_dot.color = (40, 200, 80)
+        self._show_target_xyz(T_report[:3, 3])
+
+    def _show_target_xyz(self, p_m: np.ndarray) -> None:
+        """Show a target position (3,) m, reporting frame, in the X/Y/Z inputs (mm)."""
+        for h, v in zip(self.target_xyz, np.asarray(p_m, float) * 1000.0):
+            h.value = round(float(v), 1)
 
     def _target_pose_report(self) -> np.ndarray:
         T = transform(quat_to_matrix(_xyzw(self.target.wxyz)), np.asarray(self.target.position, float))
         return invert(self._world_T_report) @ T
 
     def _target_moved(self) -> None:
-        if getattr(self, "_moving_target", False) or not self.target_live.value:
+        if self._moving_target:
             return
+        self._show_target_xyz(self._target_pose_report()[:3, 3])
+        if self.target_live.value:
+            self._go_target()
+
+    def _go_xyz(self) -> None:
+        """Move the target to the typed X/Y/Z (mm, reporting frame; its orientation kept) and go there."""
+        p = np.array([float(h.value) for h in self.target_xyz]) / 1000.0
+        if not np.all(np.isfinite(p)):
+            self._set_status("target X/Y/Z must be numbers")
+            return
+        T = self._target_pose_report()
+        T[:3, 3] = p
+        W = self._world_T_report @ T
+        self._moving_target = True
+        try:
+            self.target.position = tuple(float(v) for v in W[:3, 3])
+        finally:
+            self._moving_target = False
         self._go_target()
 
     def _go_target(self) -> None:
@@ -768,6 +828,7 @@ class Pendant:
                 with self.core.lock:
                     q = self.core.robot.q
                     version = self.core.version
+                    echo = version != self._slider_version  # a slider move is shown by the slider already
                     q_target = self.core.q_target.copy()
                     T = self._world_T_report @ self.core.robot.flange_pose()
                 if last_q is None or np.max(np.abs(q - last_q)) > 1e-7:  # only send what changed
@@ -776,7 +837,7 @@ class Pendant:
                         self.urdf.update_cfg(q[self._order])
                         self.tool_frame.position = tuple(T[:3, 3])
                         self.tool_frame.wxyz = _wxyz(T[:3, :3])
-                if version != self._last_version:
+                if version != self._last_version and echo:
                     self._last_version = version
                     disp = self.spec.to_display(q_target)
                     for s, v in zip(self.sliders, disp):

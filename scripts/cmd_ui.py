@@ -1,8 +1,8 @@
 """``armtwin ui ROBOT [--port P] [--host 127.0.0.1]``: the browser teach pendant.
 
 Serves a page (viser) showing the simulated robot live, with joint sliders, jog buttons for
-joints and the tool, a draggable IK target with a branch selector, readouts, the joint
-model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
+joints and the tool, an IK target (dragged, or typed as X/Y/Z in mm) with a branch selector,
+readouts, the joint model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
 ``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
 """
 
@@ -16,7 +16,7 @@ from .cli import CliError, get_robot
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ui", help="browser teach pendant (sliders, jog, IK target, teach, run G-code)")
+    p = sub.add_parser("ui", help="browser teach pendant (sliders, jog, IK target dragged or typed, teach, run G-code)")
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")

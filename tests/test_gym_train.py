@@ -10,9 +10,18 @@ import pytest
 from armtwin.scripts.cli import main
 
 
+def _require_stable_baselines3() -> None:
+    """Fail, not skip: the README's test command installs the rl extra, so its absence is a broken install."""
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError as exc:
+        pytest.fail(f"stable-baselines3 is not installed ({exc}): pip install -e '.[rl]' "
+                    "(after the CPU build of torch; see the README's test command)", pytrace=False)
+
+
 @pytest.mark.slow
 def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
-    pytest.importorskip("stable_baselines3", reason="the rl extra (stable-baselines3) is not installed")
+    _require_stable_baselines3()
     out = tmp_path / "run"
     code = main(["train", "armtwin/ScaraReach-v0", "--steps", "250", "--learning-starts", "100", "--eval-episodes", "2",
                  "--video-episodes", "1", "--env-kw", "control=joint", "--env-kw", "episode_steps=25",
@@ -44,7 +53,7 @@ def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "nokeyvalue"], "KEY=VALUE"),
 ])
 def test_train_bad_input_is_one_line_exit_2(argv, needle, capsys):
-    pytest.importorskip("stable_baselines3", reason="the rl extra (stable-baselines3) is not installed")
+    _require_stable_baselines3()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]

@@ -178,3 +178,33 @@ def test_armtwin_ui_rejects_bad_input_in_one_line(args, words):
     assert p.returncode == 2
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("armtwin:")]
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in p.stderr
+
+
+def test_joint_reads_are_copies_taken_under_the_lock(core, monkeypatch):
+    core.jog_joint(0, +1, 3.0)
+    events: list[str] = []
+    lock, read = core.lock, core.robot._read
+
+    class Probe:  # the core's lock, recording when it is held
+        def __enter__(self):
+            lock.acquire()
+            events.append("lock")
+
+        def __exit__(self, *exc):
+            events.append("unlock")
+            lock.release()
+
+    def spy_read():
+        events.append("read")
+        return read()
+
+    monkeypatch.setattr(core, "lock", Probe())
+    monkeypatch.setattr(core.robot, "_read", spy_read)
+    q = core.joints()
+    assert events == ["lock", "read", "unlock"]  # the engine is read only while the lock is held
+    monkeypatch.undo()
+    np.testing.assert_array_equal(q, core.robot.q)
+    q[:] = 99.0
+    target = core.target_joints()
+    target[:] = 99.0
+    assert not np.any(core.robot.q == 99.0) and not np.any(core.q_target == 99.0)  # copies
