@@ -20,8 +20,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import pybullet
-import pybullet_data
+
+def _import_pybullet_quietly():
+    """Import pybullet without its "pybullet build time" banner on the process's stderr (C printf)."""
+    try:
+        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except OSError:  # no stderr to protect
+        import pybullet as pb
+        return pb
+    try:
+        sys.stderr.flush()
+        os.dup2(devnull, 2)
+        import pybullet as pb
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return pb
+
+
+pybullet = _import_pybullet_quietly()
+import pybullet_data  # noqa: E402
 
 from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of

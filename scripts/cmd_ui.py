@@ -27,6 +27,21 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _check_bindable(host: str, port: int) -> None:
+    """CliError unless ``host:port`` can be bound now (viser would otherwise retry other ports or hang)."""
+    import socket
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CliError(f"cannot serve on {host}:{port}: {exc}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            raise CliError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     spec = get_robot(args.robot)
     if not 0 <= args.port <= 65535:
@@ -47,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--mode: {exc}") from None
     config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)
+    _check_bindable(args.host, args.port)
     try:
         pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
                           low_graphics=args.low_graphics)
