@@ -12,7 +12,7 @@ Drive gains and friction are not published; chosen for a stable, stiff drive.
 
 import numpy as np
 
-from .spec import DriveGains, LinkSpec, Origin, RobotSpec, dh_modified_origins, revolute_joints
+from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_modified_origins, revolute_joints
 
 D_MM = (98.5, 121.5, 0.0, 0.0, 102.5, 94.0)
 A_MM = (0.0, 0.0, 408.0, 376.0, 0.0, 0.0)
@@ -74,4 +74,7 @@ SPEC = RobotSpec(
         joint_damping=(0.72, 1.3, 0.62, 0.037, 0.0092, 0.00028),
     ),
     dh={"convention": ("modified",), "a_mm": A_MM, "alpha_deg": ALPHA_DEG, "d_mm": D_MM, "offset_deg": OFFSET_DEG},
+    # G-code (docs/GCODE.md): default work origin (m, reporting frame), G0 speed (m/s), tool acceleration
+    # (m/s²); conservative so that the dynamic joint models can follow the timed path too.
+    workcell=WorkCell(origin=(0.450, -0.120, 0.200), rapid_speed=0.5, acceleration=1.5),
 )

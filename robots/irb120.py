@@ -12,7 +12,7 @@ d=[290,0,0,302,0,72], theta offsets=[0,-90,0,0,0,180]. At q = 0 the flange is at
 
 import numpy as np
 
-from .spec import DriveGains, LinkSpec, Origin, RobotSpec, dh_standard_origins, revolute_joints
+from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_standard_origins, revolute_joints
 
 A_MM = (0.0, 270.0, 70.0, 0.0, 0.0, 0.0)
 ALPHA_DEG = (-90.0, 0.0, -90.0, 90.0, -90.0, 0.0)
@@ -71,4 +71,7 @@ SPEC = RobotSpec(
         joint_damping=(0.32, 2.0, 0.37, 0.014, 0.0084, 0.0004),
     ),
     dh={"convention": ("standard",), "a_mm": A_MM, "alpha_deg": ALPHA_DEG, "d_mm": D_MM, "offset_deg": OFFSET_DEG},
+    # G-code (docs/GCODE.md): default work origin (m, reporting frame), G0 speed (m/s), tool acceleration
+    # (m/s²); conservative so that the dynamic joint models can follow the timed path too.
+    workcell=WorkCell(origin=(0.350, 0.0, 0.200), rapid_speed=0.5, acceleration=2.0),
 )

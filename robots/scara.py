@@ -12,7 +12,7 @@ class of robot: the values here are chosen to be plausible (total 17 kg; arm pla
 
 import numpy as np
 
-from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec
+from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, WorkCell
 
 L1 = 0.325  # m
 L2 = 0.275  # m
@@ -67,4 +67,7 @@ SPEC = RobotSpec(
         friction=(0.5, 0.3, 2.0, 0.02),
         joint_damping=(2.0, 0.29, 7.4, 0.0021),
     ),
+    # G-code (docs/GCODE.md): default work origin (m, reporting frame), G0 speed (m/s), tool acceleration
+    # (m/s²); conservative so that the dynamic joint models can follow the timed path too.
+    workcell=WorkCell(origin=(0.350, 0.0, 0.200), rapid_speed=1.0, acceleration=4.0),
 )

@@ -151,6 +151,37 @@ class DriveGains:
 
 
 @dataclass(frozen=True)
+class WorkCell:
+    """How the robot runs G-code: where programs are placed and how fast the tool moves.
+
+    Read by :func:`armtwin.controllers.gcode.machine_for`; a new robot brings its own values
+    here instead of an entry in a table in the G-code code.
+
+    Attributes:
+        origin: default work origin (program X0 Y0 Z0 under G54 without offsets), m, in the
+            robot's reporting base frame (``report_frame``); the work axes are parallel to the
+            base axes. Chosen so that the example programs fit the workspace with the tool down.
+        rapid_speed: tool speed of G0 moves, m/s (the preflight lowers it per move where a
+            joint would exceed its speed limit).
+        acceleration: tangential (and, on arcs, centripetal) tool acceleration limit, m/s².
+    """
+
+    origin: tuple[float, float, float]
+    rapid_speed: float
+    acceleration: float
+
+    def __post_init__(self) -> None:
+        o = tuple(float(v) for v in self.origin)
+        if len(o) != 3 or not all(np.isfinite(o)):
+            raise ValueError(f"WorkCell.origin must be three finite numbers (m), got {self.origin}")
+        object.__setattr__(self, "origin", o)
+        for name in ("rapid_speed", "acceleration"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"WorkCell.{name} must be a positive number, got {v!r}")
+
+
+@dataclass(frozen=True)
 class RobotSpec:
     """A robot as data. See the module docstring for units.
 
@@ -169,6 +200,9 @@ class RobotSpec:
         geometry: kinematic parameters for the closed-form IK (metres / radians).
         dh: the DH table as published (for documentation), or None.
         drive: default drive gains for the dynamic joint models.
+        notes: free text.
+        workcell: G-code work cell data (default work origin, rapid speed, tool
+            acceleration), or None for a robot that cannot run G-code yet.
     """
 
     name: str
@@ -186,6 +220,7 @@ class RobotSpec:
     drive: DriveGains
     dh: Mapping[str, tuple[float, ...]] | None = None
     notes: str = ""
+    workcell: WorkCell | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

@@ -22,14 +22,15 @@ def register(sub) -> None:
                    help="joint model (default kinematic)")
     p.add_argument("--video", metavar="OUT.mp4", help="write a video with the programmed and followed paths")
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
-    p.add_argument("--camera", default="iso", choices=["iso", "front", "side", "top"], help="video camera")
+    p.add_argument("--camera", default="iso", choices=["iso", "front", "side", "top"],  # = envs.runner.CAMERAS
+                   help="video camera")
     p.add_argument("--fps", type=float, default=30.0, help="video frames per second (default 30)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.runner import RunConfig, run_program, stderr_progress
+    from ..envs.runner import ControlTrajectoryError, RunConfig, run_program, stderr_progress
     from ..envs.sim import JointMode
     for opt in ("video", "log"):
         path = getattr(args, opt)
@@ -52,10 +53,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAULTY
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
-    cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
-    res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video,
-                      progress=None if args.json else stderr_progress(f"{spec.name} {args.mode}"),
-                      source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
+    try:
+        cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video,
+                          progress=None if args.json else stderr_progress(f"{spec.name} {args.mode}"),
+                          source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
+    except ControlTrajectoryError as exc:
+        print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
+        return EXIT_FAULTY
     out = {"program": args.program, "robot": spec.name, "mode": args.mode, "ran": True, **res.to_dict()}
     if args.json:
         print_json(out)

@@ -11,6 +11,7 @@ import pytest
 
 from armtwin import robots
 from armtwin.controllers.gcode.preflight import preflight
+from armtwin.controllers.kinematics import chain_of, fk, fk_batch
 from armtwin.envs.runner import RunConfig, log_columns, run_program
 from armtwin.scripts.cli import main
 
@@ -59,9 +60,27 @@ def test_run_refuses_a_faulty_program(tmp_path, capsys):
     assert "refused" in capsys.readouterr().err
 
 
-def test_kinematic_run_reproduces_the_path(tmp_path):
-    spec = robots.get("irb120")
-    rep = preflight("G21 G90 G0 X-10 Y0 Z5\nG1 Z0 F1500\nG2 X10 Y0 R10 F3000\nG1 Y10\nG4 P0.2\nG0 Z5\n", spec)
+PATH_PROGRAM = "G21 G90 G0 X-10 Y0 Z5\nG1 Z0 F1500\nG2 X10 Y0 R10 F3000\nG1 Y10\nG4 P0.2\nG0 Z5\n"
+
+
+def _dist_to_segment(p: np.ndarray, a, b) -> np.ndarray:
+    """(K,) distance of points p (K, 3) from the segment a-b (same units)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    d = b - a
+    u = np.clip((p - a) @ d / max(d @ d, 1e-300), 0.0, 1.0)
+    return np.linalg.norm(p - (a + u[:, None] * d), axis=1)
+
+
+@pytest.mark.parametrize("robot", ["irb120", "aubo_i5", "scara"])
+def test_kinematic_run_reproduces_the_path(robot, tmp_path):
+    """The flange the engine reports follows the programmed lines and arc within 0.01 mm.
+
+    The reference is the geometry as written (work coordinates + the robot's work origin; the
+    G0 of line 1 starts at the FK of the home pose), not the runner's own commanded samples;
+    the AUBO-i5 also checks its offset reporting frame (flange_pose vs. the origin's frame).
+    """
+    spec = robots.get(robot)
+    rep = preflight(PATH_PROGRAM, spec)
     assert rep.clean()
     log = tmp_path / "run.csv"
     res = run_program(rep, spec, RunConfig(), log_path=str(log))
@@ -71,14 +90,29 @@ def test_kinematic_run_reproduces_the_path(tmp_path):
     rows = list(csv.reader(log.open()))
     assert rows[0] == log_columns(spec)
     assert rows[0][:8] == ["time_s", "line", "x_cmd_mm", "y_cmd_mm", "z_cmd_mm", "x_mm", "y_mm", "z_mm"]
-    assert rows[0][8:] == [f"j{i}_cmd" for i in range(1, 7)] + [f"j{i}" for i in range(1, 7)]
+    n = spec.dof
+    assert rows[0][8:] == [f"j{i}_cmd" for i in range(1, n + 1)] + [f"j{i}" for i in range(1, n + 1)]
     data = np.array(rows[1:], dtype=float)
     assert len(data) == res.samples
-    assert np.abs(data[:, 2:5] - data[:, 5:8]).max() < 0.01
-    # the commanded points follow the programmed arc (radius 10 mm about X0 Y0, Z0 in work coordinates)
-    arc = data[data[:, 1] == 3]
-    r = np.hypot(arc[:, 2] - 350.0, arc[:, 3] - 0.0)
-    assert np.abs(r - 10.0).max() < 0.006
+    line = data[:, 1].astype(int)
+    origin_mm = np.array(spec.workcell.origin) * 1000.0
+    p = data[:, 5:8] - origin_mm            # the engine's flange, work coordinates, mm
+    home = fk(chain_of(spec), spec.home)[:3, 3] * 1000.0 - origin_mm
+    geometry = {                             # line -> distance of its samples from the line as written
+        1: lambda q: _dist_to_segment(q, home, (-10, 0, 5)),
+        2: lambda q: _dist_to_segment(q, (-10, 0, 5), (-10, 0, 0)),
+        3: lambda q: np.hypot(np.hypot(q[:, 0], q[:, 1]) - 10.0, q[:, 2]),   # clockwise over +Y
+        4: lambda q: _dist_to_segment(q, (10, 0, 0), (10, 10, 0)),
+        5: lambda q: np.linalg.norm(q - (10, 10, 0), axis=1),
+        6: lambda q: _dist_to_segment(q, (10, 10, 0), (10, 10, 5)),
+    }
+    assert set(line) <= set(geometry) and {1, 2, 3, 4, 6} <= set(line)
+    for ln, dist in geometry.items():
+        if (line == ln).any():
+            assert dist(p[line == ln]).max() <= 0.01, f"{robot} line {ln}"
+    arc = p[line == 3]
+    assert arc[:, 1].min() > -0.01 and arc[:, 1].max() == pytest.approx(10.0, abs=0.01)   # the upper half (G2)
+    assert np.linalg.norm(p[-1] - (10, 10, 5)) <= 0.01 and np.linalg.norm(p[0] - home) <= 0.01
 
 
 def test_run_cli_smoke_scara_with_video(tmp_path, capsys):
@@ -109,3 +143,76 @@ def test_strict_counts_warnings(tmp_path, capsys):
     assert main(["check", str(p), "--robot", "irb120"]) == 0
     assert "warning 103" in capsys.readouterr().out
     assert main(["check", str(p), "--robot", "irb120", "--strict"]) == 1
+
+
+def test_run_config_is_checked_at_construction():
+    from armtwin.envs.runner import CAMERAS
+    from armtwin.envs.sim import JointMode, cameras_for
+    assert set(CAMERAS) == set(cameras_for(robots.get("irb120")))
+    assert RunConfig(mode="Hinge").mode is JointMode.HINGE and RunConfig(camera="TOP").camera == "top"
+    with pytest.raises(ValueError, match="joint mode"):
+        RunConfig(mode="kinematc")
+    with pytest.raises(ValueError, match="camera"):
+        RunConfig(camera="isometric")
+    for bad in (0.0, -1e-3, float("nan"), float("inf"), "0.001", True):
+        with pytest.raises(ValueError, match="physics_step"):
+            RunConfig(physics_step=bad)
+    for bad in (0.0, -30.0, float("nan"), 1000.0):
+        with pytest.raises(ValueError, match="video_fps"):
+            RunConfig(video_fps=bad)
+    for bad in ((641, 480), (640, 481), (8, 8), (640,), (640.0, 480), (9000, 480), "640x480"):
+        with pytest.raises(ValueError, match="video_size"):
+            RunConfig(video_size=bad)
+    assert RunConfig(video_size=[320, 240]).video_size == (320, 240)
+
+
+def test_run_cli_rejects_a_bad_setting_in_one_line(tmp_path, capsys):
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G21 G90 G0 X0 Y0 Z20\n")
+    assert main(["run", str(prog), "--robot", "irb120", "--fps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "fps" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("robot", ["scara", "irb120", "aubo_i5"])
+def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
+    """Every example program, on every robot: a clean preflight gives a control trajectory
+    whose every sample solves on the preflight's branch (nothing filled in), reaches the
+    commanded pose, stays in range and moves continuously."""
+    from armtwin.controllers.ik import branch_of
+    from armtwin.envs.runner import control_trajectory
+    spec = robots.get(robot)
+    chain = chain_of(spec)
+    checked = 0
+    for path in sorted(EX.glob("*.ngc")):
+        rep = preflight(path.read_text(), spec)
+        if not rep.clean():
+            continue
+        ps, q, _ = control_trajectory(rep, spec, rep.machine.control_period)
+        assert np.isfinite(q).all() and spec.within_limits(q).all()
+        every = slice(None, None, 7)
+        T = fk_batch(chain, q[every])
+        assert np.abs(T[:, :3, 3] - ps.position[every]).max() < 1e-6, path.name
+        rev = ~spec.prismatic
+        assert np.abs(np.diff(q[:, rev], axis=0)).max() < 0.05, path.name       # no jump between 4 ms samples
+        arm = {"/".join(branch_of(spec, v).split("/")[:2]) for v in q[::25]}
+        assert len(arm) == 1, (path.name, arm)                                   # no shoulder/elbow flip
+        checked += 1
+    assert checked == len(list(EX.glob("*.ngc")))
+
+
+def test_control_trajectory_reports_a_sample_off_the_branch():
+    from dataclasses import replace
+
+    from armtwin.envs.runner import ControlTrajectoryError, control_trajectory
+    spec = robots.get("irb120")
+    rep = preflight(PATH_PROGRAM, spec)
+    q = rep.q.copy()
+    bad = rep.samples.line == 4
+    q[bad, 0] += 0.6          # pretend the checked path were 34° away on line 4: no solution is near it
+    with pytest.raises(ControlTrajectoryError, match=r"^line 4: .*branch") as exc:
+        control_trajectory(replace(rep, q=q), spec, rep.machine.control_period)
+    assert exc.value.line == 4 and exc.value.count > 0
+    q[:] = np.nan
+    with pytest.raises(ValueError, match="joint path"):
+        control_trajectory(replace(rep, q=q), spec, rep.machine.control_period)

@@ -125,3 +125,35 @@ def test_scara_tool_roll_is_c():
     prog, _ = ends("G0 C30\n", SCARA, machine_for(SCARA))
     np.testing.assert_allclose(prog.blocks[0].rot_end @ [1, 0, 0],
                                [math.cos(math.radians(30)), math.sin(math.radians(30)), 0], atol=1e-12)
+
+
+# ----- per-robot machine data (RobotSpec.workcell) ---------------------------------------------
+
+def test_machine_for_reads_the_robot_data_and_the_docs_agree():
+    from dataclasses import replace
+    from pathlib import Path
+
+    from armtwin.robots.spec import WorkCell
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "GCODE.md").read_text()
+    for name in robots.names():
+        spec = robots.get(name)
+        cell = spec.workcell
+        m = machine_for(spec)
+        assert m.origin == cell.origin and m.rapid_speed == cell.rapid_speed and m.acceleration == cell.acceleration
+        row = next(ln for ln in doc.splitlines() if ln.startswith(f"| {name} |"))
+        cols = [c.strip() for c in row.strip("|").split("|")]
+        assert [float(v) / 1000.0 for v in cols[1].split(",")] == pytest.approx(cell.origin, abs=1e-12)
+        assert (float(cols[2]), float(cols[3])) == (cell.rapid_speed, cell.acceleration)
+        # --origin (mm) wins over the default, overrides over the rest
+        m2 = machine_for(spec, (100.0, -20.0, 30.0), rapid_speed=0.25)
+        assert m2.origin == pytest.approx((0.1, -0.02, 0.03)) and m2.rapid_speed == 0.25
+        assert m2.acceleration == cell.acceleration
+    # a new robot brings its data; none in the G-code code
+    other = replace(IRB, name="irb120_copy", workcell=WorkCell((0.3, 0.1, 0.25), 0.8, 3.0))
+    m = machine_for(other)
+    assert (m.origin, m.rapid_speed, m.acceleration) == ((0.3, 0.1, 0.25), 0.8, 3.0)
+    with pytest.raises(ValueError, match="work cell"):
+        machine_for(replace(IRB, workcell=None))
+    for bad in (dict(origin=(0, 0)), dict(origin=(0, 0, math.nan)), dict(rapid_speed=0.0), dict(acceleration=-1.0)):
+        with pytest.raises(ValueError):
+            WorkCell(**{"origin": (0.3, 0.0, 0.2), "rapid_speed": 0.5, "acceleration": 2.0, **bad})

@@ -63,6 +63,7 @@ PARSE_FAULTS = [
     ("G1 X1 (caf\u00e9)", ErrorCode.NON_ASCII, 11),
     ("G0 X1 # Y2", ErrorCode.UNEXPECTED_CHARACTER, 7),
     ("G0 X1\x00", ErrorCode.UNEXPECTED_CHARACTER, 6),
+    ("G0 X1\x1cY2", ErrorCode.UNEXPECTED_CHARACTER, 6),   # ASCII FS: white space to Python, not to G-code
     ("G0 (abc", ErrorCode.UNCLOSED_COMMENT, 4),
     ("(a (b) c)", ErrorCode.NESTED_COMMENT, 4),
     ("G0 X1 )", ErrorCode.UNMATCHED_PAREN, 7),
@@ -211,7 +212,8 @@ def test_fuzz_mutated_programs_never_raise(base, edits):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from(list("GMNXYZFIJRgx0123456789.-+ ()%;\r")), max_size=30), max_size=8))
+@given(st.lists(st.text(alphabet=st.sampled_from(list("GMNXYZFIJRgxe0123456789.-+ ()%;\r\t\x0c\x1c")), max_size=30),
+                max_size=8))
 def test_fast_path_agrees_with_the_checking_path(lines):
     from armtwin.controllers.gcode import parser as P
     text = "\n".join(lines)
@@ -235,3 +237,25 @@ def test_fuzz_preflight_returns_findings_never_raises(base, edits, robot):
         text = text[:pos] + ins + text[pos:]
     rep = preflight(text, robots.get(robot))
     assert all(f.line >= 1 for f in rep.faults)
+
+
+def test_fast_path_takes_the_benchmark_program_and_leaves_the_collector_alone(monkeypatch):
+    """The bench program (comments, %, N words, arcs) is parsed by the fast path, identically to
+    the checking path, and neither parsing nor interpreting touches the process-wide collector."""
+    import gc
+
+    from armtwin.controllers.gcode import parser as P
+    from armtwin.scripts.bench_gcode import generate_program
+    text = generate_program(3000)
+    raw = P.split_lines(text)
+    fast = P._scan_clean(text, raw)
+    slow, faults, _, _ = P._scan(text, raw, 1, 100)
+    assert fast is not None and not faults and fast == slow and len(fast) > 2500
+
+    def forbidden(*_a):
+        raise AssertionError("library code must not switch the garbage collector")
+    for name in ("disable", "enable", "freeze", "set_threshold"):
+        monkeypatch.setattr(gc, name, forbidden)
+    assert parse_program(text).ok
+    assert load_program(text, IRB).ok
+    assert not parse_program(text.replace("G1 Z0 F1500", "G1 Z0 F1500 @")).ok   # checking path too

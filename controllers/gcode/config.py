@@ -1,10 +1,11 @@
-"""Per-robot machine settings for G-code: work origin, speeds, accelerations, tolerances.
+"""Machine settings for G-code: work origin, speeds, accelerations, tolerances.
 
 The G-code "machine" of a robot arm is its flange moving in the robot's base frame. Program
 coordinates are placed in that frame by the **work origin** (a translation; the work axes are
 parallel to the base axes): base = origin + work-offset (G54–G59, G92) + program coordinate.
-The defaults below put the origin on a plane in front of each robot where the examples fit;
-``--origin X Y Z`` (mm) moves it.
+The per-robot values (default work origin, rapid speed, tool acceleration) are data of the
+robot (:class:`~armtwin.robots.spec.WorkCell`, ``RobotSpec.workcell``); this module holds no
+table of robots. ``--origin X Y Z`` (mm) moves the origin.
 
 Units: metres, seconds, radians inside; every field says its unit.
 """
@@ -13,26 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 
 import numpy as np
 
-__all__ = ["MachineConfig", "machine_for", "DEFAULT_ORIGINS_MM"]
-
-#: Default work origin per robot, mm in the base frame (see docs/GCODE.md).
-DEFAULT_ORIGINS_MM = MappingProxyType({
-    "scara": (350.0, 0.0, 200.0),
-    "irb120": (350.0, 0.0, 200.0),
-    "aubo_i5": (450.0, -120.0, 200.0),
-})
-
-# rapid speed m/s, acceleration m/s² per robot (conservative values for a simulation that must
-# also be followed by the dynamic joint models)
-_MOTION = MappingProxyType({
-    "scara": (1.0, 4.0),
-    "irb120": (0.5, 2.0),
-    "aubo_i5": (0.5, 1.5),
-})
+__all__ = ["MachineConfig", "machine_for"]
 
 
 @dataclass(frozen=True)
@@ -94,17 +79,22 @@ class MachineConfig:
 
 
 def machine_for(spec, origin_mm=None, **overrides) -> MachineConfig:
-    """The default :class:`MachineConfig` of a robot.
+    """The default :class:`MachineConfig` of a robot, from its ``spec.workcell`` data.
 
     Args:
-        spec: the robot.
-        origin_mm: work origin, mm in the base frame (default :data:`DEFAULT_ORIGINS_MM`; for a robot
-            without a default: 60 % of the reach in front of the base at the flange height of home).
-        **overrides: any other :class:`MachineConfig` field.
+        spec: the robot (a :class:`~armtwin.robots.spec.RobotSpec` with a ``workcell``).
+        origin_mm: work origin, (3,) mm in the robot's reporting base frame; default
+            ``spec.workcell.origin``.
+        **overrides: any other :class:`MachineConfig` field (e.g. ``rapid_speed`` in m/s).
+
+    Raises:
+        ValueError: the robot has no work cell data, or a value is invalid.
     """
-    if origin_mm is None:
-        origin_mm = DEFAULT_ORIGINS_MM.get(spec.name, (600.0 * spec.reach, 0.0, 200.0))
-    rapid, acc = _MOTION.get(spec.name, (0.5, 2.0))
-    kw = {"rapid_speed": rapid, "acceleration": acc}
+    cell = getattr(spec, "workcell", None)
+    if cell is None:
+        raise ValueError(f"robot {spec.name!r} has no G-code work cell data (RobotSpec.workcell: "
+                         f"default work origin, rapid speed, acceleration)")
+    kw = {"rapid_speed": cell.rapid_speed, "acceleration": cell.acceleration}
     kw.update(overrides)
-    return MachineConfig(origin=(0.0, 0.0, 0.0), **kw).with_origin_mm(origin_mm)
+    machine = MachineConfig(origin=cell.origin, **kw)
+    return machine if origin_mm is None else machine.with_origin_mm(origin_mm)

@@ -19,7 +19,6 @@ orientation.
 from __future__ import annotations
 
 import enum
-import gc
 import math
 from dataclasses import dataclass
 from typing import Iterable, Union
@@ -471,23 +470,17 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     extend = blocks.extend
     execute = it.execute
     n_sem = 0
-    was_enabled = gc.isenabled()
-    gc.disable()  # many small objects, no reference cycles (see parser.parse_program)
-    try:
-        for pl in src:
-            try:
-                extend(execute(pl))
-            except GcodeError as exc:
-                faults.append(exc.fault)
-                n_sem += 1
-                if len(faults) >= max_faults:
-                    truncated = True
-                    break
-            if it.ended:
+    for pl in src:
+        try:
+            extend(execute(pl))
+        except GcodeError as exc:
+            faults.append(exc.fault)
+            n_sem += 1
+            if len(faults) >= max_faults:
+                truncated = True
                 break
-    finally:
-        if was_enabled:
-            gc.enable()
+        if it.ended:
+            break
     if n_sem and len(faults) > n_sem:
         faults.sort(key=lambda f: f.line)
     faults = faults[:max_faults]

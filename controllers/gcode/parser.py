@@ -7,10 +7,14 @@ geometry, unused words) are the interpreter's (:mod:`.interpreter`).
 
 Two paths give the same result (a property test checks it):
 
-* a fast path for files without faults: comments are cut out and the whole text is split
-  once by a compiled regex into separators, letters and numbers (C speed); numbers are
-  converted with one ``map(float, …)``; a short Python loop per word builds the lines. Any
-  irregularity makes it hand over to
+* a fast path for files without faults: comments are cut out, one compiled regex checks
+  that the whole text is only words and white space (C speed, no objects made), the numbers
+  are taken by replacing the letters with spaces and splitting (C speed) and converted with
+  one ``map(float, …)`` into an ``array``, the letters by ``str.translate``; a short Python
+  loop per word builds the lines. The large intermediate data are strings and arrays, which
+  the cyclic garbage collector never scans, so the parse stays fast without touching the
+  process-wide collector (other threads are not affected). Any irregularity makes it hand
+  over to
 * the checking path: one regex pass tokenises each line into words, comments and anything
   else; anything else is a fault, located (line, column, specific message) by a slower
   diagnosis that runs only on faulty lines. Every faulty line of the file is reported.
@@ -23,8 +27,8 @@ program delimiter. No exponents, parameters (#), expressions or block delete (/)
 
 from __future__ import annotations
 
-import gc
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
@@ -57,17 +61,18 @@ M_CODES: dict[float, str] = {0.0: "stop", 2.0: "stop", 30.0: "stop"}
 WORD_LETTERS = frozenset("FXYZABCIJKRPL")
 
 # One pass: a word | a ( ) comment | a ; comment | any other character (a fault).
-# Leading white space is eaten by each alternative so that only faults reach group 5.
+# Leading white space is eaten by each alternative so that only faults (and line breaks) reach
+# group 3; that includes the ASCII separators FS GS RS US, which Python's \s would take for space.
 _TOKEN = re.compile(
     r"[ \t\r\f\v]*(?:([A-Za-z])[ \t]*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))"
-    r"|\([^()\n]*\)|;[^\n]*|(\S|\n))")
-# fast path (clean files): comments out, then one split of the whole text into
-# [separator, letter, number, separator, letter, number, ..., separator]
+    r"|\([^()\n]*\)|;[^\n]*|([^ \t\r\f\v]))")
+# fast path (clean files): comments out, then one check that the text is only words and white
+# space (possessive quantifiers: linear time, no backtracking). The number is taken loosely
+# here; float() then rejects exactly what the strict grammar rejects (no digit, a second point).
 _COMMENTS = re.compile(r"\([^()\n]*\)|;[^\n]*")
-# (the number is taken loosely here; float() then rejects exactly what the strict grammar rejects:
-# no digit, or a second decimal point)
-_SPLIT = re.compile(r"([A-Z])[ \t]*([-+]?[0-9.]+)|(\n)")
-_PERCENT_LINE = re.compile(r"(?m)^[ \t\r\f\v]*%[ \t\r\f\v]*$")
+_ONLY_WORDS = re.compile(r"(?:[A-Z][ \t]*+[-+]?+[0-9.]++|[ \t\r\f\v\n]++)*+")
+_LETTERS_TO_SPACE = {c: " " for c in range(ord("A"), ord("Z") + 1)}        # leaves the numbers
+_KEEP_LETTERS = {c: None for c in range(128) if not (chr(c) == "\n" or "A" <= chr(c) <= "Z")}   # leaves the letters
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 _LETTERS_UP = {c: c.upper() for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
 
@@ -191,18 +196,10 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
     elif not isinstance(text, str):
         text = "\n".join(str(s).rstrip("\n") for s in text)
     raw = split_lines(text)
-    # The parse allocates many small objects and no reference cycles: the cyclic garbage
-    # collector would only rescan them again and again (about a third of the time).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        fast = _scan_clean(text, raw)
-        if fast is not None:
-            return ParseResult(tuple(fast), (), len(raw), False)
-        lines, faults, count, truncated = _scan(text, raw, 1, max(1, int(max_faults)))
-    finally:
-        if was_enabled:
-            gc.enable()
+    fast = _scan_clean(text, raw)
+    if fast is not None:
+        return ParseResult(tuple(fast), (), len(raw), False)
+    lines, faults, count, truncated = _scan(text, raw, 1, max(1, int(max_faults)))
     return ParseResult(tuple(lines), tuple(faults), count, truncated)
 
 
@@ -223,27 +220,40 @@ def _prechecked(text: str, raw: list[str], first_lineno: int) -> dict[int, Fault
     return bad
 
 
-def _scan_clean(text: str, raw: list[str]) -> list[ParsedLine] | None:
-    """Fast path for a file without faults: C-level splitting, one short Python loop per word.
+def _without_percent_lines(t: str, raw: list[str]) -> str | None:
+    """Comment-free text ``t`` with its ``%`` delimiter lines blanked, or None if a ``%`` stands
+    anywhere else (``raw``: the original lines, to check that a ``%`` line holds nothing else)."""
+    lineno = pos = 0
+    i = t.find("%")
+    while i >= 0:
+        lineno += t.count("\n", pos, i)
+        pos = i
+        if raw[lineno].strip(" \t\r\f\v") != "%":
+            return None
+        i = t.find("%", i + 1)
+    return t.replace("%", " ")
 
-    Returns None as soon as anything is unusual (a fault, ``%``, a stray parenthesis, ...);
+
+def _scan_clean(text: str, raw: list[str]) -> list[ParsedLine] | None:
+    """Fast path for a file without faults: C-level checking and splitting, one short Python loop per word.
+
+    Returns None as soon as anything is unusual (a fault, a stray ``%`` or parenthesis, ...);
     :func:`_scan` then handles the file and locates every fault. Both paths give the same
     lines for a clean file (checked by the tests).
     """
     if not text.isascii() or (raw and max(map(len, raw)) > MAX_LINE_LENGTH):
         return None
-    t = _PERCENT_LINE.sub(" ", text) if "%" in text else text
-    if "(" in t or ";" in t:
-        t = _COMMENTS.sub(" ", t)
-    if "(" in t or ")" in t:
-        return None
-    parts = _SPLIT.split(t.upper())       # [sep, letter, number, newline, sep, ...]
-    joined = "".join(parts[0::4])
-    if joined and not joined.isspace():
-        return None  # junk somewhere (lower-case letters were upper-cased above)
-    nums = parts[2::4]
+    t = _COMMENTS.sub(" ", text) if "(" in text or ";" in text else text
+    if "%" in t:
+        t = _without_percent_lines(t, raw)
+        if t is None:
+            return None
+    t = t.upper()
+    if _ONLY_WORDS.fullmatch(t) is None:
+        return None  # junk, a stray parenthesis, a letter without a number, ... (lower case was upper-cased)
+    # every number follows its letter, so the numbers in order are the words' values in order
     try:
-        vals = list(map(float, filter(None, nums)))
+        vals = array("d", map(float, t.translate(_LETTERS_TO_SPACE).split()))
     except ValueError:
         return None
     if vals and (max(vals) > MAX_ABS_VALUE or min(vals) < -MAX_ABS_VALUE):
@@ -254,43 +264,38 @@ def _scan_clean(text: str, raw: list[str]) -> list[ParsedLine] | None:
     new = tuple.__new__
     PL = ParsedLine
     value_letters, g_codes, m_codes = WORD_LETTERS, G_CODES, M_CODES
-    lineno = 1
-    n = m = None
-    g: dict = {}
-    words: dict = {}
-    empty = True
-    for L in parts[1::4]:
-        if L is None:  # a line break
-            if not empty:
-                append(new(PL, (lineno, n, g, m, words, raw[lineno - 1])))
-                n = m = None
-                g = {}
-                words = {}
-                empty = True
-            lineno += 1
+    lineno = 0
+    # the word letters of each line (one value each, in order)
+    for letters in t.translate(_KEEP_LETTERS).split("\n"):
+        lineno += 1
+        if not letters:
             continue
-        v = nextval()
-        if L in value_letters:
-            if L in words:
-                return None
-            words[L] = v
-        elif L == "G":
-            grp = g_codes.get(v)
-            if grp is None or grp in g:
-                return None
-            g[grp] = v
-        elif L == "M":
-            if v not in m_codes or m is not None:
-                return None
-            m = v
-        elif L == "N":
-            if not empty or v != int(v) or not 0 <= v <= MAX_LINE_NUMBER:
+        n = m = None
+        g: dict = {}
+        words: dict = {}
+        if letters[0] == "N":
+            v = nextval()
+            if v != int(v) or not 0 <= v <= MAX_LINE_NUMBER:
                 return None
             n = int(v)
-        else:
-            return None
-        empty = False
-    if not empty:
+            letters = letters[1:]
+        for L in letters:
+            v = nextval()
+            if L in value_letters:
+                if L in words:
+                    return None
+                words[L] = v
+            elif L == "G":
+                grp = g_codes.get(v)
+                if grp is None or grp in g:
+                    return None
+                g[grp] = v
+            elif L == "M":
+                if v not in m_codes or m is not None:
+                    return None
+                m = v
+            else:  # N not first, or an unsupported letter
+                return None
         append(new(PL, (lineno, n, g, m, words, raw[lineno - 1])))
     return out
 
