@@ -34,6 +34,16 @@ Joints whose range is wider than a turn (IRB120 J6 ±400°, SCARA J4 ±360°) ta
 equivalent nearest ``q_near``; :attr:`IKResult.solutions` also lists the other equivalents
 that fit the range (for the SCARA only the nearest one).
 
+Where a float pose does not determine a joint (singularities) the solvers keep ``q_near``'s
+value, so ``solve(spec, fk(q), q)`` gives ``q`` back: the free joint at a singularity (IRB120 J1
+on the J1 axis and J4 at theta5 = 0, AUBO J6 at theta5 = 0); a nearly free wrist joint where
+keeping it changes the pose by at most 1e-12 (:func:`.ik_spherical.kept_angle`); a stretched or
+folded elbow (and the AUBO's shoulder angle near its singularity), known only to ~1e-8 rad,
+where ``q_near``'s elbow reproduces the reach to float precision, else exactly stretched /
+folded (:func:`.ik_spherical.elbow_angle`). Every solution reproduces the pose to 1e-9 m and
+1e-9 rad. A joint within :data:`LIMIT_TOL` (1e-9 rad / m) beyond a limit counts as inside, as
+in ``RobotSpec.within_limits``.
+
 Choice rule: among the solutions inside the joint ranges the one with the smallest weighted
 travel ``sum_i w_i * |q_i - q_near_i|`` (rad, m) wins; the default weights
 (:func:`default_weights`) are 1 for J1–J3 and 0.25 for the wrist joints. ``stay_on_branch``
@@ -70,6 +80,7 @@ __all__ = [
     "DEFAULT_ARM_WEIGHT",
     "DEFAULT_MAX_STEP",
     "DEFAULT_WRIST_WEIGHT",
+    "LIMIT_TOL",
     "BatchIKResult",
     "IKResult",
     "IKSolution",
@@ -88,7 +99,13 @@ __all__ = [
 DEFAULT_ARM_WEIGHT = 1.0     # travel weight of J1–J3 (per rad, or per m for a prismatic joint)
 DEFAULT_WRIST_WEIGHT = 0.25  # travel weight of J4 and beyond
 DEFAULT_MAX_STEP = 0.5       # rad, largest revolute joint step between path samples
-_LIMIT_TOL = 1e-9            # rad / m slack on joint limits
+# Slack on the joint limits (rad / m): a value this close beyond a limit counts as inside (the same
+# tolerance as RobotSpec.within_limits and the command runner). It is not widened to the ~1e-8 rad
+# by which a stretched elbow or a nearly free wrist joint is determined from a float pose, and
+# joints are not clamped onto a limit: clamping a joint by 1e-8 rad moves the flange by ~1e-8 m
+# and breaks the 1e-9 m / 1e-9 rad accuracy. The solvers are made accurate there instead: where
+# the pose cannot tell, they keep q_near's value (.ik_spherical.elbow_angle, .kept_angle).
+LIMIT_TOL = 1e-9
 _TWO_PI = 2.0 * math.pi
 
 
@@ -241,8 +258,8 @@ class _Context:
         self.arm_mask: int = self.solver.arm_mask
         self.lower = spec.lower.tolist()
         self.upper = spec.upper.tolist()
-        self.lower_t = (spec.lower - _LIMIT_TOL).tolist()   # limits with the tolerance
-        self.upper_t = (spec.upper + _LIMIT_TOL).tolist()
+        self.lower_t = (spec.lower - LIMIT_TOL).tolist()   # limits with the tolerance
+        self.upper_t = (spec.upper + LIMIT_TOL).tolist()
         self.prismatic = spec.prismatic.tolist()
         self.home = spec.home.tolist()
         self.weights = default_weights(spec).tolist()
@@ -310,7 +327,7 @@ class _Context:
             for base in out:
                 for k in (-2, -1, 1, 2):
                     v = base[j] + k * _TWO_PI
-                    if self.lower[j] - _LIMIT_TOL <= v <= self.upper[j] + _LIMIT_TOL:
+                    if self.lower_t[j] <= v <= self.upper_t[j]:
                         qq = list(base)
                         qq[j] = v
                         more.append(qq)

@@ -18,7 +18,10 @@ Branch labels ``"<shoulder>/<elbow>/<wrist>"``:
     wrist: ``noflip`` for theta5 >= 0, ``flip`` for theta5 < 0.
 
 Near the edge of the workspace some branches have no real solution: only the real ones are
-returned. At theta5 = 0 (J6 axis parallel to J2..J4) J6 is free and keeps its ``q_near`` value.
+returned. At theta5 = 0 (J6 axis parallel to J2..J4) J6 is free and keeps its ``q_near`` value;
+near it J6 is only known to ~1e-16 / |sin theta5| rad from a float pose, and it keeps its
+``q_near`` value too whenever that reproduces the pose as well as the float pose itself
+(:func:`.ik_spherical.kept_angle`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,17 @@ import math
 
 import numpy as np
 
-from .ik_choice import Choice, fit
-from .ik_spherical import _wrap, _wrap_np
+from .ik_choice import BranchSolver, Choice, fit
+from .ik_spherical import (
+    ELBOW_SNAP,
+    KEEP_TOL,
+    _wrap,
+    _wrap_np,
+    elbow_angle,
+    elbow_angle_np,
+    kept_angle,
+    kept_angle_np,
+)
 
 __all__ = ["OffsetWristSolver"]
 
@@ -38,8 +50,14 @@ _SING = 1e-10
 _REACH_TOL = 1e-9
 
 
-class OffsetWristSolver:
+class OffsetWristSolver(BranchSolver):
     """Analytic IK for the AUBO-i5 kinematic family (see the module docstring).
+
+    :meth:`solve` gives only the real branches, and as distance the smallest one by which a
+    branch misses its reachable set (0 if any solves). :meth:`choose` computes the branches in
+    the same order and skips a shoulder (J1) or shoulder and wrist (J1, J5, J6) whose partial
+    weighted travel already reaches the best total so far, or whose joints are out of range,
+    before the elbow is solved.
 
     Args:
         geometry: mapping with d1, d2, a2, a3, d5, d6 (metres).
@@ -50,14 +68,10 @@ class OffsetWristSolver:
     lists_equivalents = True  # 2*pi equivalents inside a wide range are listed as solutions
     arm_mask = 0b110
 
+    geometry_keys = ("d1", "d2", "a2", "a3", "d5", "d6")
+
     def __init__(self, geometry, offsets) -> None:
-        self.d1 = float(geometry["d1"])
-        self.d2 = float(geometry["d2"])
-        self.a2 = float(geometry["a2"])
-        self.a3 = float(geometry["a3"])
-        self.d5 = float(geometry["d5"])
-        self.d6 = float(geometry["d6"])
-        self.off = tuple(float(o) for o in offsets)
+        super().__init__(geometry, offsets)
         self.reach_out = self.a2 + self.a3
         self.reach_in = abs(self.a2 - self.a3)
         # Code bit s = 0 is the J1 root with the J5 centre on the +x1 side. The arm's forward
@@ -65,37 +79,6 @@ class OffsetWristSolver:
         names = ("front", "back") if math.cos(self.off[0]) >= 0.0 else ("back", "front")
         self.labels: tuple[str, ...] = tuple(
             f"{s}/{e}/{w}" for s in names for e in ("up", "down") for w in ("noflip", "flip"))
-
-    def solve(self, t: list, qn: list) -> tuple[list, float]:
-        """All real IK branches of one pose.
-
-        Args:
-            t: the 16 entries of the (4, 4) target, row-major, metres.
-            qn: (6,) joint vector used for the free joint at the wrist singularity, rad.
-
-        Returns:
-            (candidates, distance): list of ``(q list (6,) rad in (-pi, pi], code)``, and the
-            smallest distance (m) by which a branch misses its reachable set (0 if any solves).
-        """
-        return self._branches(t, qn, None)
-
-    def choose(self, t: list, qn: list, choice: Choice):
-        """The solution :func:`.ik_choice.pick` would take from :meth:`solve`, without building the others.
-
-        Branches are computed in the order of :meth:`solve`; a shoulder (J1) or shoulder and
-        wrist (J1, J5, J6) whose partial weighted travel already reaches the best total so far,
-        or whose joints are out of range, is skipped before the elbow is solved.
-
-        Args:
-            t: the 16 entries of the (4, 4) target, row-major, metres.
-            qn: (6,) reference joints, rad.
-            choice: ranges, weights, wide joints and branch filter.
-
-        Returns:
-            (q list (6,) rad with wide joints fitted, code), or None when no solution qualifies
-            (out of reach, out of range or not on the wanted branch: ask :meth:`solve` why).
-        """
-        return self._branches(t, qn, choice)
 
     def _branches(self, t: list, qn: list, ch: Choice | None):
         """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
@@ -109,15 +92,22 @@ class OffsetWristSolver:
         if rho < d2 - _REACH_TOL:
             return ([], d2 - rho) if ch is None else None
         psi = atan2(p5y, p5x)
-        asn = math.asin(min(d2 / rho, 1.0))
+        # sin(asn) = d2 / rho near 1 (shoulder singularity: the two J1 roots meet) is treated like
+        # a stretched elbow (elbow_angle): q_near's root is kept where the pose cannot tell
+        x = d2 / rho
+        asn = 0.5 * pi if x >= 1.0 - ELBOW_SNAP else math.asin(min(x, 1.0))
+        if x >= 0.5:   # q_near's asn: theta1 = psi - asn (front root) or psi - pi + asn (back root)
+            d = psi - (qn[0] + off0)
+            for a0 in (_wrap(d), _wrap(pi - d)):
+                if 0.0 <= a0 <= 0.5 * pi and -ELBOW_SNAP <= math.sin(a0) - x <= ELBOW_SNAP:
+                    asn = a0
+                    break
+        b_near = abs(_wrap(qn[2] + off2))
         shoulders = ((0, psi - asn), (1, psi - pi + asn)) if asn < 0.5 * pi else ((0, psi - asn),)
         reach_out, reach_in = self.reach_out, self.reach_in
         out = []
         miss = math.inf
-        # With a choice: travel is summed joint by joint, and a branch is dropped as soon as a
-        # joint is out of range or a partial sum reaches the best total so far. A wide joint
-        # goes through fit() unless it is within a half turn of its reference and inside its
-        # range, where fit() would return it unchanged.
+        # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
             best, bcode, bcost = None, -1, math.inf
             r0, r1, r2, r3, r4, r5 = qn
@@ -132,7 +122,7 @@ class OffsetWristSolver:
                 q1 = fmod(q1 + pi, tau)
                 q1 = (q1 + tau if q1 <= 0.0 else q1) - pi
             if ch is not None:
-                if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
+                if u0:
                     q1 = fit(q1, r0, l0, h0)
                 if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
                     continue
@@ -147,12 +137,18 @@ class OffsetWristSolver:
             for w, sg in (((0, 1.0),) if s5a <= _SING else ((0, 1.0), (1, -1.0))):
                 s5 = sg * s5a
                 th5 = atan2(s5, c5)
-                if s5a <= _SING:
-                    th6 = qn[5] + off5
-                    c6, s6 = cos(th6), sin(th6)
-                else:
-                    c6, s6 = -u / s5, v / s5          # u = -s5 c6, v = s5 s6
-                    th6 = atan2(s6, c6)
+                # u = -s5 c6, v = s5 s6; J6 (nearly) free: q_near's
+                th6 = atan2(sg * v, -sg * u) if s5a > _SING else 0.0
+                t6 = qn[5] + off5   # kept_angle(), its common case inline
+                if s5a <= _SING or s5a * abs(th6 - t6) <= KEEP_TOL:
+                    th6 = t6
+                elif not -pi <= th6 - t6 <= pi:
+                    kept = kept_angle(s5a, th6, t6)
+                    if kept is not None:
+                        th6 = kept
+                # c6, s6 of the angle, not -u / s5, v / s5: near theta5 = 0 those carry the
+                # pose's rounding / s5 and are no longer a unit vector (metres of error in p4)
+                c6, s6 = cos(th6), sin(th6)
                 q5 = th5 - off4
                 if not -pi < q5 <= pi:   # _wrap() inline
                     q5 = fmod(q5 + pi, tau)
@@ -162,9 +158,9 @@ class OffsetWristSolver:
                     q6 = fmod(q6 + pi, tau)
                     q6 = (q6 + tau if q6 <= 0.0 else q6) - pi
                 if ch is not None:
-                    if u4 and not (-pi <= r4 - q5 <= pi and l4 <= q5 <= h4):
+                    if u4:
                         q5 = fit(q5, r4, l4, h4)
-                    if u5 and not (-pi <= r5 - q6 <= pi and l5 <= q6 <= h5):
+                    if u5:
                         q6 = fit(q6, r5, l5, h5)
                     if q5 < l4 or q5 > h4 or q6 < l5 or q6 > h5 or (w ^ want) & mask & 1:
                         continue
@@ -187,9 +183,8 @@ class OffsetWristSolver:
                     miss = min(miss, reach_in - r)
                     continue
                 D = (r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
-                D = min(max(D, -1.0), 1.0)
-                b = math.acos(D)
-                delta = atan2(a3 * math.sqrt(1.0 - D * D), a2 + a3 * D)   # for theta3 = +b
+                b, D = elbow_angle(D, b_near)
+                delta = atan2(a3 * sin(b), a2 + a3 * D)   # theta3 = +b; sin b, exact near b = 0 (not sqrt(1 - D^2))
                 gam = atan2(Z, X)
                 ang4 = atan2(x4z, c1 * x4x + s1 * x4y)
                 # elbow "up": theta3 < 0 in front, > 0 at the back
@@ -211,11 +206,11 @@ class OffsetWristSolver:
                         continue
                     if (2 * e ^ want) & mask & 2:
                         continue
-                    if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
+                    if u1:
                         q2 = fit(q2, r1, l1, h1)
-                    if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
+                    if u2:
                         q3 = fit(q3, r2, l2, h2)
-                    if u3 and not (-pi <= r3 - q4 <= pi and l3 <= q4 <= h3):
+                    if u3:
                         q4 = fit(q4, r3, l3, h3)
                     if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or q4 < l3 or q4 > h3:
                         continue
@@ -249,7 +244,12 @@ class OffsetWristSolver:
         rho = np.hypot(p5[:, 0], p5[:, 1])
         psi = np.arctan2(p5[:, 1], p5[:, 0])
         with np.errstate(divide="ignore", invalid="ignore"):
-            asn = np.arcsin(np.minimum(d2 / rho, 1.0))
+            x = d2 / rho
+            asn = np.where(x >= 1.0 - ELBOW_SNAP, 0.5 * math.pi, np.arcsin(np.minimum(x, 1.0)))
+            d = psi - (qn[:, 0] + off[0])
+            for a0 in (_wrap_np(math.pi - d), _wrap_np(d)):   # the first match wins, as in the loop above
+                keep = (x >= 0.5) & (a0 >= 0.0) & (a0 <= 0.5 * math.pi) & (np.abs(np.sin(a0) - x) <= ELBOW_SNAP)
+                asn = np.where(keep, a0, asn)
         th1 = np.stack([psi - asn, psi - math.pi + asn], axis=1)          # (N, 2)
         c1, s1 = np.cos(th1), np.sin(th1)
         def ex(v, i):  # (N, 1) column of a (N, 3) array
@@ -265,7 +265,9 @@ class OffsetWristSolver:
         c5w = np.broadcast_to(c5[..., None], s5.shape)
         th5 = np.arctan2(s5, c5w)
         th6 = np.arctan2(sg * v[..., None], -sg * u[..., None])
-        th6 = np.where(sing[..., None], (qn[:, 5] + off[5])[:, None, None], th6)
+        ref6 = (qn[:, 5] + off[5])[:, None, None]
+        keep6, kept6 = kept_angle_np(s5a[..., None], th6, ref6)
+        th6 = np.where(sing[..., None], ref6, np.where(keep6, kept6, th6))
         c6, s6 = np.cos(th6), np.sin(th6)
         k, m = c5w * c6, c5w * s6
         def e3(v, i):  # (N, 1, 1) column of a (N, 3) array
@@ -283,8 +285,8 @@ class OffsetWristSolver:
         r = np.hypot(X, Z)
         miss = np.maximum(np.maximum(r - self.reach_out, self.reach_in - r), 0.0)   # (N, 2, 2)
         miss[miss <= _REACH_TOL] = 0.0
-        D = np.clip((r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3), -1.0, 1.0)
-        b = np.arccos(D)
+        b, _ = elbow_angle_np((r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3),
+                              np.abs(_wrap_np(qn[:, 2] + off[2]))[:, None, None])
         gam = np.arctan2(Z, X)
         ang4 = np.arctan2(x4z, c1e * x4x + s1e * x4y)
         # theta3 per (s, e, w): "up" is -b in front, +b at the back. The planar angle

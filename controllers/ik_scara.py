@@ -10,7 +10,9 @@ Branches (seen from above, arm 1 pointing away from you):
         line from J1 to the flange ("righty" arm, the Unity work's "elbow up");
     ``left``: q2 < 0 ("lefty", "elbow down").
 J4 is returned as the 2*pi equivalent nearest ``q_near[3]`` (the caller keeps it inside its
-range). A stretched arm (q2 = 0) gives one solution.
+range). A stretched arm (q2 = 0) gives one solution; near it q2 is only known to ~1e-8 rad from
+a float pose, and ``q_near``'s q2 is kept where it reproduces the reach to float precision
+(:func:`.ik_spherical.elbow_angle`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import math
 
 import numpy as np
 
-from .ik_choice import Choice, fit
-from .ik_spherical import _wrap, _wrap_np
+from .ik_choice import Choice, pick
+from .ik_spherical import _wrap, _wrap_np, elbow_angle, elbow_angle_np
 
 __all__ = ["ScaraSolver"]
 
@@ -68,8 +70,7 @@ class ScaraSolver:
             return [], self.reach_in - r
         l1, l2 = self.l1, self.l2
         D = (r * r - l1 * l1 - l2 * l2) / (2.0 * l1 * l2)
-        D = min(max(D, -1.0), 1.0)
-        b = math.acos(D)
+        b, D = elbow_angle(D, abs(_wrap(qn[1])))
         g = math.atan2(y, x)
         q3 = self.z0 - t[11]
         q4n = qn[3]
@@ -93,36 +94,7 @@ class ScaraSolver:
         Returns:
             (q list (4,) with wide joints fitted, code), or None when no solution qualifies.
         """
-        cands, _ = self.solve(t, qn)
-        r0, r1, r2, r3 = qn
-        l0, l1, l2, l3 = choice.lo
-        h0, h1, h2, h3 = choice.hi
-        w0, w1, w2, w3 = choice.w
-        u0, u1, u2, u3 = choice.wide
-        mask, want = choice.mask, choice.want
-        pi = math.pi
-        best, bcode, bcost = None, -1, math.inf
-        # a wide joint goes through fit() unless fit() would return it unchanged
-        for (q1, q2, q3, q4), code in cands:
-            if (code ^ want) & mask:
-                continue
-            if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
-                q1 = fit(q1, r0, l0, h0)
-            if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
-                q2 = fit(q2, r1, l1, h1)
-            if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
-                q3 = fit(q3, r2, l2, h2)
-            if u3 and not (-pi <= r3 - q4 <= pi and l3 <= q4 <= h3):
-                q4 = fit(q4, r3, l3, h3)
-            if q1 < l0 or q1 > h0 or q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or q4 < l3 or q4 > h3:
-                continue
-            cost = w0 * abs(q1 - r0)
-            cost += w1 * abs(q2 - r1)
-            cost += w2 * abs(q3 - r2)
-            cost += w3 * abs(q4 - r3)
-            if cost < bcost:
-                best, bcode, bcost = [q1, q2, q3, q4], code, cost
-        return None if best is None else (best, bcode)
+        return pick(choice, self.solve(t, qn)[0], qn)
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Both branches for N targets, vectorised: J (4, N, 2) joint-major (NaN where none), distance (N,)."""
@@ -133,7 +105,7 @@ class ScaraSolver:
         distance = np.maximum(np.maximum(r - self.reach_out, self.reach_in - r), 0.0)
         distance[distance <= _REACH_TOL] = 0.0
         l1, l2 = self.l1, self.l2
-        b = np.arccos(np.clip((r * r - l1 * l1 - l2 * l2) / (2.0 * l1 * l2), -1.0, 1.0))
+        b, _ = elbow_angle_np((r * r - l1 * l1 - l2 * l2) / (2.0 * l1 * l2), np.abs(_wrap_np(qn[:, 1])))
         q2 = np.stack([b, -b], axis=1)                                    # (N, 2)
         q1 = _wrap_np(np.arctan2(y, x)[:, None] - np.arctan2(l2 * np.sin(q2), l1 + l2 * np.cos(q2)))
         q2 = _wrap_np(q2)

@@ -16,8 +16,12 @@ Branch labels ``"<shoulder>/<elbow>/<wrist>"``:
     wrist: ``noflip`` for theta5 >= 0, ``flip`` for theta5 < 0.
 
 Singularities keep the current (``q_near``) value of the free joint: wrist centre on the J1 axis
-(J1 free), theta5 = 0 (J4 free; J6 takes the rest). A stretched or folded arm gives one elbow
-solution instead of two. Nothing returns NaN for a reachable pose.
+(J1 free), theta5 = 0 (J4 free; J6 takes the rest). Near theta5 = 0 (or pi) J4 is only known to
+~1e-16 / |sin theta5| rad from a float pose; there J4 also keeps its ``q_near`` value whenever
+that reproduces the pose as well as the float pose itself (:func:`kept_angle`), so a wrist
+that is almost straight does not drift off ``q_near`` (or across a joint limit) by rounding
+noise. A stretched or folded arm gives one elbow solution instead of two. Nothing returns NaN
+for a reachable pose.
 """
 
 from __future__ import annotations
@@ -26,13 +30,95 @@ import math
 
 import numpy as np
 
-from .ik_choice import Choice, fit
+from .ik_choice import BranchSolver, Choice, fit
 
-__all__ = ["SphericalWristSolver"]
+__all__ = ["ELBOW_SNAP", "KEEP_TOL", "SphericalWristSolver", "elbow_angle", "elbow_angle_np", "elbow_cos", "elbow_cos_np", "kept_angle", "kept_angle_np"]
 
 _TWO_PI = 2.0 * math.pi
 _SING = 1e-10       # |sin theta5| / wrist-centre radius (m) below which a joint is free
 _REACH_TOL = 1e-12  # metres of slack when clamping a stretched / folded elbow
+# Largest pose change (rad, and m per m of lever) accepted for keeping a near-free joint at
+# its q_near value: 1000 times below the solvers' 1e-9 accuracy, ~1e4 float steps of a pose entry.
+KEEP_TOL = 1e-12
+
+
+# A two-link elbow is only known to ~sqrt(1e-16) = 1e-8 rad from a float pose when it is stretched
+# or folded (cos beta = D near +-1, where d beta / d D is unbounded); so is the AUBO's shoulder
+# angle asin(d2 / rho) near 1, which is snapped the same way. Within this much of +-1, D is
+# taken as +-1 exactly: that moves the reached point by (1 - |D|) * a * b / (a + b) < 1e-15 m for
+# these arms, and gives the stretched / folded solution with exact joints instead of rounding noise.
+ELBOW_SNAP = 4e-15
+
+
+def elbow_cos(D: float) -> float:
+    """Cosine of a two-link elbow, clamped into [-1, 1] and snapped to +-1 within :data:`ELBOW_SNAP`."""
+    if D >= 1.0 - ELBOW_SNAP:
+        return 1.0
+    if D <= ELBOW_SNAP - 1.0:
+        return -1.0
+    return D
+
+
+def elbow_cos_np(D: np.ndarray) -> np.ndarray:
+    """:func:`elbow_cos` element-wise."""
+    return np.where(D >= 1.0 - ELBOW_SNAP, 1.0, np.where(D <= ELBOW_SNAP - 1.0, -1.0, D))
+
+
+def elbow_angle(D: float, b_near: float) -> tuple[float, float]:
+    """Elbow angle ``b`` in [0, pi] with ``cos b = D``, and its cosine.
+
+    Where the pose cannot tell (``cos(b_near)`` equals ``D`` to :data:`ELBOW_SNAP`: a stretched or
+    folded elbow is only known to ~1e-8 rad) the reference elbow ``b_near`` (from ``q_near``) is
+    kept, so a joint vector comes back as it went in; else ``acos`` of :func:`elbow_cos`.
+
+    Args:
+        D: cosine of the elbow computed from the pose (may lie a little outside [-1, 1]).
+        b_near: |elbow angle| of the reference joints, rad in [0, pi].
+    """
+    c = math.cos(b_near)
+    if -ELBOW_SNAP <= c - D <= ELBOW_SNAP:
+        return b_near, c
+    D = elbow_cos(D)
+    return math.acos(D), D
+
+
+def elbow_angle_np(D: np.ndarray, b_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`elbow_angle` element-wise: (b, cos b)."""
+    c = np.cos(b_near)
+    keep = np.abs(c - D) <= ELBOW_SNAP
+    D = elbow_cos_np(D)
+    return np.where(keep, b_near, np.arccos(D)), np.where(keep, c, D)
+
+
+def kept_angle(s: float, th: float, ref: float, period: float = _TWO_PI) -> float | None:
+    """The angle a nearly free joint keeps, or None.
+
+    Near a singularity where the joint with angle ``th`` becomes free, replacing ``th`` by an
+    angle ``ref + k * period`` (the partner joint absorbing the difference) changes the pose by
+    at most ``s * |th - ref - k * period|`` (rad), ``s`` being the sine of the angle to the
+    singular set. The nearest such angle is kept when that is at most :data:`KEEP_TOL`.
+    ``period`` is pi where a wrist flip (theta4 + pi, -theta5) maps the joint onto itself.
+
+    Args:
+        s: distance to the singularity, |sin theta| (>= 0).
+        th: the joint angle computed from the pose, rad.
+        ref: its reference (``q_near``) angle, rad.
+        period: 2 pi, or pi for a joint that flips with the wrist.
+
+    Returns:
+        ``ref`` itself (same float) or ``ref + k * period``, or None when the pose would change more.
+    """
+    k = round((th - ref) / period)
+    if s * abs(th - ref - k * period) > KEEP_TOL:
+        return None
+    return ref if k == 0 else ref + k * period
+
+
+def kept_angle_np(s: np.ndarray, th: np.ndarray, ref: np.ndarray, period: float = _TWO_PI):
+    """:func:`kept_angle` element-wise (broadcasting): (bool mask of kept, the kept angles)."""
+    k = np.round((th - ref) / period)
+    keep = s * np.abs(th - ref - k * period) <= KEEP_TOL
+    return keep, np.where(k == 0, ref, ref + k * period)
 
 
 def _wrap(a: float) -> float:
@@ -72,8 +158,14 @@ def _flip(a: np.ndarray) -> np.ndarray:
     return a - ((a > 0.0) * _TWO_PI - math.pi)   # 2 pi - pi == pi and x - (-pi) == x + pi exactly
 
 
-class SphericalWristSolver:
+class SphericalWristSolver(BranchSolver):
     """Analytic IK for the IRB120 kinematic family (see the module docstring).
+
+    :meth:`solve` gives wrapped joints, ``code`` indexes :attr:`labels`, and the distance is
+    how far the wrist centre lies outside the reachable shell. :meth:`choose` computes the
+    branches in the same order and skips a shoulder or arm branch whose partial weighted
+    travel (J1, or J1–J3) already reaches the best total so far, or whose arm joints are out of
+    range, before its wrist is solved.
 
     Args:
         geometry: mapping with d1, a2, a3, d4, d6 (metres).
@@ -86,51 +178,16 @@ class SphericalWristSolver:
         f"{s}/{e}/{w}" for s in ("front", "back") for e in ("up", "down") for w in ("noflip", "flip"))
     arm_mask = 0b110  # code bits that describe the arm (shoulder, elbow), not the wrist
 
+    geometry_keys = ("d1", "a2", "a3", "d4", "d6")
+
     def __init__(self, geometry, offsets) -> None:
-        self.d1 = float(geometry["d1"])
-        self.a2 = float(geometry["a2"])
-        self.a3 = float(geometry["a3"])
-        self.d4 = float(geometry["d4"])
-        self.d6 = float(geometry["d6"])
-        self.off = tuple(float(o) for o in offsets)
+        super().__init__(geometry, offsets)
         self.L3 = math.hypot(self.a3, self.d4)
         self.phi = math.atan2(self.d4, self.a3)
         self.reach_out = self.a2 + self.L3
         self.reach_in = abs(self.a2 - self.L3)
 
     # ----- single pose ---------------------------------------------------------------
-    def solve(self, t: list, qn: list) -> tuple[list, float]:
-        """All IK branches of one pose.
-
-        Args:
-            t: the 16 entries of the (4, 4) target, row-major, metres.
-            qn: (6,) joint vector used for the free joints at singularities, rad.
-
-        Returns:
-            (candidates, distance): list of ``(q list (6,) rad wrapped to (-pi, pi], code)``
-            with ``code`` an index into :attr:`labels`, and the distance (m) by which the wrist
-            centre lies outside the reachable shell (0 when reachable).
-        """
-        return self._branches(t, qn, None)
-
-    def choose(self, t: list, qn: list, choice: Choice):
-        """The solution :func:`.ik_choice.pick` would take from :meth:`solve`, without building the others.
-
-        Branches are computed in the order of :meth:`solve`; a shoulder or arm branch whose
-        partial weighted travel (J1, or J1–J3) already reaches the best total so far, or whose
-        arm joints are out of range, is skipped before its wrist is solved.
-
-        Args:
-            t: the 16 entries of the (4, 4) target, row-major, metres.
-            qn: (6,) reference joints, rad.
-            choice: ranges, weights, wide joints and branch filter.
-
-        Returns:
-            (q list (6,) rad with wide joints fitted, code), or None when no solution qualifies
-            (out of reach, out of range or not on the wanted branch: ask :meth:`solve` why).
-        """
-        return self._branches(t, qn, choice)
-
     def _branches(self, t: list, qn: list, ch: Choice | None):
         """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
         nx, _, ax, px, ny, _, ay, py, nz, _, az, pz = t[:12]   # the tool y axis is not needed
@@ -150,8 +207,7 @@ class SphericalWristSolver:
         if dist < self.reach_in - _REACH_TOL:
             return ([], self.reach_in - dist) if ch is None else None
         D = (rho * rho + y1 * y1 - a2 * a2 - L3 * L3) / (2.0 * a2 * L3)
-        D = min(max(D, -1.0), 1.0)
-        b = math.acos(D)
+        b, D = elbow_angle(D, abs(_wrap(qn[2] + off2 + phi)))
         # beta = +b: theta2 = gamma - delta, e = s; beta = -b: theta2 = gamma + delta, e = 1 - s;
         # theta3 = beta - phi. Per elbow: (theta3, q3, +/-delta, e xor s)
         delta = atan2(L3 * sin(b), a2 + L3 * D)
@@ -166,10 +222,7 @@ class SphericalWristSolver:
         else:
             elbows = ((th3, q3, -delta, 0),)
         out = []
-        # With a choice: travel is summed joint by joint, and a branch is dropped as soon as a
-        # joint is out of range or the partial sum reaches the best total so far. A wide joint
-        # goes through fit() unless it is within a half turn of its reference and inside its
-        # range, where fit() would return it unchanged.
+        # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
             best, bcode, bcost = None, -1, math.inf
             r0, r1, r2, r3, r4, r5 = qn
@@ -183,7 +236,7 @@ class SphericalWristSolver:
             q1 = th1 - off0
             q1 = q1 - tau if q1 > pi else (q1 + tau if q1 <= -pi else q1)
             if ch is not None:
-                if u0 and not (-pi <= r0 - q1 <= pi and l0 <= q1 <= h0):
+                if u0:
                     q1 = fit(q1, r0, l0, h0)
                 if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
                     continue
@@ -204,9 +257,9 @@ class SphericalWristSolver:
                 q2 = th2 - off1
                 q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
                 if ch is not None:
-                    if u1 and not (-pi <= r1 - q2 <= pi and l1 <= q2 <= h1):
+                    if u1:
                         q2 = fit(q2, r1, l1, h1)
-                    if u2 and not (-pi <= r2 - q3 <= pi and l2 <= q3 <= h2):
+                    if u2:
                         q3 = fit(q3, r2, l2, h2)
                     if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or (2 * e ^ want) & mask & 2:
                         continue
@@ -223,12 +276,23 @@ class SphericalWristSolver:
                 r33 = -s23 * xa - c23 * az
                 s5a = hypot(r13, r23)
                 th5 = atan2(s5a, r33)
-                if s5a <= sing:
-                    th4 = qn[3] + off3
+                # J4 free (or nearly: kept_angle(), its common case inline): q_near's, or that + pi
+                # (whose flipped wrist has q_near's J4)
+                t4 = qn[3] + off3
+                keep = s5a <= sing
+                if not keep:
+                    th4 = atan2(-r23, -r13)
+                    d = th4 - t4
+                    if s5a * abs(d) <= KEEP_TOL:
+                        keep = True
+                    elif not -0.5 * pi <= d <= 0.5 * pi:
+                        t4 = kept_angle(s5a, th4, t4, pi)
+                        keep = t4 is not None
+                if keep:
+                    th4 = t4
                     c4, s4 = cos(th4), sin(th4)
                     th6 = atan2(-s4 * r11 + c4 * r21, cos(th5) * (c4 * r11 + s4 * r21) + s5a * r31)
                 else:
-                    th4 = atan2(-r23, -r13)
                     # c4 = -r13 / s5, s4 = -r23 / s5, c5 = r33; both arguments scaled by s5 > 0
                     th6 = atan2(r23 * r11 - r13 * r21, s5a * s5a * r31 - r33 * (r13 * r11 + r23 * r21))
                 q4 = th4 - off3
@@ -253,11 +317,11 @@ class SphericalWristSolver:
                 for w, v4, v5, v6 in wrists:
                     if (w ^ want) & mask & 1:
                         continue
-                    if u3 and not (-pi <= r3 - v4 <= pi and l3 <= v4 <= h3):
+                    if u3:
                         v4 = fit(v4, r3, l3, h3)
-                    if u4 and not (-pi <= r4 - v5 <= pi and l4 <= v5 <= h4):
+                    if u4:
                         v5 = fit(v5, r4, l4, h4)
-                    if u5 and not (-pi <= r5 - v6 <= pi and l5 <= v6 <= h5):
+                    if u5:
                         v6 = fit(v6, r5, l5, h5)
                     if v4 < l3 or v4 > h3 or v5 < l4 or v5 > h4 or v6 < l5 or v6 > h5:
                         continue
@@ -300,9 +364,9 @@ class SphericalWristSolver:
         dist = np.sqrt(rho * rho + y1 * y1)
         distance = np.maximum(np.maximum(dist - self.reach_out, self.reach_in - dist), 0.0)
         distance[distance <= _REACH_TOL] = 0.0
-        D = np.minimum(np.maximum((dist * dist - (a2 * a2 + L3 * L3)) / (2.0 * a2 * L3), -1.0), 1.0)
-        b = np.arccos(D)
-        delta = np.arctan2(L3 * np.sqrt(1.0 - D * D), a2 + L3 * D)
+        b, D = elbow_angle_np((dist * dist - (a2 * a2 + L3 * L3)) / (2.0 * a2 * L3),
+                              np.abs(_wrap_np(qn[:, 2] + off2 + self.phi)))
+        delta = np.arctan2(L3 * np.sin(b), a2 + L3 * D)
         # front shoulder: theta1 = atan2(wy, wx); back: + pi (cos, sin negated, x1 = -rho)
         sing1 = rho <= _SING
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -342,11 +406,15 @@ class SphericalWristSolver:
         # theta6 with c4 = -r13/s5, s4 = -r23/s5, c5 = r33, s5 = s5a, scaled by s5 > 0
         th6 = np.arctan2(r23 * r11 - r13 * r21, s5a * s5a * r31 - r33 * (r13 * r11 + r23 * r21))
         sing5 = s5a <= _SING
-        if sing5.any():                                    # J4 free: keep q_near's
-            i = np.nonzero(sing5)
-            t4 = np.broadcast_to((qn[:, 3] + off3)[:, None, None], sing5.shape)[i]
+        ref4 = (qn[:, 3] + off3)[:, None, None]
+        keep4, kept4 = kept_angle_np(s5a, th4, ref4, pi)
+        kept4 = np.where(sing5, ref4, kept4)
+        keep4 |= sing5
+        if keep4.any():                                    # J4 (nearly) free: keep q_near's
+            i = np.nonzero(keep4)
+            t4 = kept4[i]
             c4, s4, c5 = np.cos(t4), np.sin(t4), np.cos(th5[i])
-            r21i = np.broadcast_to(r21, sing5.shape)[i]        # r21 is (N, 2, 1): the same for both elbows
+            r21i = np.broadcast_to(r21, keep4.shape)[i]        # r21 is (N, 2, 1): the same for both elbows
             th4[i] = t4
             th6[i] = np.arctan2(-s4 * r11[i] + c4 * r21i, c5 * (c4 * r11[i] + s4 * r21i) + s5a[i] * r31[i])
         J = np.empty((6, N, 2, 2, 2))

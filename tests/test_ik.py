@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 from armtwin import robots
 from armtwin.controllers.ik import (
+    LIMIT_TOL,
     IKStatus,
     branch_labels,
     branch_of,
@@ -18,9 +20,11 @@ from armtwin.controllers.ik import (
     solve_batch,
     solve_path,
 )
+from armtwin.controllers.ik import _context as ik_context
+from armtwin.controllers.ik_choice import pick
 from armtwin.controllers.kinematics import chain_of, fk, fk_batch
 from armtwin.controllers.transforms import matrix_to_quat, rotation_angle
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 ROBOTS = ("irb120", "aubo_i5", "scara")
@@ -28,8 +32,24 @@ POS_TOL = 1e-9   # m
 ROT_TOL = 1e-9   # rad
 
 
+# Examples per property test run; raise it locally to hunt for rare failures, e.g.
+# ARMTWIN_IK_EXAMPLES=3000 pytest tests/test_ik.py -k round_trip --hypothesis-seed=1
+PROPERTY_EXAMPLES = int(os.environ.get("ARMTWIN_IK_EXAMPLES", "150"))
+
+
 def _joint_strategy(spec):
-    return st.tuples(*[st.floats(float(lo), float(hi), allow_nan=False) for lo, hi in zip(spec.lower, spec.upper)]).map(np.array)
+    """Joint vectors inside the ranges, biased toward what breaks closed-form IK: values exactly at
+    or a hair inside a limit, and exactly or nearly zero (wrist and elbow singularities)."""
+    def joint(lo, hi):
+        lo, hi = float(lo), float(hi)
+        return st.one_of(
+            st.floats(lo, hi, allow_nan=False),
+            st.sampled_from([lo, hi, 0.0]),
+            st.floats(0.0, 1e-6).map(lambda e: lo + e),
+            st.floats(0.0, 1e-6).map(lambda e: hi - e),
+            st.floats(-1e-6, 1e-6).map(lambda e: min(max(e, lo), hi)),
+        )
+    return st.tuples(*[joint(lo, hi) for lo, hi in zip(spec.lower, spec.upper)]).map(np.array)
 
 
 def _pose_error(spec, T_a, T_b) -> tuple[float, float]:
@@ -71,12 +91,30 @@ def _doubly_near_singular(spec, q) -> bool:
     return spec.name == "aubo_i5" and abs(q[2]) < 1e-3 and 0.0 < abs(math.sin(q[4])) < 1e-6
 
 
+# Inputs hypothesis once found (q_near = q): each is always tried first.
+ROUND_TRIP_EXAMPLES = {
+    # J4 exactly at its -160 deg limit, q5 = 5e-10 rad: J4 is only known to ~1e-16 / sin(q5)
+    # from the pose and came back 4e-8 rad beyond the limit, so the flipped wrist (1.57 rad of
+    # travel) was chosen.
+    "irb120": [(-1e-07, 0.0, 1.0, -2.7925268, 5e-10, 1e-09),
+               (0.0, 0.0, 0.0, -math.radians(160.0), 2e-10, 0.0),
+               (0.0, 0.3, -0.2, math.radians(160.0), -3e-10, math.radians(400.0))],
+    # stretched elbow and q5 just above the old 1e-10 cut-off: J6 badly determined, 1.3e-8 m off
+    "aubo_i5": [(1.0, 0.0, 0.0, 1.0, 1.96e-10, 0.0),
+                (1.0, 0.0, 0.0, 1.0, 5e-10, math.radians(175.0))],
+    # stretched arm: q2 (and so J4) only known to ~1e-8 rad; J4 came back beyond -360 deg
+    "scara": [(2.3038, 0.0, 0.0, -2.0 * math.pi),
+              (math.radians(132.0), 0.0, 0.0, -2.0 * math.pi),
+              (-math.radians(132.0), 0.0, 0.2, 2.0 * math.pi)],
+}
+
+
 @pytest.mark.parametrize("name", ROBOTS)
 def test_round_trip_property(name):
     spec = robots.get(name)
     chain = chain_of(spec)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=PROPERTY_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_joint_strategy(spec))
     def check(q):
         T = fk(chain, q)
@@ -91,8 +129,56 @@ def test_round_trip_property(name):
             assert any(_same_joints(spec, s.q, q) for s in r.solutions)
             # the chosen solution travels no more than q itself (weighted): it is q
             assert np.abs(r.best - q) @ default_weights(spec) < 1e-6
+        assert spec.within_limits(r.best)   # with the same 1e-9 tolerance as the IK
 
+    for q in ROUND_TRIP_EXAMPLES[name]:
+        check = example(np.array(q, dtype=float))(check)
     check()
+
+
+def test_limit_tolerance_matches_the_spec():
+    """Within LIMIT_TOL beyond a limit counts as inside (as RobotSpec.within_limits says), and the
+    joint is returned as it is (not clamped: that would move the flange); further out it is not."""
+    spec = robots.get("scara")
+    chain = chain_of(spec)
+    for q4 in (spec.upper[3] + 0.5 * LIMIT_TOL, spec.lower[3] - 0.5 * LIMIT_TOL):
+        q = np.array([0.3, 0.8, 0.1, q4])
+        T = fk(chain, q)
+        r = solve(spec, T, q)
+        assert r.ok and abs(r.best[3] - q4) < 1e-12 and spec.within_limits(r.best)
+        assert all(spec.within_limits(s.q) == s.within_limits for s in r.solutions)
+        assert abs(solve_batch(spec, T[None], q).q[0, 3] - r.best[3]) < 1e-12
+    # further beyond the limit: out of range, so the 2 pi equivalent is chosen instead
+    q = np.array([0.3, 0.8, 0.1, spec.upper[3] + 1e-8])
+    r = solve(spec, fk(chain, q), q)
+    assert r.ok and abs(r.best[3] - (q[3] - 2 * math.pi)) < 1e-9
+    # prismatic J3, metres
+    for dz, ok in ((0.5 * LIMIT_TOL, True), (1e-8, False)):
+        q = np.array([0.3, 0.8, spec.upper[2] + dz, 0.0])
+        r = solve(spec, fk(chain, q), q)
+        assert r.ok is ok
+
+
+@pytest.mark.parametrize("name", ["irb120", "aubo_i5"])
+def test_nearly_free_wrist_joint_keeps_q_near(name):
+    """Near the wrist singularity the free joint keeps q_near's value where that reproduces the pose
+    (to float precision), and the pose is reproduced to 1e-9 for any q_near."""
+    spec = robots.get(name)
+    chain = chain_of(spec)
+    free = 3 if name == "irb120" else 5
+    rng = np.random.default_rng(11)
+    for s5 in (1e-11, 3e-10, 1e-9, 1e-8, 1e-7, 1e-5):
+        for _ in range(20):
+            q = rng.uniform(spec.lower, spec.upper) * 0.9
+            q[4] = s5 * rng.choice([-1.0, 1.0])
+            T = fk(chain, q)
+            r = solve(spec, T, q)
+            assert r.ok and abs(r.best[free] - q[free]) < 1e-12   # kept (up to a flip's rounding)
+            other = rng.uniform(spec.lower, spec.upper)
+            for qn in (q, other):
+                for s in solve(spec, T, qn).solutions:
+                    dp, da = _pose_error(spec, fk(chain, s.q), T)
+                    assert dp < POS_TOL and da < ROT_TOL, (s5, dp, da)
 
 
 @pytest.mark.parametrize("name", ROBOTS)
@@ -299,9 +385,14 @@ def test_batch_matches_single(name):
     chain = chain_of(spec)
     rng = np.random.default_rng(3)
     Q = rng.uniform(spec.lower * 1.1, spec.upper * 1.1, (150, spec.dof))
+    # (nearly) singular rows, where the solvers keep q_near's free joint or elbow
+    if spec.dof == 6:
+        Q[1::4, 4] = rng.choice([0.0, 1e-11, 3e-10, 1e-8], size=len(Q[1::4]))
+    Q[2::5, 2 if spec.dof == 6 else 1] = rng.choice([0.0, 1e-8, -3e-8], size=len(Q[2::5]))
     T = fk_batch(chain, Q)
     T[::10, :3, 3] *= 2.0                     # some out of reach
     q_near = rng.uniform(spec.lower, spec.upper, (150, spec.dof))
+    q_near[::2] = Q[::2]
     for stay in (False, True):
         b = solve_batch(spec, T, q_near, stay_on_branch=stay)
         for i in range(len(T)):
@@ -313,6 +404,57 @@ def test_batch_matches_single(name):
                 assert np.allclose(b.q[i], r.best, atol=1e-9) and b.branch[i] == r.best_branch
             else:
                 assert np.all(np.isnan(b.q[i])) and b.branch[i] == ""
+
+
+def test_irb120_batch_at_the_wrist_singularity():
+    """Regression: solve_batch raised IndexError when some poses had theta5 = 0 (a (N, 2, 1) array
+    indexed with (N, 2, 2) indices); singular and regular rows, each as solve() gives it."""
+    spec = robots.get("irb120")
+    chain = chain_of(spec)
+    q = np.array([1.853, -1.612, 0.335, -1.63, 0.0, 0.521])
+    q2 = np.array([0.2, 0.1, 0.3, 0.4, 0.5, 0.6])
+    T = fk_batch(chain, np.stack([q, q2, q, q]))
+    QN = np.stack([q, q2, spec.home, q2])
+    b = solve_batch(spec, T, QN)
+    for i in range(len(T)):
+        r = solve(spec, T[i], QN[i])
+        assert b.ok[i] and r.ok and b.branch[i] == r.best_branch
+        assert np.allclose(b.q[i], r.best, atol=1e-9)
+    assert np.allclose(b.q[0], q, atol=1e-9)   # q_near = q: J4 (free) kept, q comes back
+    b1 = solve_batch(spec, T[:1], q)
+    assert np.allclose(b1.q[0], solve(spec, T[0], q).best, atol=1e-9)
+
+
+# ----- the fused choice == the reference rule ------------------------------------------------
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_choose_agrees_with_pick(name):
+    """solver.choose() (branches skipped while solving) picks exactly what ik_choice.pick() picks
+    from every solution, over random poses, weights and branch filters, including poses near
+    singularities and beyond the joint ranges."""
+    spec = robots.get(name)
+    chain = chain_of(spec)
+    ctx = ik_context(spec)
+    solver = ctx.solver
+    B = len(solver.labels)
+    rng = np.random.default_rng(5)
+    Q = rng.uniform(spec.lower * 1.2, spec.upper * 1.2, (300, spec.dof))
+    if spec.dof == 6:
+        Q[::4, 4] = rng.choice([0.0, 1e-10, 3e-10, 1e-8, -1e-7], size=len(Q[::4]))   # wrist (nearly) singular
+    Q[::7, 1] = 0.0                                                                      # stretched elbows
+    qns = rng.uniform(spec.lower, spec.upper, (len(Q), spec.dof))
+    qns[::3] = Q[::3]
+    chosen = 0
+    for q, qn in zip(Q, qns):
+        t, qn = fk(chain, q).ravel().tolist(), qn.tolist()
+        w = rng.uniform(0.0, 2.0, spec.dof) * (rng.random(spec.dof) > 0.2)      # some weights 0
+        choice = ctx.choice_for(w.tolist())
+        mask = int(rng.integers(0, B))                                            # random branch filter
+        choice = choice.with_branch(int(rng.integers(0, B)), mask)
+        got = solver.choose(t, qn, choice)
+        assert got == pick(choice, solver.solve(t, qn)[0], qn)
+        chosen += got is not None
+    assert chosen > len(Q) // 4   # not only "nothing qualifies"
 
 
 # ----- path ---------------------------------------------------------------------------------
