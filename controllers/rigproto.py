@@ -66,6 +66,7 @@ class Fault(enum.IntFlag):
     RANGE = 0x08  # a position did not fit in int16 and was saturated
     RX_ERROR = 0x10  # the rig dropped a corrupt frame since its previous state
     LINK = 0x100  # host: no state for longer than the link timeout, or the port is gone
+    LATE = 0x200  # host: the sync loop stalled and skipped control ticks just before this sample
 
     def names(self) -> str:
         """``"POWER|STALL"`` style text; ``"OK"`` for no fault."""

@@ -10,7 +10,10 @@
   simulated joints command the rig through JOINT_TARGETS) or REAL_TO_VIRTUAL (the rig's
   measured joints drive the simulated joints through :meth:`SimRobot.command`). Each
   sample has ΔE = E_virtual − E_servo (deg, per mapped joint), the latency (ms, command out →
-  state echoing it back) and the fault flags; :class:`TwinLog` writes them as CSV.
+  state echoing it back) and the fault flags of every state since the previous sample;
+  :class:`TwinLog` writes them as CSV. :meth:`TwinSync.run` keeps a fixed tick schedule:
+  every tick is either sampled or, after a host stall longer than ``max_late_s``, skipped —
+  counted in the report and flagged ``LATE`` in the log, never silently.
 * :class:`TwinSyncWrapper` mirrors a Gymnasium env's robot to the rig after every step.
 
 No PyBullet here: the robot is a :class:`armtwin.envs.sim.SimRobot` from the World facade.
@@ -35,8 +38,8 @@ from ..controllers.choices import Choice
 from ..controllers import rigproto as rp
 from ..controllers.servo import PULSES_PER_DEG
 
-__all__ = ["LinkConfig", "RigState", "LinkStats", "RigLink", "Direction", "SyncConfig", "SyncSample",
-           "FaultEvent", "SyncReport", "TwinLog", "TwinSync", "TwinSyncWrapper", "smooth_motion", "RigLinkError", "build_emulator", "Emulator", "FIRMWARE_DIR"]
+__all__ = ["LinkConfig", "RigState", "LatencyWindow", "LinkStats", "RigLink", "Direction", "SyncConfig", "SyncSample",
+           "FaultEvent", "PowerCommand", "SyncReport", "TwinLog", "TwinSync", "TwinSyncWrapper", "smooth_motion", "RigLinkError", "build_emulator", "Emulator", "FIRMWARE_DIR"]
 
 
 class RigLinkError(OSError):
@@ -53,6 +56,9 @@ class LinkConfig:
         link_timeout_s: no JOINT_STATES for this long -> Fault.LINK, s (the rig sends one at least every 20 ms).
         reconnect_s: pause between attempts to reopen a vanished port, s.
         read_timeout_s: serial read timeout of the reader thread, s.
+        keep_states: keep the newest this many received states in :attr:`RigLink.history`
+            (every state, not only the ones a sampler saw; 0: none) — for fault analysis on the
+            rig's clock.
     """
 
     baudrate: int = 115200
@@ -60,11 +66,14 @@ class LinkConfig:
     link_timeout_s: float = 0.05
     reconnect_s: float = 0.2
     read_timeout_s: float = 0.002
+    keep_states: int = 0
 
     def __post_init__(self) -> None:
         for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s"):
             if not (getattr(self, name) > 0):
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.keep_states < 0:
+            raise ValueError(f"LinkConfig.keep_states must be >= 0, got {self.keep_states!r}")
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class RigState:
         pwm: PWM duty per motor (−255…255).
         faults: the rig's fault flags.
         latency_ms: command out -> this state, ms, when this state is the first echo of a command (else NaN).
+        echo: low byte of the seq of the newest host frame the rig had received when it built this state.
     """
 
     t: float
@@ -88,11 +98,76 @@ class RigState:
     pwm: tuple[int, ...]
     faults: rp.Fault
     latency_ms: float
+    echo: int = -1
 
     @property
     def degrees(self) -> np.ndarray:
         """Measured output angles (n_motors,), deg."""
         return np.asarray(self.positions, dtype=float) / PULSES_PER_DEG
+
+
+class LatencyWindow:
+    """Latency measurements, ms: running totals over all of them plus a bounded ring of the newest.
+
+    Memory stays constant on a link that runs for hours (a 500 Hz state stream would otherwise
+    grow by 1.8 M floats an hour). :meth:`percentile` covers the newest ``capacity``
+    measurements — at 500 Hz the default (65536) holds the last ~2 minutes, i.e. the whole
+    window of ``armtwin bench rig``.
+
+    Args:
+        capacity: number of newest measurements kept for percentiles.
+    """
+
+    def __init__(self, capacity: int = 65536) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._buf = np.empty(int(capacity), dtype=float)
+        self._n = 0  # measurements ever appended
+        self.sum_ms = 0.0
+        self.min_ms = math.inf
+        self.max_ms = -math.inf
+
+    @property
+    def capacity(self) -> int:
+        """Size of the ring."""
+        return int(self._buf.size)
+
+    @property
+    def count(self) -> int:
+        """Number of measurements ever appended (not bounded by ``capacity``)."""
+        return self._n
+
+    @property
+    def mean_ms(self) -> float:
+        """Mean over all measurements ever appended, ms (NaN when none)."""
+        return self.sum_ms / self._n if self._n else math.nan
+
+    def append(self, ms: float) -> None:
+        """Add one measurement, ms."""
+        self._buf[self._n % self._buf.size] = ms
+        self._n += 1
+        self.sum_ms += ms
+        self.min_ms = min(self.min_ms, ms)
+        self.max_ms = max(self.max_ms, ms)
+
+    def values(self) -> np.ndarray:
+        """The measurements in the ring, oldest first (min(count, capacity),), ms (a copy)."""
+        n, cap = self._n, self._buf.size
+        if n <= cap:
+            return self._buf[:n].copy()
+        k = n % cap
+        return np.concatenate([self._buf[k:], self._buf[:k]])
+
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile (0..100) of the measurements in the ring, ms (NaN when none)."""
+        v = self.values()
+        return float(np.percentile(v, q)) if v.size else math.nan
+
+    def __len__(self) -> int:
+        return min(self._n, self._buf.size)
+
+    def __iter__(self):
+        return iter(self.values().tolist())
 
 
 @dataclass
@@ -102,14 +177,15 @@ class LinkStats:
     frames_rx: int = 0
     states_rx: int = 0
     frames_tx: int = 0
-    lost: int = 0  # rig frames missing (sequence gaps)
+    lost: int = 0  # rig frames missing (sequence gaps within one connection)
     dropped: int = 0  # corrupt frames dropped by the decoder
     dropped_by_kind: dict = field(default_factory=dict)
     targets_skipped: int = 0  # targets not sent because the wire was still busy (newer ones follow)
     disconnects: int = 0
     reconnect_attempts: int = 0
     reconnects: int = 0
-    latencies_ms: list = field(default_factory=list)
+    faults_seen: rp.Fault = rp.Fault.NONE  # OR of the fault flags of every state received
+    latencies_ms: LatencyWindow = field(default_factory=LatencyWindow)
 
 
 class RigLink:
@@ -144,6 +220,9 @@ class RigLink:
         self.mode_ack: rp.ModeMsg | None = None
         self.last_error = ""
         self._new_state = threading.Condition()
+        self._faults_acc = rp.Fault.NONE  # OR of the flags of the states received since take_faults()
+        #: the newest ``config.keep_states`` states received, oldest first
+        self.history: collections.deque = collections.deque(maxlen=self.config.keep_states)
         self._t0 = time.monotonic()
 
     # ----- life cycle -------------------------------------------------------------------
@@ -257,9 +336,14 @@ class RigLink:
         self._mode_sent = time.monotonic()
         self.send(self._mode)
 
-    def power(self, on: bool) -> None:
-        """Cut (False) or restore (True) the motor supply (emulator / rig with a supply relay)."""
-        self.send(rp.Power(1 if on else 0))
+    def power(self, on: bool) -> int | None:
+        """Cut (False) or restore (True) the motor supply (emulator / rig with a supply relay).
+
+        Returns:
+            The POWER frame's seq (the rig's states echo its low byte once received), or None
+            when the port is gone.
+        """
+        return self.send(rp.Power(1 if on else 0))
 
     def request_hello(self, timeout: float = 1.0) -> rp.Hello | None:
         """Send HELLO and wait for the rig's answer (None on timeout)."""
@@ -285,6 +369,16 @@ class RigLink:
             self._new_state.wait_for(lambda: self._latest is not None and self._latest.t > after_t, timeout=timeout)
         s = self._latest
         return s if s is not None and s.t > after_t else None
+
+    def take_faults(self) -> rp.Fault:
+        """The OR of the fault flags of every state received since the previous call (then cleared).
+
+        A fault that lasted shorter than the gap between two samples (a power glitch, one
+        corrupt frame) is therefore never missed by a sampler that only looks at :meth:`latest`.
+        """
+        with self._new_state:
+            f, self._faults_acc = self._faults_acc, rp.Fault.NONE
+        return f
 
     def link_faults(self, now: float | None = None) -> rp.Fault:
         """Fault.LINK when the port is gone or no state came for ``link_timeout_s``."""
@@ -380,9 +474,14 @@ class RigLink:
                 if not math.isnan(lat):
                     st.latencies_ms.append(lat)
                 st.states_rx += 1
-                state = RigState(t, f.seq, f.t_us, m.positions, m.pwm, rp.Fault(m.faults), lat)
+                faults = rp.Fault(m.faults)
+                state = RigState(t, f.seq, f.t_us, m.positions, m.pwm, faults, lat, m.echo)
                 with self._new_state:
                     self._latest = state
+                    if self.history.maxlen:
+                        self.history.append(state)
+                    self._faults_acc |= faults
+                    st.faults_seen |= faults
                     self._new_state.notify_all()
             elif isinstance(m, rp.Hello):
                 self.hello = m
@@ -413,6 +512,10 @@ class SyncConfig:
         stream_hz: REAL_TO_VIRTUAL: the rig's state stream rate, Hz.
         local_demo: REAL_TO_VIRTUAL: let the rig move its motors along its built-in sine
             (for a rig without a person turning the shafts; the emulator).
+        max_late_s: :meth:`TwinSync.run` takes samples that are late by up to this much back to
+            back (catching up with its tick schedule); when the host stalled for longer, the
+            missed ticks are skipped instead — counted in ``SyncReport.ticks_skipped`` and
+            flagged ``Fault.LATE`` on the first sample after the gap, s.
     """
 
     joints: tuple[int, ...] = (0, 1)
@@ -420,6 +523,7 @@ class SyncConfig:
     rate_hz: float = 500.0
     stream_hz: int = 500
     local_demo: bool = False
+    max_late_s: float = 0.05
 
     def __post_init__(self) -> None:
         if not (1 <= len(self.joints) <= rp.N_MOTORS) or len(set(self.joints)) != len(self.joints):
@@ -428,6 +532,8 @@ class SyncConfig:
             raise ValueError(f"direction must be a Direction, got {self.direction!r}")
         if not (0 < self.rate_hz <= 5000):
             raise ValueError(f"rate_hz must be in (0, 5000], got {self.rate_hz}")
+        if not (self.max_late_s >= 0):
+            raise ValueError(f"max_late_s must be >= 0, got {self.max_late_s}")
 
 
 @dataclass(frozen=True)
@@ -442,8 +548,11 @@ class SyncSample:
         error_deg: ΔE = virtual − servo (k,), deg.
         latency_ms: newest command-out -> matching-state-back latency, ms (NaN if none yet, or
             while the link is faulty).
-        faults: rig flags of the newest state plus Fault.LINK when the link is stale.
+        faults: rig flags of every state received since the previous sample (so a short fault is
+            never missed), plus Fault.LINK when the link is stale and Fault.LATE when control
+            ticks were skipped just before this sample.
         pwm: the rig's PWM per mapped joint.
+        rig_state: the newest rig state this sample used (its ``t_us`` is the rig's clock), or None.
     """
 
     stt: int
@@ -454,6 +563,7 @@ class SyncSample:
     latency_ms: float
     faults: rp.Fault
     pwm: tuple[int, ...] = ()
+    rig_state: RigState | None = None
 
 
 @dataclass(frozen=True)
@@ -466,15 +576,31 @@ class FaultEvent:
     on: bool
 
 
+@dataclass(frozen=True)
+class PowerCommand:
+    """A POWER message sent by :meth:`TwinSync.run` (its power schedule)."""
+
+    stt: int  # sent just before this sample
+    time: float  # s on the sync's clock (the sample's time)
+    seq: int | None  # the frame's seq (None: the port was gone)
+    on: bool
+    t_sent: float = math.nan  # host monotonic time just after the frame was written, s (no state
+    # received before it can have seen the command)
+
+
 @dataclass
 class SyncReport:
     """Summary of a :meth:`TwinSync.run`."""
 
-    samples: int = 0
+    samples: int = 0  # samples taken (rows logged) by this run
     seconds: float = 0.0
     rate_hz: float = 0.0  # (samples − 1) / (time of the last sample − time of the first), Hz
     events: list = field(default_factory=list)
     stale_samples: int = 0  # samples for which no new state had arrived since the previous sample
+    ticks: int = 0  # control ticks of the schedule that passed: samples + ticks_skipped
+    ticks_skipped: int = 0  # ticks without a sample because the host stalled for > max_late_s
+    stalls: int = 0  # gaps of skipped ticks (= samples flagged Fault.LATE)
+    power_commands: list = field(default_factory=list)  # PowerCommand per scheduled POWER sent
     interrupted: bool = False
 
 
@@ -579,14 +705,29 @@ class TwinSync:
         self._last_latency = math.nan
         self.stale = 0
 
-    def start(self) -> None:
-        """Send the MODE for the configured direction and start the clock."""
+    def send_mode(self) -> None:
+        """Send the MODE for the configured direction (the link re-sends it until the rig echoes it)."""
         mode = rp.Mode.VIRTUAL_TO_REAL if self.config.direction is Direction.VIRTUAL_TO_REAL else rp.Mode.REAL_TO_VIRTUAL
         flags = rp.ModeMsg.LOCAL_DEMO if self.config.local_demo else 0
         self.link.set_mode(mode, self.config.stream_hz, flags)
-        self._t0 = time.monotonic()
 
-    def step(self, *, step_world: bool = True) -> SyncSample:
+    def start(self) -> None:
+        """Send the MODE and, the first time only, start the clock of the samples' ``time``.
+
+        Calling it again (a new episode, a second :meth:`run`) re-sends the mode but keeps the
+        clock, so ``time`` never jumps back while ``stt`` goes on.
+        """
+        self.send_mode()
+        if self._t0 is None:
+            self.link.take_faults()  # flags from before the sync (a rig idle since power-up) are not its samples'
+            self._t0 = time.monotonic()
+
+    @property
+    def started(self) -> bool:
+        """True once :meth:`start` ran (the clock is running)."""
+        return self._t0 is not None
+
+    def step(self, *, step_world: bool = True, late_ticks: int = 0, now: float | None = None) -> SyncSample:
         """One sample: exchange with the rig, compute ΔE and latency, log it.
 
         VIRTUAL_TO_REAL: sends the robot's current mapped joints as targets (whoever drives
@@ -594,12 +735,19 @@ class TwinSync:
         REAL_TO_VIRTUAL: commands the robot's mapped joints to the rig's newest measurement
         through ``SimRobot.command`` and, if ``step_world``, advances the world one step so
         that E_virtual is the simulated joint after the command.
+
+        Args:
+            step_world: REAL_TO_VIRTUAL: advance the world one step after the command.
+            late_ticks: control ticks skipped just before this sample (> 0 flags Fault.LATE).
+            now: the sample's monotonic time, s (default: now) — :meth:`run` passes the time
+                its tick schedule was checked at, so ``time`` and the schedule agree exactly.
         """
         if self._t0 is None:
             self.start()
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
         spec = self.robot.spec
-        state = self.link.latest()
+        seen = self.link.take_faults()  # every state since the previous sample, before latest():
+        state = self.link.latest()  # a state arriving in between is counted next time, not lost
         if self.config.direction is Direction.VIRTUAL_TO_REAL:
             virt = np.degrees(self.robot.q[self.idx])
             self.link.send_targets(np.rint(virt * PULSES_PER_DEG).astype(int).tolist() + [0] * (rp.N_MOTORS - len(self.idx)))
@@ -619,18 +767,20 @@ class TwinSync:
             else:
                 self.stale += 1
             self._last_state_t = state.t
-            faults = state.faults | self.link.link_faults(now)
+            faults = state.faults | seen | self.link.link_faults(now)
             pwm = tuple(state.pwm[:len(self.idx)])
         else:
             servo = np.full(len(self.idx), np.nan)
-            faults = rp.Fault.LINK
+            faults = rp.Fault.LINK | seen
             pwm = ()
+        if late_ticks > 0:
+            faults |= rp.Fault.LATE
         latency = self._last_latency
         if faults & rp.Fault.LINK:  # no fresh state: no latency to show; no servo values without a port
             latency = math.nan
             if not self.link.connected:
                 servo = np.full(len(self.idx), np.nan)
-        sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm)
+        sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm, state)
         self._track_faults(sample)
         if self.log is not None:
             self.log.write(sample)
@@ -640,7 +790,7 @@ class TwinSync:
     def _track_faults(self, s: SyncSample) -> None:
         changed = s.faults ^ self._faults
         for f in rp.Fault:
-            if f and f in changed and f.name and f is not rp.Fault.RX_ERROR:
+            if f and f in changed and f.name and f not in (rp.Fault.RX_ERROR, rp.Fault.LATE):
                 self.events.append(FaultEvent(s.stt, s.time, f.name, bool(f & s.faults)))
         self._faults = s.faults
 
@@ -649,24 +799,34 @@ class TwinSync:
             max_samples: int | None = None, on_sample: Callable[[SyncSample], None] | None = None) -> SyncReport:
         """Run the loop at ``config.rate_hz`` until ``seconds``, ``max_samples`` or ``stop``.
 
+        Samples follow a fixed tick schedule (tick k at k / rate_hz after the start). A sample
+        is never taken before its tick; a late one is taken at once (back to back) while it is
+        at most ``config.max_late_s`` late. After a longer stall of the host the missed ticks
+        are skipped — counted in ``SyncReport.ticks_skipped``, and the next sample carries
+        Fault.LATE — so no tick is lost silently: ticks = samples + ticks_skipped.
+
         Args:
             seconds: duration, s (None: until ``stop`` or ``max_samples``).
-            source: VIRTUAL_TO_REAL: ``q(t)`` (rad, all joints) commanded to the robot each sample
-                (a program, a planner, a policy…). None leaves the robot to whoever else commands it.
+            source: VIRTUAL_TO_REAL: ``q(t)`` (rad, all joints; t in s since this run started)
+                commanded to the robot each sample (a program, a planner, a policy…). None
+                leaves the robot to whoever else commands it.
             stop: set it (e.g. from a signal handler) to end the loop cleanly.
             power_schedule: {sample number: power on?} — POWER messages sent at those samples
-                (the fault test: {3000: False, 3150: True, 3600: False}).
-            max_samples: stop after this many samples.
-            on_sample: called with every sample (progress display).
+                (the fault test: {3000: False, 3150: True, 3600: False}); each is recorded in
+                ``SyncReport.power_commands``.
+            max_samples: stop once ``stt`` reaches this (the total sample count of this sync).
+            on_sample: called with every sample (progress display); it may set ``stop``.
         """
         world = self.robot.world
         period = 1.0 / self.config.rate_hz
+        max_late_ticks = int(self.config.max_late_s / period)
         sched = dict(power_schedule or {})
         report = SyncReport()
         self.start()
         t_first = t_last = None
-        t_start = self._t0
-        next_t = t_start
+        t_start = time.monotonic()  # tick 0 of this run
+        tick = 0  # the next tick to take
+        n0 = self.stt
         try:
             while True:
                 if stop is not None and stop.is_set():
@@ -677,28 +837,36 @@ class TwinSync:
                 now = time.monotonic()
                 if seconds is not None and now - t_start >= seconds:
                     break
+                due = int((now - t_start) / period)  # the newest tick that has come
+                late = 0
+                if due - tick > max_late_ticks:  # stalled: skip the missed ticks, visibly
+                    late = due - tick
+                    report.ticks_skipped += late
+                    report.stalls += 1
+                    tick = due
                 if self.stt in sched:
-                    self.link.power(sched.pop(self.stt))
+                    on = sched.pop(self.stt)
+                    seq = self.link.power(on)
+                    report.power_commands.append(PowerCommand(self.stt, now - self._t0, seq, on, time.monotonic()))
                 if source is not None and self.config.direction is Direction.VIRTUAL_TO_REAL:
                     self.robot.command(source(now - t_start))
                 if self.config.direction is Direction.VIRTUAL_TO_REAL:
                     world.step()
-                s = self.step()
+                s = self.step(late_ticks=late, now=now)
+                tick += 1
                 t_first = s.time if t_first is None else t_first
                 t_last = s.time
                 if on_sample is not None:
                     on_sample(s)
-                next_t += period
-                delay = next_t - time.monotonic()
+                delay = t_start + tick * period - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                elif delay < -0.05:
-                    next_t = time.monotonic()  # the machine stalled: skip the missed ticks
-                # (catching up after a shorter delay never queues commands: RigLink.send_targets
-                # skips targets while the wire is still busy with earlier bytes)
+                # (catching up never queues commands: RigLink.send_targets skips targets while
+                # the wire is still busy with earlier bytes)
         except KeyboardInterrupt:
             report.interrupted = True
-        report.samples = self.stt
+        report.samples = self.stt - n0
+        report.ticks = report.samples + report.ticks_skipped
         report.seconds = time.monotonic() - t_start
         if t_first is not None and t_last > t_first:  # samples per second of the loop itself
             report.rate_hz = (report.samples - 1) / (t_last - t_first)
@@ -738,7 +906,7 @@ class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
-        self.sync.start()
+        self.sync.start()  # the mode again (the rig may have rebooted); the log's clock keeps running
         info = dict(info)
         info["twin"] = self._info(self.sync.step())
         return obs, info

@@ -3,8 +3,10 @@
 Runs the rig emulator (firmware core on the host, bytes paced at 10 bits per byte) and a
 virtual→real sync of an IRB120's J1, J2 along the built-in smooth motion, then prints the
 loop rate, latency p50/p99, the steady-state twin error (max |ΔE| over the last 0.5 s of each
-hold, after the move settled), the samples lost and the share of the wire's frame limit used
-— beside the published rig's figures (165 Hz, 30 ms, ±2°).
+hold, after the move settled), the samples lost, the control ticks skipped by host stalls,
+the share of the wire's frame limit used, and the power-cut detection time (wall clock and
+rig clock) of a short power test after the sync — beside the published rig's figures
+(165 Hz, 30 ms, ±2°). Wall-clock figures live here, not in the tests.
 """
 
 from __future__ import annotations
@@ -30,8 +32,49 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _rig_detection_ms(history, cmd, fault, present: bool) -> float:
+    """Rig-clock detection of a POWER command, ms (an upper bound; NaN when not seen).
+
+    t_us of the first state (after the command) whose ``fault`` flag is ``present``, minus
+    t_us of the last state built before the rig had received the command (the states' echo,
+    unwrapped from the last state received before the command was written, is older than its
+    seq) — the cut was applied between the two.
+    """
+    if cmd.seq is None:
+        return float("nan")
+    b = max((i for i, s in enumerate(history) if s.t <= cmd.t_sent), default=None)
+    if b is None:
+        return float("nan")
+    e = cmd.seq - (((cmd.seq - history[b].echo) & 0xFF) or 256)  # the echo unwrapped along the states
+    i0 = None
+    for i in range(b + 1, len(history)):
+        e += (history[i].echo - history[i - 1].echo) & 0xFF
+        if e >= cmd.seq:
+            i0 = i
+            break
+    if not i0:
+        return float("nan")
+    for s in history[i0:]:
+        if bool(s.faults & fault) == present:
+            return ((s.t_us - history[i0 - 1].t_us) & 0xFFFFFFFF) / 1e3
+    return float("nan")
+
+
+def _log_detection_ms(samples, cmd, fault, present: bool) -> float:
+    """Host wall clock: the first sample at/after the command with ``fault`` ``present``, ms after it."""
+    for s in samples:
+        if s.stt >= cmd.stt and bool(s.faults & fault) == present:
+            return (s.time - cmd.time) * 1e3
+    return float("nan")
+
+
 def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> dict:
-    """Run the benchmark and return the figures (keys as in the JSON output)."""
+    """Run the benchmark and return the figures (keys as in the JSON output).
+
+    After the timed sync, a short power test (cut 100 samples in, restore 150 samples later)
+    measures the power-fault detection on the host's wall clock (command sent -> flagged in
+    the log) and on the rig's clock (cut applied -> state carrying the flag).
+    """
     from ..controllers import rigproto as rp
     from ..envs.rig import Emulator, RigLink, LinkConfig, SyncConfig, TwinSync, smooth_motion
     from ..envs.sim import PhysicsConfig, World
@@ -39,18 +82,28 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
     spec = get("irb120")
     joints = (0, 1)
     move_s, hold_s = 1.5, 1.0
-    samples = []
+    samples, power_samples = [], []
     with Emulator(baud) as emu, World(PhysicsConfig(dt=1.0 / rate)) as world:
         robot = world.add_robot(spec)
-        link = RigLink(emu.device, LinkConfig(baudrate=baud)).open()
+        link = RigLink(emu.device, LinkConfig(baudrate=baud, keep_states=4096)).open()
         try:
             link.request_hello(timeout=1.0)
             sync = TwinSync(robot, link, SyncConfig(joints, rate_hz=rate))
-            rep = sync.run(seconds, source=smooth_motion(spec, joints, move_s=move_s, hold_s=hold_s),
-                           on_sample=samples.append)
+            motion = smooth_motion(spec, joints, move_s=move_s, hold_s=hold_s)
+            rep = sync.run(seconds, source=motion, on_sample=samples.append)
+            st = link.stats
+            lat = st.latencies_ms.values()  # the ring holds the whole window (capacity ≫ 10 s × 500 Hz)
+            lat_count = st.latencies_ms.count
+            lost, dropped, states_rx, frames_tx = st.lost, st.dropped, st.states_rx, st.frames_tx
+            targets_skipped = st.targets_skipped
+            n0 = sync.stt  # the power test
+            hold = motion(0.0)
+            prep = sync.run(None, source=lambda t: hold, max_samples=n0 + 400,
+                            power_schedule={n0 + 100: False, n0 + 250: True}, on_sample=power_samples.append)
+            history = list(link.history)
         finally:
             link.close()
-    st = link.stats
+    cut, restore = prep.power_commands
     t = np.array([s.time for s in samples])
     err = np.array([s.error_deg for s in samples])
     seg = move_s + hold_s
@@ -58,22 +111,32 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
     steady = (phase >= seg - 0.5) & (t > 0.5)  # last 0.5 s of every hold
     ok_rows = np.array([not (s.faults & ~rp.Fault.RX_ERROR) for s in samples])
     sel = steady & ok_rows & np.all(np.isfinite(err), axis=1)
-    lat = np.array(st.latencies_ms)
     frame_limit = baud / 10.0 / rp.wire_bytes(rp.MsgType.JOINT_STATES)  # state frames/s the wire can carry
-    states_rate = st.states_rx / rep.seconds if rep.seconds > 0 else 0.0
+    states_rate = states_rx / rep.seconds if rep.seconds > 0 else 0.0
+    P = rp.Fault.POWER
     return {
         "rate_hz": rep.rate_hz,
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else float("nan"),
         "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+        "latency_samples": int(lat_count),
         "error_deg": float(np.max(np.abs(err[sel]))) if sel.any() else float("nan"),
-        "samples_lost": int(st.lost + st.dropped),
+        "samples_lost": int(lost + dropped),
+        "frames_lost": int(lost),
+        "frames_dropped": int(dropped),
+        "ticks_skipped": rep.ticks_skipped,
+        "stalls": rep.stalls,
+        "max_sample_gap_ms": float(np.max(np.diff(t)) * 1e3) if t.size > 1 else float("nan"),
         "wire_share": states_rate / frame_limit,
-        "wire_share_targets": (st.frames_tx / rep.seconds if rep.seconds > 0 else 0.0)
+        "wire_share_targets": (frames_tx / rep.seconds if rep.seconds > 0 else 0.0)
                               / (baud / 10.0 / rp.wire_bytes(rp.MsgType.JOINT_TARGETS)),
         "state_rate_hz": states_rate,
         "wire_frame_limit_hz": frame_limit,
         "samples": rep.samples,
-        "targets_skipped": st.targets_skipped,
+        "targets_skipped": targets_skipped,
+        "power_detect_ms": _log_detection_ms(power_samples, cut, P, True),
+        "power_recover_ms": _log_detection_ms(power_samples, restore, P, False),
+        "power_detect_rig_ms": _rig_detection_ms(history, cut, P, True),
+        "power_recover_rig_ms": _rig_detection_ms(history, restore, P, False),
         "load_avg_1min": os.getloadavg()[0],
         "stale_samples": rep.stale_samples,
         "baud": baud,
@@ -101,6 +164,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {'latency p99, ms':28s} {r['latency_p99_ms']:10.2f} {'':>10s} {'':>8s}")
     print(f"  {'steady-state error, deg':28s} {r['error_deg']:10.3f} {p['error_deg']:10.1f} {'<= 0.5':>8s}")
     print(f"  {'samples lost':28s} {r['samples_lost']:10d} {'':>10s} {'0':>8s}")
+    print(f"  {'ticks skipped (host stalls)':28s} {r['ticks_skipped']:10d} {'':>10s} {'0':>8s}  "
+          f"({r['stalls']} stalls, longest gap between samples {r['max_sample_gap_ms']:.1f} ms)")
+    print(f"  {'power cut detected, ms':28s} {r['power_detect_ms']:10.1f} {'':>10s} {'<= 50':>8s}  "
+          f"(rig clock {r['power_detect_rig_ms']:.1f} ms; recovery {r['power_recover_ms']:.1f} ms, "
+          f"rig clock {r['power_recover_rig_ms']:.1f} ms)")
     print(f"  {'wire share (states)':28s} {r['wire_share']:10.1%} {'':>10s} {'':>8s}  "
           f"({r['state_rate_hz']:.0f} of {r['wire_frame_limit_hz']:.0f} state frames/s)")
     return 0

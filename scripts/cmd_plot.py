@@ -14,7 +14,7 @@ import numpy as np
 from .cli import CliError
 
 _COLOURS = {"POWER": "#d62728", "LINK": "#7f7f7f", "WATCHDOG": "#ff7f0e", "STALL": "#9467bd", "RANGE": "#8c564b",
-            "RX_ERROR": "#e377c2"}
+            "RX_ERROR": "#e377c2", "LATE": "#17becf"}
 
 
 def register(sub) -> None:

@@ -1,13 +1,16 @@
 """``armtwin sync``: the twin between a simulated robot and the servo rig over a serial port.
 
     armtwin sync --port PORT --robot R --joints 1,2 --direction virtual-to-real|real-to-virtual
-                 [--program P] [--seconds S] --log twin.csv
+                 [--program P] [--seconds S] [--samples N] --log twin.csv
 
 virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file: preflight,
 then the runner's control samples from :func:`armtwin.envs.runner.control_trajectory`; the
-run lasts the program plus a 1 s hold unless ``--seconds`` is given) or else by a built-in
+run lasts the program plus a 1 s hold unless ``--seconds`` or ``--samples`` is given) or else by a built-in
 smooth joint motion — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints.
 Every sample goes to the CSV log (flushed per row; Ctrl-C / SIGTERM close it cleanly).
+``--samples N`` stops after exactly N samples (N rows); with ``--seconds`` too, whichever comes
+first. The summary line counts rig frames lost (sequence gaps), corrupt frames dropped and
+control ticks skipped by host stalls (those samples carry ``LATE`` in the log's Fault column).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ def register(sub) -> None:
     p.add_argument("--direction", default="virtual-to-real", help="virtual-to-real (default) or real-to-virtual")
     p.add_argument("--program", default=None, help="G-code program driving the simulated robot (virtual-to-real)")
     p.add_argument("--seconds", type=float, default=None, help="duration, s (default: until Ctrl-C)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="stop after this many samples (log rows); with --seconds, whichever comes first")
     p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
     p.add_argument("--baud", type=int, default=115200, help="serial speed, bit/s (default 115200)")
     p.add_argument("--log", required=True, help="CSV log path")
@@ -98,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--direction: {exc}") from None
     if args.seconds is not None and not args.seconds > 0:
         raise CliError(f"--seconds {args.seconds}: must be > 0")
+    if args.samples is not None and args.samples < 1:
+        raise CliError(f"--samples {args.samples}: must be >= 1")
     if not 1 <= args.rate <= 5000:
         raise CliError(f"--rate {args.rate}: must be between 1 and 5000 Hz")
     for j in joints:
@@ -114,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if direction is Direction.VIRTUAL_TO_REAL:
         if args.program:
             source, duration = _program_source(args.program, spec, 1.0 / args.rate)
-            if seconds is None:
+            if seconds is None and args.samples is None:
                 seconds = duration + 1.0  # the program, then a 1 s hold
         else:
             source = smooth_motion(spec, joints)
@@ -150,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"\r  t={s.time:7.1f} s  STT={s.stt:7d}  ΔE deg [{err}]  latency {s.latency_ms:5.1f} ms  "
                       f"{s.faults.names():12s}", end="", file=sys.stderr, flush=True)
 
-        rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, on_sample=progress)
+        rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, max_samples=args.samples,
+                       on_sample=progress)
         print(file=sys.stderr)
     finally:
         for s, h in old.items():
@@ -160,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
         link.close()
         world.close()
     st = link.stats
-    lat = sorted(st.latencies_ms)
-    p50 = lat[len(lat) // 2] if lat else float("nan")
+    p50 = st.latencies_ms.percentile(50)
     print(f"samples {rep.samples}  rate {rep.rate_hz:.1f} Hz  latency p50 {p50:.2f} ms  lost frames {st.lost}  "
-          f"corrupt frames dropped {st.dropped}  reconnects {st.reconnects}/{st.reconnect_attempts} attempts"
+          f"corrupt frames dropped {st.dropped}  skipped ticks {rep.ticks_skipped} in {rep.stalls} stalls  "
+          f"reconnects {st.reconnects}/{st.reconnect_attempts} attempts"
           + ("  (interrupted)" if rep.interrupted else ""))
     for e in rep.events:
         print(f"  fault {e.fault:8s} {'ON ' if e.on else 'off'} at STT {e.stt} (t = {e.time:.3f} s)")

@@ -1,6 +1,7 @@
 """The firmware sources build cleanly on the host: the portable core with -Werror, the
 emulator, and the Arduino sketch against a stub Arduino.h (a syntax/type check — the AVR
-build itself needs the Arduino toolchain, which CI does not have)."""
+build itself needs the Arduino toolchain, which CI does not have). Nothing here is skipped:
+without g++ the tests fail with a message naming the missing compiler."""
 
 import os
 import shutil
@@ -41,10 +42,12 @@ void noInterrupts();
 void interrupts();
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is required (it is on CI machines)")
-
-
 def gxx(*args, cwd=None):
+    """Run g++ with warnings as errors. Nothing is skipped: issue 7 requires the firmware to build
+    on CI, so a missing compiler fails the test with a message saying what to install."""
+    if shutil.which("g++") is None:
+        pytest.fail("g++ was not found on PATH: the firmware tests need a C++11 compiler "
+                    "(install it, e.g. `apt-get install g++`); these tests are never skipped", pytrace=False)
     return subprocess.run(["g++", "-std=c++11", "-Wall", "-Wextra", "-Werror", *args], capture_output=True,
                           text=True, cwd=cwd)
 

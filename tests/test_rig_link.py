@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.envs.rig import Emulator, RigLink, RigLinkError, build_emulator
+from armtwin.envs.rig import Emulator, LatencyWindow, LinkConfig, RigLink, RigLinkError, build_emulator
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,19 @@ def wait_for(cond, timeout=2.0):
     return False
 
 
+def wait_echo(link, seq, timeout=10.0):
+    """The first state echoing ``seq`` (event-driven; None after ``timeout``, which only bounds a hang)."""
+    end = time.monotonic() + timeout
+    while True:
+        s = link.latest()
+        if s is not None and s.echo == seq & 0xFF:
+            return s
+        rem = end - time.monotonic()
+        if rem <= 0:
+            return None
+        link.wait_state(s.t if s is not None else -1.0, rem)
+
+
 def test_hello_and_mode_are_answered_by_the_firmware_core(emu):
     with RigLink(emu.device) as link:
         h = link.request_hello(timeout=2.0)
@@ -43,19 +56,62 @@ def test_hello_and_mode_are_answered_by_the_firmware_core(emu):
 
 
 def test_targets_drive_the_emulated_motors_and_states_echo_commands(emu):
-    with RigLink(emu.device) as link:
+    # Lock-step and count-based: each target waits for the state that echoes it, so every
+    # target sent must close exactly one latency measurement, however slow the machine is.
+    # Heartbeats are switched off so that the targets are the only frames in flight.
+    with RigLink(emu.device, LinkConfig(heartbeat_s=60.0)) as link:
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL)
+        assert wait_for(lambda: link.mode_ack is not None, timeout=10.0)
         target = (int(20 * 37.5), int(-10 * 37.5))
-        t_end = time.monotonic() + 1.5
-        while time.monotonic() < t_end:  # stream targets (a step) at ~200 Hz
-            link.send_targets(target)
-            time.sleep(0.005)
-        s = link.latest()
-        assert s is not None and not (s.faults & (rp.Fault.WATCHDOG | rp.Fault.POWER))
+        assert wait_echo(link, link.send_targets(target)) is not None  # retires the MODE frame's measurement
+        n_lat0, n_tx0 = link.stats.latencies_ms.count, link.stats.frames_tx
+        echoed = []
+        deadline = time.monotonic() + 60.0  # bounds a hang only
+        while len(echoed) < 300 and time.monotonic() < deadline:
+            seq = link.send_targets(target)
+            assert seq is not None  # lock-step: the wire is always free again
+            s = wait_echo(link, seq)
+            assert s is not None, f"no state echoed target seq {seq}"
+            echoed.append(s)
+        assert len(echoed) == 300
+        sent = link.stats.frames_tx - n_tx0
+        assert sent == 300 and link.stats.targets_skipped == 0
+        assert link.stats.latencies_ms.count - n_lat0 == sent  # one measurement per command, none missed
+        lat = link.stats.latencies_ms.values()[-sent:]  # (a later keep-alive state may repeat an echo:
+        assert np.all(np.isfinite(lat)) and np.all(lat > 0)  # only the first one closes a measurement)
+        s = echoed[-1]
+        assert not (s.faults & rp.Fault.POWER)
+        # after 300 lock-step targets the motors hold the target (no WATCHDOG: frames kept coming
+        # unless the machine stalled > 100 ms — then the last target restarted the motors)
+        settle_end = time.monotonic() + 30.0
+        while time.monotonic() < settle_end:
+            seq = link.send_targets(target)
+            s = (wait_echo(link, seq, 2.0) if seq is not None else None) or link.latest()
+            if not s.faults and np.allclose(s.degrees, [20.0, -10.0], atol=0.5):
+                break
         np.testing.assert_allclose(s.degrees, [20.0, -10.0], atol=0.5)
-        assert len(link.stats.latencies_ms) > 100  # echoes matched to the commands
-        assert all(l > 0 for l in link.stats.latencies_ms)
+        assert not (s.faults & (rp.Fault.WATCHDOG | rp.Fault.POWER))
         assert link.stats.lost == 0 and link.stats.dropped == 0
+
+
+def test_latency_window_is_bounded_and_its_percentiles_cover_the_newest():
+    w = LatencyWindow(capacity=1000)
+    rng = np.random.default_rng(3)
+    old = rng.uniform(50, 60, 5000)  # these fall out of the ring
+    new = rng.uniform(1, 5, 1000)
+    for v in np.r_[old, new]:
+        w.append(float(v))
+    assert len(w) == 1000 and w.count == 6000 and w.capacity == 1000
+    np.testing.assert_array_equal(w.values(), new)  # oldest first
+    assert w.percentile(50) == pytest.approx(np.percentile(new, 50))
+    assert w.percentile(99) == pytest.approx(np.percentile(new, 99))
+    assert w.max_ms == pytest.approx(old.max()) and w.min_ms == pytest.approx(new.min())
+    assert w.mean_ms == pytest.approx(np.r_[old, new].mean())
+    assert w._buf.nbytes == 8000  # constant memory
+    empty = LatencyWindow(10)
+    assert np.isnan(empty.percentile(50)) and len(empty) == 0 and list(empty) == []
+    with pytest.raises(ValueError):
+        LatencyWindow(0)
 
 
 def test_watchdog_stops_the_motors_when_the_host_goes_silent(emu):
@@ -64,40 +120,57 @@ def test_watchdog_stops_the_motors_when_the_host_goes_silent(emu):
     dec = rp.StreamDecoder()
     port.write(b"\x00" + rp.encode_frame(rp.ModeMsg(rp.Mode.VIRTUAL_TO_REAL), 0, 0))
     states = []
-    for k in range(40):  # 0.2 s of targets far away: the motors run at full speed
-        port.write(rp.encode_frame(rp.JointTargets((30000, -30000)), k + 1, 0))
-        states += [f.msg for f in dec.feed(port.read(512)) if isinstance(f.msg, rp.JointStates)]
+    k = 0
+    deadline = time.monotonic() + 30.0  # bounds a hang only
+    # targets far away until the motors run at full speed (and at least 40 targets)
+    while time.monotonic() < deadline:
+        k += 1
+        port.write(rp.encode_frame(rp.JointTargets((30000, -30000)), k, 0))
+        new = [f.msg for f in dec.feed(port.read(512)) if isinstance(f.msg, rp.JointStates)]
+        states += new
+        if k >= 40 and new and abs(new[-1].pwm[0]) == 255 and not new[-1].faults & rp.Fault.WATCHDOG:
+            break
         time.sleep(0.005)
     assert states and abs(states[-1].pwm[0]) == 255 and not states[-1].faults & rp.Fault.WATCHDOG
-    t_silent = time.monotonic()
-    silent = []  # (time since silence, state)
-    while time.monotonic() - t_silent < 0.6:  # then silence: no frame at all
-        now = time.monotonic() - t_silent
-        silent += [(now, f.msg) for f in dec.feed(port.read(512)) if isinstance(f.msg, rp.JointStates)]
+    # then silence — no frame at all — until the watchdog tripped and the motors stood still
+    # for 5 states in a row (each state is >= 20 ms apart on the rig's clock: the keep-alive)
+    silent = []
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        silent += [f.msg for f in dec.feed(port.read(512)) if isinstance(f.msg, rp.JointStates)]
+        tail = silent[-5:]
+        if len(tail) == 5 and all(m.faults & rp.Fault.WATCHDOG for m in tail) and \
+                len({m.positions for m in tail}) == 1:
+            break
     port.close()
-    tripped = [(t, m) for t, m in silent if m.faults & rp.Fault.WATCHDOG]
-    assert tripped and all(m.pwm == (0, 0) for _, m in tripped)
-    assert silent[-1][1].faults & rp.Fault.WATCHDOG
-    # the motors coasted to a stop: the last states do not move
-    assert silent[-1][1].positions == silent[-2][1].positions
+    tripped = [m for m in silent if m.faults & rp.Fault.WATCHDOG]
+    assert tripped and all(m.pwm == (0, 0) for m in tripped)
+    assert silent[-1].faults & rp.Fault.WATCHDOG
+    assert len({m.positions for m in silent[-5:]}) == 1  # the motors coasted to a stop
+    assert silent[0].positions != silent[-1].positions  # (they were running when the host went silent)
 
 
 def test_garbage_from_the_host_is_survived_by_the_rig(emu):
     with RigLink(emu.device) as link:
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL)
         rng = np.random.default_rng(1)
-        flags = rp.Fault.NONE
         for k in range(300):
             link.send_targets((375, 375))
             if k % 50 == 10:
                 with link._lock:
                     link._port.write(rng.integers(0, 256, 40, dtype=np.uint8).tobytes())
             time.sleep(0.003)
-            s = link.latest()
-            if s is not None:
-                flags |= s.faults
-        assert flags & rp.Fault.RX_ERROR  # the rig saw and dropped corrupt frames
-        np.testing.assert_allclose(link.latest().degrees, [10.0, 10.0], atol=0.5)  # and kept following
+        # every state counts (not only the ones this loop happened to look at)
+        assert wait_for(lambda: link.stats.faults_seen & rp.Fault.RX_ERROR, timeout=10.0)  # the rig dropped corrupt frames
+        deadline = time.monotonic() + 30.0  # and kept following (bounds a hang only)
+        while time.monotonic() < deadline:
+            seq = link.send_targets((375, 375))
+            s = (wait_echo(link, seq, 2.0) if seq is not None else None) or link.latest()
+            if not (s.faults & ~rp.Fault.RX_ERROR) and np.allclose(s.degrees, [10.0, 10.0], atol=0.5):
+                break
+            time.sleep(0.003)
+        np.testing.assert_allclose(s.degrees, [10.0, 10.0], atol=0.5)
+        assert link.stats.lost == 0
 
 
 class FakeRig:

@@ -2,11 +2,15 @@
 
 import csv
 import os
+import re
+import threading
+import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from armtwin.controllers import rigproto as rp
 from armtwin.envs.rig import (Direction, Emulator, RigLink, SyncConfig, TwinLog, TwinSync, TwinSyncWrapper,
                               build_emulator, smooth_motion)
 from armtwin.envs.sim import JointMode, PhysicsConfig, World
@@ -27,25 +31,50 @@ def emu(exe):
 
 
 def test_virtual_to_real_tracks_and_settles(emu):
+    """Move to +20° (J1) / −12° (J3), then hold; check the twin on the hold's fresh states.
+
+    The hold window is chosen by the commanded motion's phase (source time ≥ move + 0.3 s),
+    and the run lasts until that window has 60 fresh rig states, however slow the machine."""
     spec = get("irb120")
-    samples = []
+    move_s = 0.8
+    motion = smooth_motion(spec, (0, 2), amplitude_deg=20, move_s=move_s, hold_s=1e6)  # one move, then hold
+    samples, src_t, fresh_hold = [], [], []
+    stop = threading.Event()
+    deadline = time.monotonic() + 60.0  # bounds a hang only
+
+    def source(t):
+        src_t.append(t)
+        return motion(t)
+
+    def on_sample(s):
+        prev = samples[-1].rig_state if samples else None
+        samples.append(s)
+        fresh = s.rig_state is not None and (prev is None or s.rig_state.seq != prev.seq)
+        if fresh and src_t[-1] >= move_s + 0.3 and not s.faults:
+            fresh_hold.append(s)
+        if len(fresh_hold) >= 60 or time.monotonic() > deadline:
+            stop.set()
+
     with World(PhysicsConfig(dt=1 / 500)) as world, RigLink(emu.device) as link:
         robot = world.add_robot(spec)
         sync = TwinSync(robot, link, SyncConfig((0, 2)), None)  # robot joints 1 and 3 on the two motors
-        sync.run(None, source=smooth_motion(spec, (0, 2), amplitude_deg=20, move_s=0.8, hold_s=0.7),
-                 max_samples=750, on_sample=samples.append)
-    t = np.array([s.time for s in samples])
+        rep = sync.run(None, source=source, stop=stop, on_sample=on_sample)
+    assert len(fresh_hold) >= 60, f"only {len(fresh_hold)} fresh states in the hold before the deadline"
+    assert link.stats.lost == 0
     virt = np.array([s.virtual_deg for s in samples])
     servo = np.array([s.servo_deg for s in samples])
     err = np.array([s.error_deg for s in samples])
     np.testing.assert_allclose(err, virt - servo)
-    assert np.nanmax(np.abs(virt[:, 0])) > 15  # it really moved
-    hold = (t > 1.1) & (t < 1.45)  # end of the first hold (at +20°, −12°)
-    assert hold.sum() > 50
-    assert np.max(np.abs(err[hold])) < 0.5
-    lat = np.array([s.latency_ms for s in samples[50:]])
-    assert np.mean(np.isfinite(lat)) > 0.9  # NaN only while a stalled machine made the link time out
+    hold_virt = np.array([s.virtual_deg for s in fresh_hold])
+    np.testing.assert_allclose(hold_virt, [[20.0, -12.0]] * len(fresh_hold), atol=1e-6)  # it really moved
+    assert np.max(np.abs([s.error_deg for s in fresh_hold])) < 0.5
+    # latency: once measured, every sample with a live link shows one (NaN only under Fault.LINK)
+    lat = np.array([s.latency_ms for s in samples])
+    live = np.array([not (s.faults & rp.Fault.LINK) for s in samples])
+    first = int(np.argmax(np.isfinite(lat)))
+    assert np.isfinite(lat[first]) and np.all(np.isfinite(lat[first:][live[first:]]))
     assert np.all(lat[np.isfinite(lat)] > 0)
+    assert rep.samples == len(samples)
 
 
 def test_real_to_virtual_follows_the_rig(emu):
@@ -89,8 +118,23 @@ class StandInEnv(gym.Env):
         self.world.close()
 
 
+def settle(wenv, action, n_min, timeout=60.0):
+    """Step with ``action`` at least ``n_min`` times and until the twin reports OK with
+    |ΔE| < 0.5° (event-driven; the timeout only bounds a hang). Returns (steps, info)."""
+    deadline = time.monotonic() + timeout
+    k = 0
+    while True:
+        obs, r, term, trunc, info = wenv.step(action)
+        k += 1
+        tw = info["twin"]
+        if k >= n_min and tw["faults"] == "OK" and np.all(np.abs(tw["error_deg"]) < 0.5):
+            return k, info
+        if time.monotonic() > deadline:
+            return k, info
+        time.sleep(0.002)
+
+
 def test_gym_wrapper_mirrors_the_env_robot(emu, tmp_path):
-    import time
     env = StandInEnv()
     with RigLink(emu.device) as link:
         log = TwinLog(tmp_path / "w.csv", (0, 1))
@@ -98,17 +142,39 @@ def test_gym_wrapper_mirrors_the_env_robot(emu, tmp_path):
         obs, info = wenv.reset(seed=0)
         assert "twin" in info
         a = np.zeros(6)
-        for k in range(600):
+        for k in range(300):
             a[0] = np.radians(15) * min(1.0, k / 300)
             a[1] = np.radians(-10) * min(1.0, k / 300)
             obs, r, term, trunc, info = wenv.step(a)
             time.sleep(0.002)
+        a[:2] = np.radians([15.0, -10.0])
+        n, info = settle(wenv, a, 50)
         log.close()
+        assert link.stats.lost == 0
     tw = info["twin"]
     np.testing.assert_allclose(tw["servo_deg"], [15.0, -10.0], atol=0.5)
     assert tw["faults"] == "OK"
     with open(tmp_path / "w.csv") as f:
-        assert len(list(csv.reader(f))) == 1 + 601
+        assert len(list(csv.reader(f))) == 1 + 1 + 300 + n  # header, reset, ramp, hold
+    env.close()
+
+
+def test_wrapper_reset_keeps_the_log_clock(emu, tmp_path):
+    """A new episode re-sends the mode but neither STT nor Time starts again."""
+    env = StandInEnv()
+    with RigLink(emu.device) as link:
+        with TwinLog(tmp_path / "w.csv", (0, 1)) as log:
+            wenv = TwinSyncWrapper(env, link, joints=(0, 1), log=log)
+            for episode in range(3):
+                wenv.reset(seed=episode)
+                for _ in range(20):
+                    wenv.step(np.zeros(6))
+                    time.sleep(0.001)
+    with open(tmp_path / "w.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["STT"]) for r in rows] == list(range(3 * 21))
+    t = np.array([float(r["Time"]) for r in rows])
+    assert np.all(np.diff(t) > 0)  # never jumps back at a reset
     env.close()
 
 
@@ -124,17 +190,36 @@ def test_wrapper_needs_a_robot():
 def test_cli_sync_and_plot(emu, tmp_path, capsys):
     log = str(tmp_path / "twin.csv")
     rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--direction", "virtual-to-real",
-               "--seconds", "1.0", "--log", log])
+               "--samples", "400", "--log", log])
     out = capsys.readouterr().out
     assert rc == 0 and log in out
     with open(log) as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["STT", "Time", "Error_j1", "Error_j2", "Virtual_j1", "Virtual_j2", "Servo_j1",
                              "Servo_j2", "Latency_ms", "Fault"]
-    assert [int(r["STT"]) for r in rows] == list(range(len(rows))) and len(rows) > 300
+    check_cli_log(rows, out, 400)
     rc = main(["plot", log])
     png = capsys.readouterr().out.strip()
     assert rc == 0 and png.endswith(".png") and os.path.getsize(png) > 10_000
+
+
+def check_cli_log(rows, out, n, rate=500.0, max_late_s=0.05):
+    """Exactly ``n`` complete rows, consecutive STT, nothing lost, every tick sampled or counted."""
+    assert len(rows) == n
+    assert [int(r["STT"]) for r in rows] == list(range(n))
+    for r in rows:
+        assert None not in r and all(v not in (None, "") for v in r.values())  # complete
+        assert np.isfinite(float(r["Virtual_j1"])) and np.isfinite(float(r["Virtual_j2"]))
+    m = re.search(r"samples (\d+) .* lost frames (\d+) .* skipped ticks (\d+) in (\d+) stalls", out)
+    assert m, out
+    samples, lost, skipped, stalls = map(int, m.groups())
+    assert samples == n and lost == 0
+    late = ["LATE" in r["Fault"].split("|") for r in rows]
+    assert sum(late) == stalls
+    t = np.array([float(r["Time"]) for r in rows])
+    p = 1.0 / rate
+    assert np.all(late[1:] | (np.diff(t) < (int(max_late_s / p) + 2) * p + 2e-6))  # long gaps are flagged
+    assert t[-1] >= (n + skipped - 1) * p - 2e-6 and t[-1] - t[0] < (n + skipped + int(max_late_s / p)) * p + 2e-6
 
 
 @pytest.mark.parametrize("argv, msg", [
@@ -142,6 +227,7 @@ def test_cli_sync_and_plot(emu, tmp_path, capsys):
     (["--joints", "3"], "prismatic"),
     (["--direction", "sideways"], "direction"),
     (["--port", "/dev/nonexistent-rig"], "cannot open"),
+    (["--samples", "0"], "--samples"),
 ])
 def test_cli_sync_bad_input(argv, msg, capsys, tmp_path):
     base = {"--port": "/dev/null", "--robot": "irb120", "--joints": "1,2", "--direction": "virtual-to-real"}
@@ -192,11 +278,10 @@ def test_cli_sync_log_survives_signals(sig, emu, tmp_path):
     else:
         assert p.returncode == 0, err
         assert text.endswith("\n") and len(complete) == len(lines) - 2  # closed cleanly, nothing partial
-        assert str(log) in out
+        assert str(log) in out and re.search(r" lost frames 0 ", out), out
 
 
 def test_wrapper_on_a_registered_armtwin_env(emu):
-    import time
     import armtwin.envs  # noqa: F401  (registers the armtwin/* ids)
     env = gym.make("armtwin/IRB120Reach-v0", control="joint", joint_mode="kinematic")
     with RigLink(emu.device) as link:
@@ -206,9 +291,7 @@ def test_wrapper_on_a_registered_armtwin_env(emu):
         for _ in range(20):
             obs, r, term, trunc, info = wenv.step(rng.uniform(-0.3, 0.3, env.action_space.shape))
             time.sleep(0.02)
-        for _ in range(60):  # hold: zero joint deltas
-            obs, r, term, trunc, info = wenv.step(np.zeros(env.action_space.shape))
-            time.sleep(0.02)
+        n, info = settle(wenv, np.zeros(env.action_space.shape), 20)  # hold: zero joint deltas
     tw = info["twin"]
     assert tw["faults"] == "OK"
     assert np.all(np.abs(tw["error_deg"]) < 0.5)
@@ -220,11 +303,14 @@ def test_cli_sync_runs_a_gcode_program(emu, tmp_path, capsys):
     prog.write_text("G21 G90\nG1 X10 F600\n")
     log = str(tmp_path / "twin.csv")
     rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--program", str(prog),
-               "--seconds", "1.0", "--log", log])
-    assert rc == 0, capsys.readouterr().err
+               "--samples", "400", "--log", log])
+    out = capsys.readouterr().out
+    assert rc == 0
     with open(log) as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) > 300
+    check_cli_log(rows, out, 400)
+    v = np.array([[float(r["Virtual_j1"]), float(r["Virtual_j2"])] for r in rows])
+    assert np.ptp(v, axis=0).max() > 0.1  # the program moved the simulated joints (400 samples >= 0.8 s)
     bad = tmp_path / "bad.ngc"
     bad.write_text("G21 G90\nG1 X5000 F600\n")  # 5 m away: beyond the IRB120's reach
     capsys.readouterr()
@@ -247,4 +333,6 @@ def test_cli_bench_rig_json_keys(capsys):
     r = json.loads(capsys.readouterr().out)
     for k in ("rate_hz", "latency_p50_ms", "latency_p99_ms", "error_deg", "samples_lost", "wire_share"):
         assert k in r
-    assert r["samples"] > 100 and 0 < r["wire_share"] <= 1.0
+    assert r["samples"] >= 1 and 0 < r["wire_share"] <= 1.0
+    for k in ("ticks_skipped", "power_detect_ms", "power_detect_rig_ms", "latency_samples"):
+        assert k in r

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   const double t0 = now_s();
   double next_tick = t0;
   std::deque<std::pair<double, uint8_t>> rx;  // (arrival time, byte)
-  double rx_wire_free = t0, tx_end = 0;
+  double rx_wire_free = t0, tx_end = 0, last_read = t0;
   uint8_t tx_buf[rig::MAX_ENCODED + 2];
   size_t tx_len = 0;
   int16_t pwm[rig::N_MOTORS] = {0, 0};
@@ -116,15 +116,22 @@ int main(int argc, char** argv) {
 
   while (!g_stop) {
     double t = now_s();
-    // 1. bytes from the host, stamped with the time they finish arriving on the wire
+    // 1. bytes from the host, stamped with the time they finish arriving on the wire. We
+    // normally look every control tick (<= 1 ms), so new bytes were written just now. After a
+    // stall of this process they were written while we did not look; on a cable they would
+    // have been arriving since then, at line rate — so they are stamped from the previous
+    // look on (the catch-up ticks below consume them at those times), instead of piling up
+    // as a backlog that a real wire cannot have.
+    const double written_from = (t - last_read > 0.005) ? last_read : t;
     for (;;) {
       ssize_t n = read(master, rbuf, sizeof(rbuf));
       if (n <= 0) break;
       for (ssize_t k = 0; k < n; ++k) {
-        rx_wire_free = (rx_wire_free > t ? rx_wire_free : t) + byte_time;
+        rx_wire_free = (rx_wire_free > written_from ? rx_wire_free : written_from) + byte_time;
         rx.push_back(std::make_pair(rx_wire_free, rbuf[k]));
       }
     }
+    last_read = t;
     // 2. control ticks (motor model integrated up to each tick)
     int ticks = 0;
     while (next_tick <= t && ticks < 50) {
@@ -142,7 +149,12 @@ int main(int argc, char** argv) {
       next_tick += period;
       ++ticks;
     }
-    if (next_tick < t - 0.05) next_tick = t;  // fell far behind (machine stalled): skip ahead
+    // A board's clock never stalls: after a stall of this process the control ticks catch up
+    // (50 per pass), so the motor physics and the rig clock stay one time base. Only after a
+    // stall of more than 2 s (a suspended process) are the missed ticks skipped.
+    if (next_tick < t - 2.0) next_tick = t;
+    // the rig clock: the time of the newest control tick (what the board's micros() reads)
+    const uint32_t rig_us = (uint32_t)(uint64_t)((next_tick - period - t0 > 0 ? next_tick - period - t0 : 0) * 1e6);
     // frames whose last byte arrived after the last tick are handled now
     while (!rx.empty() && rx.front().first <= t) {
       core.on_rx_byte(rx.front().second, (uint32_t)((uint64_t)((rx.front().first - t0) * 1e6)));
@@ -155,7 +167,7 @@ int main(int argc, char** argv) {
       tx_len = 0;
     }
     if (!tx_len) {
-      size_t n = core.next_tx_frame(tx_buf, (uint32_t)((uint64_t)((t - t0) * 1e6)));
+      size_t n = core.next_tx_frame(tx_buf, rig_us);
       if (n) {
         double start = tx_end > t ? tx_end : t;
         tx_end = start + n * byte_time;

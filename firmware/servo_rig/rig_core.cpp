@@ -333,6 +333,7 @@ void RigCore::control_tick(const int32_t pos[N_MOTORS], float supply_v, uint32_t
       stall_since_us_[i] = now_us;
     }
   }
+  if (live != faults_) state_requested_ = true;  // a fault appearing/clearing is reported at once
   faults_ = live;
   // streaming
   uint32_t since = (uint32_t)(now_us - last_state_us_);
