@@ -6,7 +6,9 @@ path (interpolated in path length) is taken, and it must lie within the prefligh
 step (:data:`~armtwin.controllers.gcode.preflight.MAX_JOINT_STEP`) of that path and inside the
 joint ranges — the same branch tracking as the preflight, so no configuration can flip. A
 control sample that fails raises :class:`ControlTrajectoryError` naming the program line (a
-clean preflight should make that impossible). Velocities come from the timed joint path; each
+clean preflight should make that impossible). The samples are made lazily, a chunk at a time,
+and dwells hold one pose without per-sample arrays (:class:`ControlTrajectory`), so memory
+does not grow with the program time. Velocities come from the timed joint path; each
 control period ends in ``SimRobot.command(q, qd)`` and one :meth:`World.step` (the physics may
 take several substeps per control period). The run logs one CSV row per control period and
 optionally renders a video with the programmed path and the path actually followed drawn in.
@@ -16,21 +18,23 @@ No PyBullet here: everything goes through the facade in :mod:`.sim`.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..controllers.gcode.planner import PathSamples
 from ..controllers.gcode.preflight import MAX_JOINT_STEP, PreflightReport
 from ..controllers.ik import solve_batch
 from .sim import JointMode, PhysicsConfig, World
 
-__all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "log_columns", "CAMERAS",
-           "ControlTrajectoryError"]
+__all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "ControlTrajectory", "MotionPiece",
+           "HoldPiece", "log_columns", "CAMERAS", "ControlTrajectoryError", "MAX_ARRAY_SAMPLES"]
 
 #: Camera presets of :func:`~armtwin.envs.sim.cameras_for` a run can film with.
 CAMERAS = ("iso", "front", "side", "top")
@@ -128,14 +132,337 @@ class RunResult:
         return dict(self.__dict__)
 
 
-def control_trajectory(report: PreflightReport, spec, period: float):
-    """Commanded samples at the control period, on the preflight's branch.
+#: control samples evaluated (IK) at once
+CHUNK_SAMPLES = 4096
+#: control samples the validation pass keeps for the run (larger runs solve them again); ~0.3 kB each
+CACHE_SAMPLES = 200_000
+#: most control samples :func:`control_trajectory` returns as whole arrays (use :class:`ControlTrajectory` beyond)
+MAX_ARRAY_SAMPLES = 1_000_000
 
-    IK is solved at every control sample (every branch at once); of the branch solutions the
-    one nearest the preflight's continuous joint path (interpolated in path length) is taken.
-    It must be within :data:`MAX_JOINT_STEP` (rad; prismatic joints not counted) of that path —
-    the preflight's own continuity rule between neighbouring samples — and inside the joint
-    ranges. Nothing is filled in silently: any failing sample raises.
+
+@dataclass(frozen=True, eq=False)
+class MotionPiece:
+    """Consecutive control samples ``start … start + len - 1`` of a moving stretch.
+
+    Attributes:
+        start: index of the first control sample.
+        samples: the path at those samples (K of them).
+        q: (K, n) commanded joints, rad / m.
+        qd: (K, n) commanded joint velocities, rad/s / m/s.
+    """
+
+    start: int
+    samples: PathSamples
+    q: np.ndarray
+    qd: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.q)
+
+
+@dataclass(frozen=True, eq=False)
+class HoldPiece:
+    """Control samples ``start … stop - 1`` inside a dwell (G4): the robot holds one pose.
+
+    Nothing per sample is stored: sample k is at ``k · period`` s, commands ``q`` with zero
+    velocity and is logged under ``line``.
+
+    Attributes:
+        start, stop: control sample range (stop exclusive).
+        line: program line of the dwell.
+        position: (3,) flange position held, m.
+        q: (n,) joints held, rad / m.
+    """
+
+    start: int
+    stop: int
+    line: int
+    position: np.ndarray
+    q: np.ndarray
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+class ControlTrajectory:
+    """The commanded control samples of a clean preflight report, made lazily in chunks.
+
+    Sample k is at ``k · period`` s (plus one last sample at the program's end when the
+    duration is not a whole number of periods), as :meth:`Plan.sample_every` would give.
+    Moving stretches are evaluated :data:`CHUNK_SAMPLES` at a time (path, IK on the
+    preflight's branch, velocities); dwells are :class:`HoldPiece` objects without per-sample
+    arrays. Memory is bounded whatever the program time.
+
+    IK at every sample solves every branch at once; of the branch solutions the one nearest the
+    preflight's continuous joint path (interpolated in path length) is taken. It must be within
+    :data:`MAX_JOINT_STEP` (rad; prismatic joints not counted) of that path — the preflight's own
+    continuity rule between neighbouring samples — and inside the joint ranges. Nothing is filled
+    in silently: :meth:`check` raises on any failing sample.
+
+    Args:
+        report: a clean preflight report (``q`` without NaN).
+        spec: the robot the report was made for.
+        period: control period, s (default the report's ``machine.control_period``).
+        chunk: samples evaluated at once.
+
+    Raises:
+        ValueError: the report has no (complete) joint path, or a bad period.
+    """
+
+    def __init__(self, report: PreflightReport, spec, period: float | None = None, *,
+                 chunk: int = CHUNK_SAMPLES) -> None:
+        plan = report.plan
+        gs, qg = report.samples, report.q
+        if plan is None or gs is None or qg is None or not np.isfinite(qg).all():
+            raise ValueError("the preflight report has no complete joint path (was the program clean?)")
+        period = report.machine.control_period if period is None else float(period)
+        if not (math.isfinite(period) and period > 0):
+            raise ValueError(f"control period must be > 0 s, got {period}")
+        self.report, self.spec, self.plan, self.period = report, spec, plan, period
+        self.chunk = max(1, int(chunk))
+        #: number of control samples
+        self.count: int = plan.sample_count(period)
+        #: program time, s
+        self.duration: float = float(plan.duration)
+        self._regular = int(math.floor(plan.duration / period + 1e-9)) + 1
+        self._gs_s, self._qg = gs.s, qg
+        self._layout = self._make_layout()
+        self._starts = [e[1] for e in self._layout]
+        self._cache: list | None = None
+        self._cache_starts: list[int] = []
+        self._recent: list = []
+
+    # ----- layout ----------------------------------------------------------------------------
+    def _make_layout(self) -> list[tuple]:
+        """[("move", a, b) | ("hold", a, b, h)] covering samples 0 … count - 1 in order."""
+        h0, h1, _ = self.plan.hold_intervals()
+        p, n = self.period, self._regular
+        out: list[tuple] = []
+        k = 0
+        for h in range(len(h0)):
+            lo = int(math.floor(h0[h] / p)) + 1          # first k with k·p > t0
+            while lo > 0 and (lo - 1) * p > h0[h]:
+                lo -= 1
+            while lo * p <= h0[h]:
+                lo += 1
+            hi = int(math.ceil(h1[h] / p))               # first k with k·p >= t1
+            while hi > 0 and (hi - 1) * p >= h1[h]:
+                hi -= 1
+            while hi * p < h1[h]:
+                hi += 1
+            lo, hi = max(lo, k), min(hi, n)
+            if hi <= lo:
+                continue
+            if lo > k:
+                out.append(("move", k, lo))
+            out.append(("hold", lo, hi, h))
+            k = hi
+        if k < self.count:
+            out.append(("move", k, self.count))
+        return out
+
+    def _ranges(self):
+        """(kind, a, b, h) with moving stretches split into chunks."""
+        for e in self._layout:
+            if e[0] == "hold":
+                yield e
+            else:
+                for a in range(e[1], e[2], self.chunk):
+                    yield ("move", a, min(a + self.chunk, e[2]), -1)
+
+    # ----- evaluation --------------------------------------------------------------------------
+    def _solve(self, ps: PathSamples):
+        """(q (K, n), bad (K,) bool, why(i) -> str) of the samples ``ps``."""
+        spec, qg = self.spec, self._qg
+        q_near = np.column_stack([np.interp(ps.s, self._gs_s, qg[:, j]) for j in range(qg.shape[1])])
+        b = solve_batch(spec, ps.poses(), q_near)
+        rev = ~spec.prismatic
+        sol = b.solutions                                                  # (K, B, n)
+        dist = np.where(rev, np.abs(sol - q_near[:, None, :]), 0.0).max(axis=2)   # (K, B), NaN: no solution
+        dist = np.where(np.isnan(dist), np.inf, dist)
+        k = np.argmin(dist, axis=1)
+        rows = np.arange(len(k))
+        q = sol[rows, k].copy()
+        near = dist[rows, k]
+        bad = ~(near <= MAX_JOINT_STEP) | ~spec.within_limits(q, tol=1e-9)
+
+        def why(i: int) -> str:
+            if not np.isfinite(near[i]):
+                return "no IK solution"
+            if near[i] > MAX_JOINT_STEP:
+                return (f"the nearest solution is {math.degrees(float(near[i])):.1f} deg away from the checked "
+                        f"joint path (limit {math.degrees(MAX_JOINT_STEP):.0f} deg): the branch would change")
+            j = int(np.argmax(np.maximum(q[i] - spec.upper, spec.lower - q[i])))
+            return f"J{j + 1} outside its range ({spec.to_display(q[i])[j]:.2f} {spec.display_units()[j]})"
+        return q, bad, why
+
+    def _evaluate(self, r) -> tuple[MotionPiece | HoldPiece, tuple | None, int]:
+        """The piece of range ``r``, its first failure (line, t, position, why) or None, and the failure count."""
+        kind, a, b, h = r
+        plan = self.plan
+        if kind == "hold":
+            h0, _, hline = plan.hold_intervals()
+            ps = plan.sample(np.array([h0[h]]))
+            q, bad, why = self._solve(ps)
+            line = int(hline[h])
+            piece = HoldPiece(a, b, line, ps.position[0].copy(), q[0].copy())
+            fail = (line, float(h0[h]), ps.position[0], why(0)) if bad[0] else None
+            return piece, fail, (b - a) if bad[0] else 0
+        lo, hi = max(a - 1, 0), min(b + 1, self.count)     # neighbours for the velocity at the ends
+        ps = plan.sample(plan.sample_times(self.period, lo, hi))
+        q, bad, why = self._solve(ps)
+        qd = np.gradient(q, ps.t, axis=0) if len(q) > 1 else np.zeros_like(q)
+        i0, i1 = a - lo, a - lo + (b - a)
+        cut = PathSamples(*(getattr(ps, f)[i0:i1] for f in ("t", "s", "position", "rotation", "speed", "segment",
+                                                            "block", "line")))
+        piece = MotionPiece(a, cut, q[i0:i1], qd[i0:i1])
+        badc = bad[i0:i1]
+        fail = None
+        if badc.any():
+            i = int(np.flatnonzero(badc)[0])
+            fail = (int(cut.line[i]), float(cut.t[i]), cut.position[i], why(i0 + i))
+        return piece, fail, int(badc.sum())
+
+    @staticmethod
+    def _error(fail: tuple, count: int) -> ControlTrajectoryError:
+        line, t, pos, why = fail
+        p = ", ".join(f"{v * 1000:.3f}" for v in pos)
+        return ControlTrajectoryError(
+            f"line {line}: control sample at t = {t:.3f} s, ({p}) mm: {why} "
+            f"({count} failing control sample(s); the preflight passed them — please report)",
+            line, t, pos, count)
+
+    # ----- public API ----------------------------------------------------------------------------
+    def check(self, *, keep: bool = False) -> None:
+        """Evaluate every sample once; raise on any failure, before anything moves.
+
+        Keeps the pieces for the run when they hold at most :data:`CACHE_SAMPLES` moving samples
+        (or always with ``keep``), so a normal program is solved once.
+
+        Raises:
+            ControlTrajectoryError: a control sample has no solution on the followed branch; the
+                message names the program line, the time and the point, and counts the failures.
+        """
+        first, count = None, 0
+        pieces: list | None = []
+        moving = 0
+        for r in self._ranges():
+            piece, fail, n_bad = self._evaluate(r)
+            if fail is not None and first is None:
+                first = fail
+            count += n_bad
+            if pieces is not None:
+                if isinstance(piece, MotionPiece):
+                    moving += len(piece)
+                if keep or moving <= CACHE_SAMPLES:
+                    pieces.append(piece)
+                else:
+                    pieces = None
+        if first is not None:
+            raise self._error(first, count)
+        self._cache = pieces
+        self._cache_starts = [p.start for p in pieces] if pieces is not None else []
+
+    def __iter__(self) -> Iterator[MotionPiece | HoldPiece]:
+        """The pieces in time order (from :meth:`check`'s cache, else evaluated now).
+
+        Raises:
+            ControlTrajectoryError: at a piece with a failing sample (call :meth:`check` first to
+                fail before anything moves).
+        """
+        if self._cache is not None:
+            yield from self._cache
+            return
+        for r in self._ranges():
+            piece, fail, n_bad = self._evaluate(r)
+            if fail is not None:
+                raise self._error(fail, n_bad)
+            yield piece
+
+    def time_of(self, k: int) -> float:
+        """Time of control sample ``k``, s."""
+        return float(self.plan.sample_times(self.period, k, k + 1)[0])
+
+    def _piece_at(self, k: int) -> MotionPiece | HoldPiece:
+        for piece in self._recent:
+            if piece.start <= k < piece.stop:
+                return piece
+        if self._cache is not None:
+            return self._cache[bisect.bisect_right(self._cache_starts, k) - 1]
+        e = self._layout[bisect.bisect_right(self._starts, k) - 1]
+        if e[0] == "hold":
+            r = e
+        else:
+            a = e[1] + (k - e[1]) // self.chunk * self.chunk
+            r = ("move", a, min(a + self.chunk, e[2]), -1)
+        piece, fail, n_bad = self._evaluate(r)
+        if fail is not None:
+            raise self._error(fail, n_bad)
+        self._recent = [piece] + self._recent[:1]
+        return piece
+
+    def sample_q(self, k: int) -> np.ndarray:
+        """(n,) commanded joints of control sample ``k`` (clipped to the range), rad / m."""
+        k = min(max(int(k), 0), self.count - 1)
+        piece = self._piece_at(k)
+        return piece.q.copy() if isinstance(piece, HoldPiece) else piece.q[k - piece.start].copy()
+
+    def q_at(self, t: float) -> np.ndarray:
+        """(n,) joints at time ``t`` (s), linear between control samples; the end pose after the end.
+
+        For consumers that run at their own clock (the rig sync): evaluates only the chunks it
+        needs (two are kept), so memory does not grow with the program time.
+        """
+        if not t > 0:
+            return self.sample_q(0)
+        if t >= self.duration:
+            return self.sample_q(self.count - 1)
+        k = min(int(math.floor(t / self.period)), self.count - 2)
+        t0, t1 = self.time_of(k), self.time_of(k + 1)
+        u = 0.0 if t1 <= t0 else min(max((t - t0) / (t1 - t0), 0.0), 1.0)
+        q0 = self.sample_q(k)
+        return q0 + u * (self.sample_q(k + 1) - q0)
+
+    def planned_path(self) -> np.ndarray:
+        """(M, 3) the commanded path as a polyline (chord end points), m — M grows with the program, not its time."""
+        return np.vstack([self.plan.p0, self.plan.p1[-1:]])
+
+    def arrays(self, max_samples: int = MAX_ARRAY_SAMPLES) -> tuple[PathSamples, np.ndarray, np.ndarray]:
+        """Every control sample as arrays: (PathSamples, q (K, n), qd (K, n)).
+
+        Raises:
+            ValueError: more than ``max_samples`` samples (the message gives the program time);
+                use the pieces (iteration) or :meth:`q_at` instead.
+            ControlTrajectoryError: as :meth:`check`.
+        """
+        if self.count > max_samples:
+            raise ValueError(f"the program takes {self.duration:.1f} s: {self.count} control samples of "
+                             f"{self.period * 1000:g} ms are more than the {max_samples} this call returns as "
+                             f"arrays (iterate a ControlTrajectory instead)")
+        self.check(keep=True)
+        parts = []
+        for piece in self._cache:
+            if isinstance(piece, MotionPiece):
+                parts.append((piece.samples, piece.q, piece.qd))
+                continue
+            m = len(piece)
+            t = self.plan.sample_times(self.period, piece.start, piece.stop)
+            ref = self.plan.sample(t[:1])
+            ps = PathSamples(t, np.repeat(ref.s, m), np.repeat(piece.position[None], m, axis=0),
+                             np.repeat(ref.rotation, m, axis=0), np.zeros(m), np.repeat(ref.segment, m),
+                             np.repeat(ref.block, m), np.full(m, piece.line, dtype=np.int64))
+            parts.append((ps, np.repeat(piece.q[None], m, axis=0), np.zeros((m, len(piece.q)))))
+        fields = ("t", "s", "position", "rotation", "speed", "segment", "block", "line")
+        ps = PathSamples(*(np.concatenate([getattr(p[0], f) for p in parts]) for f in fields))
+        return ps, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+
+
+def control_trajectory(report: PreflightReport, spec, period: float):
+    """Every commanded control sample as arrays, on the preflight's branch (see :class:`ControlTrajectory`).
 
     Args:
         report: a clean preflight report (``q`` without NaN).
@@ -143,49 +470,17 @@ def control_trajectory(report: PreflightReport, spec, period: float):
         period: control period, s.
 
     Returns:
-        (PathSamples, q (K, n) rad / m, qd (K, n) rad/s / m/s).
+        (PathSamples, q (K, n) rad / m, qd (K, n) rad/s / m/s); dwell samples are included
+        (labelled with the G4's line, zero velocity).
 
     Raises:
-        ValueError: the report has no (complete) joint path.
+        ValueError: the report has no (complete) joint path, or the program has more than
+            :data:`MAX_ARRAY_SAMPLES` control samples (iterate a :class:`ControlTrajectory`,
+            or use its :meth:`~ControlTrajectory.q_at`, for those).
         ControlTrajectoryError: a control sample has no solution on the followed branch; the
             message names the program line, the time and the point.
     """
-    plan = report.plan
-    gs, qg = report.samples, report.q
-    if plan is None or gs is None or qg is None or not np.isfinite(qg).all():
-        raise ValueError("the preflight report has no complete joint path (was the program clean?)")
-    ps = plan.sample_every(period)
-    q_near = np.column_stack([np.interp(ps.s, gs.s, qg[:, j]) for j in range(qg.shape[1])])
-    b = solve_batch(spec, ps.poses(), q_near)
-    rev = ~spec.prismatic
-    sol = b.solutions                                                  # (K, B, n)
-    dist = np.where(rev, np.abs(sol - q_near[:, None, :]), 0.0).max(axis=2)   # (K, B), NaN: no solution
-    dist = np.where(np.isnan(dist), np.inf, dist)
-    k = np.argmin(dist, axis=1)
-    rows = np.arange(len(k))
-    q = sol[rows, k].copy()
-    near = dist[rows, k]
-    bad = ~(near <= MAX_JOINT_STEP) | ~spec.within_limits(q, tol=1e-9)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        if not np.isfinite(near[i]):
-            why = "no IK solution"
-        elif near[i] > MAX_JOINT_STEP:
-            why = (f"the nearest solution is {math.degrees(float(near[i])):.1f} deg away from the checked joint "
-                   f"path (limit {math.degrees(MAX_JOINT_STEP):.0f} deg): the branch would change")
-        else:
-            j = int(np.argmax(np.maximum(q[i] - spec.upper, spec.lower - q[i])))
-            why = f"J{j + 1} outside its range ({spec.to_display(q[i])[j]:.2f} {spec.display_units()[j]})"
-        p = ", ".join(f"{v * 1000:.3f}" for v in ps.position[i])
-        raise ControlTrajectoryError(
-            f"line {int(ps.line[i])}: control sample at t = {ps.t[i]:.3f} s, ({p}) mm: {why} "
-            f"({int(bad.sum())} failing control sample(s); the preflight passed them — please report)",
-            int(ps.line[i]), float(ps.t[i]), ps.position[i], int(bad.sum()))
-    if len(q) > 1:
-        qd = np.gradient(q, ps.t, axis=0)
-    else:
-        qd = np.zeros_like(q)
-    return ps, q, qd
+    return ControlTrajectory(report, spec, period).arrays()
 
 
 def log_columns(spec) -> list[str]:
@@ -200,6 +495,10 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                 source_lines: Sequence[str] | None = None) -> RunResult:
     """Run a clean preflight report's plan in a new world.
 
+    The control samples come from a :class:`ControlTrajectory`: checked completely before
+    anything moves, then stepped through chunk by chunk (dwells without per-sample arrays), so
+    memory does not grow with the program time; the log is written as the run goes.
+
     Args:
         report: a preflight report with a plan (its program must be clean).
         spec: the robot.
@@ -213,7 +512,7 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
     Raises:
         ValueError: the report is not clean or has no motion, or was made for another robot.
         ControlTrajectoryError: a control sample has no joint solution on the followed branch
-            (see :func:`control_trajectory`).
+            (see :class:`ControlTrajectory`).
     """
     if not report.clean() or report.plan is None or report.samples is None:
         raise ValueError("the program did not pass the preflight; refusing to run it")
@@ -221,17 +520,23 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
     period = report.machine.control_period
     if spec.name != report.robot:
         raise ValueError(f"the report was made for {report.robot}, not {spec.name}")
-    ps, q, qd = control_trajectory(report, spec, period)
-    K = len(ps)
+    traj = ControlTrajectory(report, spec, period)
+    traj.check()                      # every sample solves on the branch: before anything moves
+    K = traj.count
     mode = config.mode
     substeps = 1 if mode is JointMode.KINEMATIC else max(1, int(math.ceil(period / config.physics_step - 1e-9)))
     # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
     world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
+    disp_pr = spec.prismatic
+    n = spec.dof
+    err_sq, err_max, err_n = 0.0, 0.0, 0
+    lines: set[int] = set()
+    done = 0
+    t_done, last_line = 0.0, 0
+    message = ""
+    zero_qd = np.zeros(n)
     try:
         robot = world.add_robot(spec, mode, q0=report.program.q_start)
-        disp_pr = spec.prismatic
-        actual = np.full((K, 3), np.nan)
-        q_act = np.full((K, spec.dof), np.nan)
         writer = fh = None
         if log_path:
             fh = open(log_path, "w", newline="")
@@ -241,35 +546,64 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
         if video_path:
             from .video import VideoRecorder
             recorder = VideoRecorder(world, robot, video_path, camera=config.camera, fps=config.video_fps,
-                                     size=config.video_size, expected_duration=float(ps.t[-1]), progress=False)
-            recorder.add_planned_path(ps.position)
-        done = K
-        message = ""
+                                     size=config.video_size, expected_duration=traj.duration, progress=False)
+            recorder.add_planned_path(traj.planned_path())
         step_report = max(1, K // 100)
-        for k in range(K):
-            robot.command(q[k], qd[k])
+
+        def step(k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
+                 cmd_text: list[str] | None) -> bool:
+            """One control period; False when the dynamic model became unstable."""
+            nonlocal err_sq, err_max, err_n, message
+            robot.command(q, qd)
             world.step(1)
-            T = robot.flange_pose()
-            actual[k] = T[:3, 3]
-            qa = robot.q
-            q_act[k] = qa
+            a = robot.flange_pose()[:3, 3]
+            e = float(np.linalg.norm(a - pos)) * 1000.0
+            if math.isfinite(e):
+                err_sq += e * e
+                err_max = max(err_max, e)
+                err_n += 1
             if writer is not None:
-                writer.writerow([f"{ps.t[k]:.4f}", int(ps.line[k])]
-                                + [f"{v * 1000:.4f}" for v in ps.position[k]] + [f"{v * 1000:.4f}" for v in actual[k]]
-                                + [f"{v:.4f}" for v in np.where(disp_pr, q[k] * 1000, np.degrees(q[k]))]
-                                + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
+                qa = robot.q
+                if cmd_text is None:
+                    cmd_text = ([f"{v * 1000:.4f}" for v in pos],
+                                [f"{v:.4f}" for v in np.where(disp_pr, q * 1000, np.degrees(q))])
+                writer.writerow([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a]
+                                + cmd_text[1] + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
                 if k % 250 == 0:
                     fh.flush()
             if recorder is not None:
-                ln = int(ps.line[k])
-                text = source_lines[ln - 1].strip() if source_lines and 0 < ln <= len(source_lines) else ""
-                recorder.maybe_capture({"line": f"{ln}: {text}" if text else str(ln)})
-            if not robot.stable:
-                message = robot.instability.message
-                done = k + 1
-                break
+                text = source_lines[line - 1].strip() if source_lines and 0 < line <= len(source_lines) else ""
+                recorder.maybe_capture({"line": f"{line}: {text}" if text else str(line)})
             if progress is not None and k % step_report == 0:
                 progress(k / K)
+            if not robot.stable:
+                message = robot.instability.message
+                return False
+            return True
+
+        stable = True
+        for piece in traj:
+            if isinstance(piece, HoldPiece):
+                lines.add(piece.line)
+                held = ([f"{v * 1000:.4f}" for v in piece.position],
+                        [f"{v:.4f}" for v in np.where(disp_pr, piece.q * 1000, np.degrees(piece.q))])
+                for k in range(piece.start, piece.stop):
+                    t = k * period
+                    stable = step(k, t, piece.line, piece.position, piece.q, zero_qd, held)
+                    done, t_done, last_line = k + 1, t, piece.line
+                    if not stable:
+                        break
+            else:
+                ps = piece.samples
+                for i in range(len(piece)):
+                    ln = int(ps.line[i])
+                    lines.add(ln)
+                    stable = step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i], None)
+                    done, t_done, last_line = piece.start + i + 1, float(ps.t[i]), ln
+                    if not stable:
+                        break
+            if not stable:
+                break
         if progress is not None:
             progress(1.0)
         if fh is not None:
@@ -279,18 +613,13 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
             recorder.close()
     finally:
         world.close()
-    err = np.linalg.norm(actual[:done] - ps.position[:done], axis=1) * 1000.0
-    err = err[np.isfinite(err)]
-    lines = set(int(v) for v in np.unique(ps.line[:done]))
     from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
-    t_done = ps.t[done - 1] if done else 0.0
-    last_line = int(ps.line[done - 1]) if done else 0
     finished = done == K
     lines |= {b.line for b in report.program.blocks if isinstance(b, Dwell) and (finished or b.line <= last_line)}
     pauses = tuple(b.line for b in report.program.blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE
                    and (finished or b.line <= last_line))
-    return RunResult(len(lines), float(t_done), done, float(np.sqrt(np.mean(err ** 2))) if len(err) else 0.0,
-                     float(err.max()) if len(err) else 0.0, log_path, video_path, not message, message,
+    return RunResult(len(lines), float(t_done), done, math.sqrt(err_sq / err_n) if err_n else 0.0,
+                     err_max if err_n else 0.0, log_path, video_path, not message, message,
                      time.perf_counter() - t_wall, pauses)
 
 

@@ -1,18 +1,26 @@
 """``armtwin check PROGRAM --robot R``: the G-code preflight, per line, without physics.
 
 Exit codes: 0 the program is clean, 1 it has faults (or warnings with ``--strict``),
-2 usage errors (unknown robot, unreadable file, bad --origin).
+2 usage errors (unknown robot, a PROGRAM that is missing, a directory, not a regular file
+or unreadable, bad --origin). Programs of more than :data:`PROGRESS_MIN_LINES` lines show
+the preflight's stages with a percentage on stderr (not with ``--json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
 
 from .cli import CliError, add_json_flag, get_robot, print_json
 
 EXIT_FAULTY = 1
+#: largest program file, bytes
+MAX_PROGRAM_BYTES = 200_000_000
+#: programs with more lines than this show progress on stderr
+PROGRESS_MIN_LINES = 50_000
 
 
 def register(sub) -> None:
@@ -40,24 +48,77 @@ def load(args: argparse.Namespace):
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
     path = Path(args.program)
-    if not path.is_file():
-        raise CliError(f"{path}: no such file")
+    check_program_file(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_PROGRAM_BYTES + 1)
     except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(data) > 200_000_000:
-        raise CliError(f"{path}: {len(data) / 1e6:.0f} MB is too large for a G-code program")
+        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_PROGRAM_BYTES:
+        raise CliError(f"{path}: more than {MAX_PROGRAM_BYTES / 1e6:.0f} MB is too large for a G-code program")
     return spec, machine, data
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_program_file(path: Path) -> None:
+    """CliError unless ``path`` is an existing regular file (without opening it: a FIFO would block)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        broken = os.path.islink(path)
+        raise CliError(f"{path}: no such file" + (" (a broken symbolic link)" if broken else "")) from None
+    except NotADirectoryError:
+        raise CliError(f"{path}: no such file (a part of the path is not a folder)") from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise CliError(f"{path}: is a directory, not a G-code file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise CliError(f"{path}: is {kind}, not a regular file" if kind != "not a regular file"
+                       else f"{path}: not a regular file")
+
+
+def stage_progress(name: str):
+    """A progress display on stderr for the preflight's stages: ``checking NAME: IK  45%``."""
+    state = {"last": None}
+    tty = sys.stderr.isatty()
+
+    def show(stage: str, frac: float) -> None:
+        pct = int(max(0.0, min(frac, 1.0)) * 100)
+        key = (stage, pct if tty else pct // 25)
+        if key == state["last"]:
+            return
+        state["last"] = key
+        text = f"checking {name}: {stage:9s} {pct:3d}%"
+        if tty:
+            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def done() -> None:
+        if state["last"] is not None and tty:
+            print(file=sys.stderr, flush=True)
+    show.done = done  # type: ignore[attr-defined]
+    return show
 
 
 def check(args: argparse.Namespace, *, quiet: bool = False):
     """Run the preflight with a short note on stderr; returns the report."""
     from ..controllers.gcode.preflight import preflight
     spec, machine, data = load(args)
+    progress = None
     if not quiet:
         print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
-    return spec, machine, preflight(data, spec, machine)
+        if data.count(b"\n") > PROGRESS_MIN_LINES:
+            progress = stage_progress(args.program)
+    rep = preflight(data, spec, machine, progress=progress)
+    if progress is not None:
+        progress.done()
+    return spec, machine, rep
 
 
 def report_dict(rep, spec, machine, strict: bool) -> dict:
@@ -85,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_report(name: str, rep, spec, machine, strict: bool) -> None:
     for f in rep.faults:
-        print(f"{name}:{f}")
+        print(f"{name}:{f}" if f.line else f"{name}: {f}")
     if rep.truncated:
         print(f"{name}: … more faults not shown (cap reached)")
     o = ", ".join(f"{v * 1000:g}" for v in machine.origin)

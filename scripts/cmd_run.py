@@ -8,6 +8,7 @@ lines executed, program time, RMS and max path error (mm).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,9 +30,31 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: equal after resolving links and ``..``, or one file (hard links)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:       # one of them does not exist (yet): then they are not the same file
+        return False
+
+
+def check_outputs(program: str, outputs: dict[str, str | None]) -> None:
+    """CliError when an output file (``{"--log": path, …}``) is the program or another output."""
+    named = [(opt, path) for opt, path in outputs.items() if path]
+    for i, (opt, path) in enumerate(named):
+        if _same_file(path, program):
+            raise CliError(f"{opt} {path}: is the program itself; writing it would destroy the G-code")
+        for opt2, path2 in named[:i]:
+            if _same_file(path, path2):
+                raise CliError(f"{opt} {path}: is the same file as {opt2}; give them different names")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program, stderr_progress
     from ..envs.sim import JointMode
+    check_outputs(args.program, {"--log": args.log, "--video": args.video})
     for opt in ("video", "log"):
         path = getattr(args, opt)
         if path:

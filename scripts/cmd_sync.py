@@ -64,10 +64,9 @@ def _program_source(path: str, spec, period: float):
 
     Returns (q(t), program duration in s). The last pose is held after the end.
     """
-    import numpy as np
     try:
         from ..controllers.gcode.preflight import preflight
-        from ..envs.runner import control_trajectory
+        from ..envs.runner import ControlTrajectory
     except ImportError as exc:
         raise CliError(f"--program needs the G-code runner (armtwin.envs.runner): {exc}") from None
     try:
@@ -81,13 +80,10 @@ def _program_source(path: str, spec, period: float):
         raise CliError(f"{path}:{errors[0]} (the preflight found {len(errors)} error(s); see `armtwin check`)")
     if rep.plan is None or rep.q is None:
         raise CliError(f"{path}: the program has no motion")
-    ps, q, _ = control_trajectory(rep, spec, period)
-    t = np.asarray(ps.t, dtype=float)
-
-    def source(tt: float) -> np.ndarray:
-        return np.array([np.interp(tt, t, q[:, j]) for j in range(q.shape[1])])
-
-    return source, float(t[-1])
+    # streamed in chunks: a long program (or dwell) never needs memory in proportion to its time
+    traj = ControlTrajectory(rep, spec, period)
+    traj.check()
+    return traj.q_at, float(traj.duration)
 
 
 def run(args: argparse.Namespace) -> int:

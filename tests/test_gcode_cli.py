@@ -34,7 +34,8 @@ def test_check_exit_codes_and_json(tmp_path, capsys):
     assert "line 2, column 1: error 20" in out and "line 3, column 7: error 3" in out
     assert main(["check", str(bad), "--robot", "irb120", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert not data["clean"] and [f["code"] for f in data["faults"]] == [20, 3]
+    # the lines that parsed are still planned: line 4 (900 mm beyond the origin) is out of reach
+    assert not data["clean"] and [(f["line"], f["code"]) for f in data["faults"]] == [(2, 20), (3, 3), (4, 100)]
     # usage errors: exit 2, one line, no traceback
     assert main(["check", str(tmp_path / "missing.ngc"), "--robot", "irb120"]) == 2
     assert main(["check", str(bad), "--robot", "nosuchbot"]) == 2

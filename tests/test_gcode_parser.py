@@ -113,6 +113,7 @@ SEMANTIC_FAULTS = [
     (IRB, "G10 L3 P1 X0", ErrorCode.BAD_G10),
     (SCARA, "G0 A10", ErrorCode.ORIENTATION_NOT_SUPPORTED),
     (IRB, "G0 X900000", ErrorCode.TARGET_OUT_OF_RANGE),
+    (IRB, "G4 P3600.5", ErrorCode.DWELL_TOO_LONG),
 ]
 
 
@@ -129,7 +130,12 @@ PREFLIGHT_FAULTS = [
     (IRB, "G1 C0 F100000", ErrorCode.JOINT_SPEED),
     (IRB, "G0 X-330 Y0 Z0", ErrorCode.NEAR_SINGULARITY),
     (IRB, "G0 X-350 Y-1 Z100\nG1 X-350 Y1 F600", ErrorCode.CONFIGURATION_FLIP),
+    # 10 mm at 0.001 mm/min: 600,000 s, over the 86,400 s maximum
+    (IRB, "G1 X10 F0.001", ErrorCode.PROGRAM_TOO_LONG),
+    (IRB, "(no motion)\nG4 P1", ErrorCode.NO_MOTION),
 ]
+
+WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.NO_MOTION}
 
 
 @pytest.mark.parametrize("spec,text,code", PREFLIGHT_FAULTS)
@@ -138,10 +144,12 @@ def test_preflight_findings(spec, text, code):
     found = {f.code: f for f in rep.faults}
     assert code in found, [str(f) for f in rep.faults]
     f = found[code]
-    assert f.line >= 1
-    assert f.severity is (Severity.WARNING if code is ErrorCode.NEAR_SINGULARITY else Severity.ERROR)
-    if code is not ErrorCode.NEAR_SINGULARITY:
+    assert f.line >= 1 if code is not ErrorCode.NO_MOTION else f.line == 0   # no motion: the whole program
+    assert f.severity is (Severity.WARNING if code in WARNINGS else Severity.ERROR)
+    if code not in WARNINGS:
         assert not rep.clean()
+    if code is ErrorCode.NO_MOTION:
+        assert rep.clean() and not rep.clean(strict=True)
 
 
 def test_every_code_is_tested_and_documented():

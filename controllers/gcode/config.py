@@ -41,6 +41,9 @@ class MachineConfig:
         singularity_margin: the preflight warns where the scaled Jacobian's smallest singular
             value falls below this (dimensionless; 1 is far from singular).
         max_rapid_slowdown_passes: rounds of re-timing G0 moves that were too fast for a joint.
+        max_dwell: longest accepted G4 dwell, s (longer: fault 37).
+        max_program_time: longest accepted planned program time (moves and dwells), s
+            (longer: fault 105). Bounds what a run can be asked to simulate and log.
     """
 
     origin: tuple[float, float, float]
@@ -53,6 +56,8 @@ class MachineConfig:
     rotation_scale: float = 0.180 / math.pi
     singularity_margin: float = 0.02
     max_rapid_slowdown_passes: int = 4
+    max_dwell: float = 3600.0
+    max_program_time: float = 86400.0
 
     def __post_init__(self) -> None:
         o = tuple(float(v) for v in self.origin)
@@ -60,7 +65,7 @@ class MachineConfig:
             raise ValueError(f"origin must be three finite numbers (m), got {self.origin}")
         object.__setattr__(self, "origin", o)
         for name in ("rapid_speed", "acceleration", "junction_deviation", "arc_tolerance", "control_period",
-                     "sample_spacing", "rotation_scale", "singularity_margin"):
+                     "sample_spacing", "rotation_scale", "singularity_margin", "max_dwell", "max_program_time"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")

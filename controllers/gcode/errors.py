@@ -65,12 +65,15 @@ class ErrorCode(enum.IntEnum):
     BAD_G10 = 34
     ORIENTATION_NOT_SUPPORTED = 35
     TARGET_OUT_OF_RANGE = 36
+    DWELL_TOO_LONG = 37
     # --- preflight (after planning and IK) --------------------------------------------
     UNREACHABLE = 100
     JOINT_LIMIT = 101
     JOINT_SPEED = 102
     NEAR_SINGULARITY = 103
     CONFIGURATION_FLIP = 104
+    PROGRAM_TOO_LONG = 105
+    NO_MOTION = 106
     TOO_MANY_FAULTS = 119
 
     @property
@@ -213,6 +216,10 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.TARGET_OUT_OF_RANGE: (
         "target absurdly far",
         "The target lies more than 10 m from the robot base; it cannot be meant for an arm."),
+    ErrorCode.DWELL_TOO_LONG: (
+        "dwell too long",
+        "G4 P may be at most 3600 s (1 h; MachineConfig.max_dwell). Longer dwells are almost "
+        "always a unit mistake (P in milliseconds, as some controllers read it, is seconds here)."),
     ErrorCode.UNREACHABLE: (
         "point unreachable",
         "Inverse kinematics found no joint solution for a point of this move (too far, too "
@@ -235,6 +242,16 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "configuration flip",
         "Staying on one IK branch along the move is impossible: the arm would have to change "
         "its configuration (elbow, shoulder or wrist) in the middle of the move."),
+    ErrorCode.PROGRAM_TOO_LONG: (
+        "program too long",
+        "The planned program time (moves and dwells) exceeds 86,400 s (24 h; "
+        "MachineConfig.max_program_time). The fault is reported at the line where the program "
+        "passes the limit; usually a feed rate or dwell in the wrong unit."),
+    ErrorCode.NO_MOTION: (
+        "program has no motion",
+        "Nothing in the program moves the robot (empty, comments only, or only settings and "
+        "dwells), so `armtwin run` refuses it (exit code 2). A warning, not tied to a line "
+        "(line 0); with --strict a fault."),
     ErrorCode.TOO_MANY_FAULTS: (
         "too many faults",
         "The fault report was cut at the cap; fix the first faults and check again."),
@@ -264,8 +281,11 @@ class Fault:
         return self.code.description
 
     def __str__(self) -> str:
+        what = f"{self.severity.value} {int(self.code)} ({self.code.slug}): {self.message}"
+        if not self.line:  # not tied to a line: the whole program
+            return what
         where = f"line {self.line}" + (f", column {self.column}" if self.column else "")
-        return f"{where}: {self.severity.value} {int(self.code)} ({self.code.slug}): {self.message}"
+        return f"{where}: {what}"
 
     def to_dict(self) -> dict:
         """JSON-friendly form."""

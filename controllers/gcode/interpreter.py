@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import Callable, Iterable, Union
 
 import numpy as np
 
@@ -261,6 +261,9 @@ class Interpreter:
                 fail(ErrorCode.DWELL_TIME_MISSING, "G4 needs P (seconds)", "G")
             if w["P"] < 0:
                 fail(ErrorCode.BAD_DWELL_TIME, f"P{w['P']:g}: a dwell time cannot be negative", "P")
+            if w["P"] > self.machine.max_dwell:
+                fail(ErrorCode.DWELL_TOO_LONG, f"P{w['P']:.12g}: a dwell of {w['P']:.12g} s is longer than "
+                     f"the {self.machine.max_dwell:g} s maximum (P is in seconds)", "P")
             dwell = w["P"]
             allowed.add("P")
         elif nonmodal in (10.0, 28.0, 92.0):
@@ -451,12 +454,20 @@ class Interpreter:
         self._rot = rot1
 
 
+#: lines interpreted between two progress reports
+PROGRESS_LINES = 25_000
+
+
 def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineConfig | None = None, *,
-              q_start=None, max_faults: int = MAX_FAULTS) -> Program:
+              q_start=None, max_faults: int = MAX_FAULTS,
+              progress: Callable[[str, float], None] | None = None) -> Program:
     """Run the interpreter over parsed lines, collecting faults instead of raising.
 
     A faulty line is skipped without changing the state (grbl's rule), and the next lines are
     still checked; parse faults already in a :class:`ParseResult` are merged in line order.
+
+    Args:
+        progress: called with ("interpret", fraction) every :data:`PROGRESS_LINES` lines.
 
     Returns:
         The :class:`Program`.
@@ -466,20 +477,32 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     truncated = lines.truncated if isinstance(lines, ParseResult) else False
     src = lines.lines if isinstance(lines, ParseResult) else lines
     count = lines.line_count if isinstance(lines, ParseResult) else 0
+    if not isinstance(src, (list, tuple)):
+        src = list(src)
     blocks: list = []
     extend = blocks.extend
     execute = it.execute
     n_sem = 0
-    for pl in src:
-        try:
-            extend(execute(pl))
-        except GcodeError as exc:
-            faults.append(exc.fault)
-            n_sem += 1
-            if len(faults) >= max_faults:
-                truncated = True
+    total = len(src)
+    step = total if progress is None else PROGRESS_LINES
+    stop = False
+    for a in range(0, total, max(step, 1)):
+        if progress is not None:
+            progress("interpret", a / total)
+        for pl in src[a:a + step]:
+            try:
+                extend(execute(pl))
+            except GcodeError as exc:
+                faults.append(exc.fault)
+                n_sem += 1
+                if len(faults) >= max_faults:
+                    truncated = True
+                    stop = True
+                    break
+            if it.ended:
+                stop = True
                 break
-        if it.ended:
+        if stop:
             break
     if n_sem and len(faults) > n_sem:
         faults.sort(key=lambda f: f.line)
@@ -489,7 +512,10 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
 
 
 def load_program(text, spec, machine: MachineConfig | None = None, *, q_start=None,
-                 max_faults: int = MAX_FAULTS) -> Program:
-    """Parse and interpret a program text (str, bytes or lines). Never raises on content."""
+                 max_faults: int = MAX_FAULTS, progress: Callable[[str, float], None] | None = None) -> Program:
+    """Parse and interpret a program text (str, bytes or lines). Never raises on content.
+
+    ``progress`` (optional) is called with (stage, fraction): "parse" then "interpret".
+    """
     return interpret(parse_program(text, max_faults=max_faults), spec, machine, q_start=q_start,
-                     max_faults=max_faults)
+                     max_faults=max_faults, progress=progress)

@@ -13,8 +13,10 @@ Knows nothing of G-code (grbl's split): it sees motion blocks in metres of the b
    Tool rotation counts in the move length as ``rotation_scale`` metres per radian.
    Dwells and stops bring the tool to rest.
 3. **Sampling.** :meth:`Plan.sample` evaluates the timed path at any times (the control
-   period is independent of the physics step); :meth:`Plan.geometric_samples` gives points at
-   most ``sample_spacing`` apart (for the preflight IK) with their times.
+   period is independent of the physics step; :meth:`Plan.sample_times` gives any slice of the
+   control samples without making the others, :meth:`Plan.hold_intervals` the dwells);
+   :meth:`Plan.geometric_samples` gives points at most ``sample_spacing`` apart (for the
+   preflight IK) with their times.
 
 Units: m, s, rad; speeds m/s; accelerations m/s².
 """
@@ -127,6 +129,9 @@ class Plan:
     _delay: np.ndarray = None         # (S + 1,) dwell time before node, s
     _junction: np.ndarray = None      # (S + 1,) junction speed² limits, m²/s²
     _base_nominal: np.ndarray = None  # (S,) nominal speed before rapid scaling
+    _hold_node: np.ndarray = None     # (H,) node (0..S) each dwell is taken at, in program order
+    _hold_seconds: np.ndarray = None  # (H,) dwell durations, s (> 0)
+    _hold_line: np.ndarray = None     # (H,) program line of each dwell
 
     @property
     def segment_count(self) -> int:
@@ -145,6 +150,23 @@ class Plan:
     def lines(self) -> np.ndarray:
         """(B,) program line of every motion block."""
         return self._lines
+
+    def hold_intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The dwells (G4) on the time line: (t0 (H,), t1 (H,), line (H,)), s, in time order.
+
+        The tool is at rest during each interval [t0, t1] (dwells bring it to rest); consecutive
+        dwells at one place follow each other.
+        """
+        node = self._hold_node
+        if node is None or len(node) == 0:
+            z = np.zeros(0)
+            return z, z, np.zeros(0, dtype=np.int64)
+        sec = self._hold_seconds
+        arrive = np.append(self.t_start - self._delay[:-1], self.duration - self._delay[-1])
+        before = np.cumsum(sec) - sec                                   # dwell time before each hold
+        first = np.searchsorted(node, node, side="left")               # first hold at the same node
+        t0 = arrive[node] + (before - before[first])
+        return t0, t0 + sec, self._hold_line
 
     # ----- evaluation ---------------------------------------------------------------------
     def _s_of_t(self, seg: np.ndarray, tau: np.ndarray):
@@ -202,7 +224,10 @@ class Plan:
         return R0 @ Rr
 
     def sample(self, times) -> PathSamples:
-        """The path at ``times`` (K,) s (clipped to [0, duration])."""
+        """The path at ``times`` (K,) s (clipped to [0, duration]).
+
+        Samples strictly inside a dwell (:meth:`hold_intervals`) carry the dwell's line.
+        """
         t = np.clip(np.asarray(times, dtype=float), 0.0, self.duration)
         if self.segment_count == 0:
             raise ValueError("the plan has no motion")
@@ -210,17 +235,45 @@ class Plan:
         s_loc, v = self._s_of_t(seg, t - self.t_start[seg])
         pos, rot = self._points(seg, s_loc)
         b = self.block[seg]
-        return PathSamples(t, self.s_start[seg] + s_loc, pos, rot, v, seg, b, self._lines[b])
+        line = self._lines[b]
+        h0, h1, hline = self.hold_intervals()
+        if len(h0) and len(t):   # inside a dwell: the dwell's line
+            h = np.searchsorted(h0, t, side="right") - 1
+            hc = np.maximum(h, 0)
+            inside = (h >= 0) & (t > h0[hc]) & (t < h1[hc])
+            if inside.any():
+                line = np.where(inside, hline[hc], line)
+        return PathSamples(t, self.s_start[seg] + s_loc, pos, rot, v, seg, b, line)
+
+    def _regular_count(self, period: float) -> int:
+        if not (period > 0 and math.isfinite(period)):
+            raise ValueError(f"period must be > 0 s, got {period}")
+        return int(math.floor(self.duration / period + 1e-9)) + 1
+
+    def sample_count(self, period: float) -> int:
+        """Number of samples :meth:`sample_every` gives for ``period`` (s), without making them."""
+        n = self._regular_count(period)
+        return n + (1 if (n - 1) * period < self.duration - 1e-12 else 0)
+
+    def sample_times(self, period: float, start: int, stop: int) -> np.ndarray:
+        """Times (s) of the samples ``start … stop - 1`` of :meth:`sample_every`, made lazily.
+
+        Sample k is at ``k · period``; when the duration is not a whole number of periods one
+        last sample is at the end.
+        """
+        n = self._regular_count(period)
+        total = self.sample_count(period)
+        k = np.arange(max(0, start), min(stop, total))
+        t = k * period
+        if total > n and len(k) and k[-1] == n:
+            t[-1] = self.duration
+        return t
 
     def sample_every(self, period: float) -> PathSamples:
         """Samples at 0, period, 2·period, … up to and including the end, s."""
         if not (period > 0 and math.isfinite(period)):
             raise ValueError(f"period must be > 0 s, got {period}")
-        n = int(math.floor(self.duration / period + 1e-9)) + 1
-        t = np.arange(n) * period
-        if t[-1] < self.duration - 1e-12:
-            t = np.append(t, self.duration)
-        return self.sample(t)
+        return self.sample(self.sample_times(period, 0, self.sample_count(period)))
 
     def geometric_samples(self, spacing: float) -> PathSamples:
         """Points along the path at most ``spacing`` (m) apart, every block end included, with times.
@@ -286,6 +339,7 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
     motions: list[Motion] = []
     delay_before: list[float] = []   # dwell time before motion block b
     rest_before: list[bool] = []
+    holds: list[tuple[int, float, int]] = []   # (motion block it precedes, s, line); B: after the last
     pending_delay, pending_rest = 0.0, True
     for blk in blocks:
         if isinstance(blk, Motion):
@@ -296,6 +350,8 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
         elif isinstance(blk, Dwell):
             pending_delay += blk.seconds
             pending_rest = True
+            if blk.seconds > 0:
+                holds.append((len(motions), float(blk.seconds), int(blk.line)))
         elif isinstance(blk, Stop):
             pending_rest = True
             if blk.kind is StopKind.END:
@@ -306,7 +362,8 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
         z = np.zeros(0)
         return Plan((), np.zeros((0, 3)), np.zeros((0, 3)), z, z, np.zeros(0, int), z, z, z, z, z, z, z, z, z,
                     pending_delay, a, np.ones(0), np.zeros((0, 3, 3)), np.zeros((0, 3)), z, np.zeros(0, int),
-                    np.ones(1, bool), np.array([pending_delay]), np.zeros(1), z)
+                    np.ones(1, bool), np.array([pending_delay]), np.zeros(1), z,
+                    np.zeros(0, np.int64), z, np.zeros(0, np.int64))
     start = np.array([m.start for m in motions])
     end = np.array([m.end for m in motions])
     rot0 = np.array([m.rot_start for m in motions])
@@ -389,17 +446,21 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
     # rest at block boundaries after dwells/stops, and at the program start and end
     rest = np.zeros(S + 1, dtype=bool)
     delay = np.zeros(S + 1)
-    block_first_seg = np.searchsorted(seg_block, np.arange(B))
-    present = block_first_seg < S
-    present[present] &= seg_block[np.minimum(block_first_seg[present], S - 1)] == np.arange(B)[present]
+    # node of each block's first chord; a block left without chords (zero length) hands its
+    # dwell and rest on to the next node
+    block_first_seg = np.append(np.searchsorted(seg_block, np.arange(B)), S)     # (B + 1,)
     rb = np.array(rest_before)
-    rest[block_first_seg[present & rb]] = True
-    delay[block_first_seg[present]] += np.array(delay_before)[present]
+    rest[block_first_seg[:B][rb]] = True
+    np.add.at(delay, block_first_seg[:B], np.array(delay_before))
     rest[0] = rest[S] = True
     delay[S] += pending_delay
     J[rest] = 0.0
+    hold_node = block_first_seg[np.array([h[0] for h in holds], dtype=np.int64)]
+    hold_sec = np.array([h[1] for h in holds], dtype=float)
+    hold_line = np.array([h[2] for h in holds], dtype=np.int64)
     p = Plan(tuple(motions), p0, p1, f0, f1, seg_block, length, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom,
-             v_nom, 0.0, a, np.ones(B), rot0, axis, angle, lines, rest, delay, J, v_nom.copy())
+             v_nom, 0.0, a, np.ones(B), rot0, axis, angle, lines, rest, delay, J, v_nom.copy(), hold_node, hold_sec,
+             hold_line)
     return retime(p, rapid_scale if rapid_scale is not None else np.ones(B))
 
 
@@ -444,4 +505,4 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
     total = float(t_start[-1] + dur[-1] + p._delay[-1]) if S else float(p._delay[-1])
     return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, v0, v1, vc, t_start, t_acc, t_cru,
                 t_dec, total, a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay, p._junction,
-                p._base_nominal)
+                p._base_nominal, p._hold_node, p._hold_seconds, p._hold_line)

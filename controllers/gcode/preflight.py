@@ -2,7 +2,9 @@
 
 Checks, without running physics:
 
-* every fault of the parser and the interpreter (numbered codes 1–49);
+* every fault of the parser and the interpreter (numbered codes 1–49); the lines that
+  passed are still planned and checked below (a faulty line is skipped and changes no modal
+  state, as grbl rejects it), so one pass reports every fault of a file;
 * IK along the densely sampled path (points at most ``sample_spacing`` apart, all chord
   ends included) with branch continuity: the arm keeps the configuration it starts in
   (shoulder/elbow; the SCARA's elbow), the wrist may change branch only where that is
@@ -13,6 +15,8 @@ Checks, without running physics:
 * closeness to a singularity — NEAR_SINGULARITY (103, a warning): the smallest singular
   value of the scaled Jacobian (translation rows divided by the reach) below
   ``singularity_margin``, evaluated where the joints move fastest relative to the tool.
+* the planned program time against ``max_program_time`` — PROGRAM_TOO_LONG (105);
+* a program without any motion — NO_MOTION (106, a warning on line 0).
 
 IK uses the vectorised :func:`~armtwin.controllers.ik.solve_batch` (every branch of every
 sample at once) and follows the start branch through the samples in numpy; only branch
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -34,10 +39,21 @@ from .interpreter import MotionKind, Program, load_program
 from .planner import PathSamples, Plan, plan, retime
 
 __all__ = ["PreflightReport", "PathTrack", "preflight", "preflight_program", "track_path", "jacobian_batch",
-           "MAX_JOINT_STEP"]
+           "MAX_JOINT_STEP", "Progress"]
 
 #: largest revolute joint change between two neighbouring IK samples that still counts as continuous, rad
 MAX_JOINT_STEP = 0.35
+#: IK samples solved per batch (bounds the solver's temporary arrays; progress is reported per batch)
+IK_CHUNK = 50_000
+
+#: progress callback: (stage name, fraction 0..1 of that stage)
+Progress = Callable[[str, float], None]
+
+
+class _Batch(NamedTuple):
+    solutions: np.ndarray     # (K, C, n) the solutions of the candidate branches
+    found: np.ndarray         # (K, B) bool: every branch, has a solution
+    distance: np.ndarray      # (K,) m out of reach
 
 
 @dataclass(frozen=True)
@@ -49,12 +65,14 @@ class PathTrack:
         code: (K,) 0 where fine, else the ErrorCode number of the problem at that sample.
         reason: (K,) object array of messages ("" where fine).
         branch: the start configuration label.
+        distance: (K,) m by which each pose is out of reach (0 where reachable).
     """
 
     q: np.ndarray
     code: np.ndarray
     reason: np.ndarray
     branch: str
+    distance: np.ndarray | None = None
 
 
 def _arm_part(label: str) -> str:
@@ -62,20 +80,38 @@ def _arm_part(label: str) -> str:
     return "/".join(parts[:2]) if len(parts) >= 3 else label
 
 
-def track_path(spec, T: np.ndarray, q_start, *, max_step: float = MAX_JOINT_STEP) -> PathTrack:
+def _solve_all(spec, T: np.ndarray, q_start: np.ndarray, cand: list[int], progress: Progress | None) -> _Batch:
+    """IK of the poses ``T`` (K, 4, 4) in batches of :data:`IK_CHUNK`, keeping the branches ``cand``."""
+    K = len(T)
+    sols, found, dist = [], [], []
+    for a in range(0, K, IK_CHUNK):
+        if progress is not None and K > IK_CHUNK:
+            progress("IK", a / K)
+        b = solve_batch(spec, T[a:a + IK_CHUNK], q_start)
+        sols.append(b.solutions[:, cand, :])
+        found.append(~np.isnan(b.solutions[..., 0]))
+        dist.append(np.asarray(b.distance, dtype=float))
+    if len(sols) == 1:
+        return _Batch(sols[0], found[0], dist[0])
+    return _Batch(np.concatenate(sols), np.concatenate(found), np.concatenate(dist))
+
+
+def track_path(spec, T: np.ndarray, q_start, *, max_step: float = MAX_JOINT_STEP,
+               progress: Progress | None = None) -> PathTrack:
     """Follow the start configuration of ``q_start`` through the poses ``T`` (K, 4, 4).
 
     Unlike :func:`~armtwin.controllers.ik.solve_path` this does not stop at the first
     problem: after a stretch without a solution it picks up again at the next reachable
     sample (nearest to the last good joints), so that every faulty stretch is reported.
+    ``progress`` (optional) is called with ("IK", fraction) between IK batches.
     """
     q_start = np.asarray(q_start, dtype=float)
     K, n = len(T), spec.dof
-    b = solve_batch(spec, T, q_start)
     labels = branch_labels(spec)
     start_label = branch_of(spec, q_start)
     cand = [k for k, lab in enumerate(labels) if _arm_part(lab) == _arm_part(start_label)]
-    Q = b.solutions[:, cand, :].copy()                       # (K, C, n)
+    b = _solve_all(spec, T, q_start, cand, progress)
+    Q = b.solutions                                          # (K, C, n)
     C = len(cand)
     lo, hi = spec.lower, spec.upper
     wide = [j for j in range(n) if not spec.prismatic[j] and (lo[j] < -math.pi - 1e-9 or hi[j] > math.pi + 1e-9)]
@@ -142,18 +178,18 @@ def track_path(spec, T: np.ndarray, q_start, *, max_step: float = MAX_JOINT_STEP
         lim = spec.to_display(hi if ex[j] > 0 else lo)[j]
         code[i] = int(ErrorCode.JOINT_LIMIT)
         reason[i] = f"J{j + 1} would reach {val:.1f} {unit}, beyond its limit {lim:.1f} {unit}"
-    return PathTrack(q, code, reason, start_label)
+    return PathTrack(q, code, reason, start_label, b.distance)
 
 
 def _failure(b, i, cand, finite, d, labels, start_label) -> tuple[int, str]:
-    if not np.isnan(b.solutions[i]).all(axis=1).all():
+    if b.found[i].any():
         if not finite[i].any():
-            others = [labels[k] for k in range(len(labels)) if not np.isnan(b.solutions[i, k, 0])]
+            others = [labels[k] for k in range(len(labels)) if b.found[i, k]]
             return int(ErrorCode.CONFIGURATION_FLIP), (f"reachable only in another configuration "
                                                        f"({', '.join(others[:2])}), not in {start_label}")
         return int(ErrorCode.CONFIGURATION_FLIP), (f"the joints would jump by {math.degrees(float(np.min(d))):.0f}° "
                                                    f"(configuration change or singularity)")
-    dist = float(b.distance[i]) if b.distance is not None else 0.0
+    dist = float(b.distance[i])
     return int(ErrorCode.UNREACHABLE), (f"out of reach by {dist * 1000:.1f} mm" if dist > 0
                                         else "no IK solution (orientation or position cannot be reached)")
 
@@ -214,8 +250,9 @@ class PreflightReport:
     Attributes:
         robot: robot id.
         program: the interpreted program.
-        plan: the timed plan (None when the program has parse/semantic faults or no motion).
-        samples: the geometric samples checked (None as above).
+        plan: the timed plan of the lines that passed the parser and the interpreter (faulty
+            lines are skipped, as grbl skips them); None only when the fault cap was reached.
+        samples: the geometric samples checked (None when nothing moves or as above).
         q: (K, n) joint path at the samples, rad / m (NaN where it fails).
         joint_speed: (K, n) joint speeds on the interval ending at each sample, rad/s / m/s.
         faults: every finding (all codes), in line order.
@@ -252,24 +289,53 @@ class PreflightReport:
 
 
 def preflight(text, spec, machine: MachineConfig | None = None, *, max_faults: int = MAX_FAULTS,
-              singularity: bool = True) -> PreflightReport:
-    """Check a program text (str, bytes or lines) for ``spec``. Never raises on content."""
+              singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
+    """Check a program text (str, bytes or lines) for ``spec``. Never raises on content.
+
+    Args:
+        text: the program.
+        spec: the robot.
+        machine: settings; default :func:`machine_for` ``(spec)``.
+        max_faults: cap on the faults collected.
+        singularity: also look for closeness to singularities (warnings).
+        progress: called now and then with (stage, fraction of the stage); stages "parse",
+            "interpret", "plan", "IK", "limits".
+    """
     machine = machine or machine_for(spec)
-    return preflight_program(load_program(text, spec, machine, max_faults=max_faults), spec, machine,
-                             max_faults=max_faults, singularity=singularity)
+    if progress is not None:
+        progress("parse", 0.0)
+    prog = load_program(text, spec, machine, max_faults=max_faults, progress=progress)
+    return preflight_program(prog, spec, machine, max_faults=max_faults, singularity=singularity, progress=progress)
+
+
+def _mm(p) -> str:
+    return "(" + ", ".join(f"{v * 1000:.1f}" for v in p) + ") mm"
 
 
 def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults: int = MAX_FAULTS,
-                      singularity: bool = True) -> PreflightReport:
-    """Preflight of an interpreted program (see the module docstring)."""
-    if prog.faults:
-        return PreflightReport(spec.name, prog, None, None, None, None, prog.faults, truncated=prog.truncated,
+                      singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
+    """Preflight of an interpreted program (see the module docstring).
+
+    The parser's and the interpreter's faults come first; the lines that passed are then planned
+    and checked as well (a faulty line is skipped and changes no modal state, as grbl rejects
+    it), so that one pass reports every fault of the file, up to ``max_faults``.
+    """
+    faults: list[Fault] = list(prog.faults)
+    if prog.truncated or len(faults) >= max_faults:
+        return PreflightReport(spec.name, prog, None, None, None, None, tuple(faults[:max_faults]), truncated=True,
                                machine=machine)
+    if progress is not None:
+        progress("plan", 0.0)
     pl = plan(prog.blocks, machine)
     if pl.segment_count == 0:
-        return PreflightReport(spec.name, prog, pl, None, None, None, (), machine=machine)
+        if not faults:
+            faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot; "
+                                "`armtwin run` refuses it", Severity.WARNING))
+        return PreflightReport(spec.name, prog, pl, None, None, None, tuple(faults), machine=machine)
     gs = pl.geometric_samples(machine.sample_spacing)
-    track = track_path(spec, gs.poses(), prog.q_start)
+    track = track_path(spec, gs.poses(), prog.q_start, progress=progress)
+    if progress is not None:
+        progress("limits", 0.0)
     q = track.q
     # the first sample is the start point itself: judge it against q_start
     vmax = spec.max_velocity
@@ -293,7 +359,6 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         pl = retime(pl, scale)
         t = pl.t_start[gs.segment] + pl._t_of_s(gs.segment, gs.s - pl.s_start[gs.segment])
         gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line)
-    faults: list[Fault] = []
     seen: set[tuple[int, int]] = set()
 
     def add(code: ErrorCode, line: int, msg: str, sev: Severity = Severity.ERROR) -> None:
@@ -302,9 +367,18 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
             seen.add(key)
             faults.append(Fault(code, int(line), 0, msg, sev))
 
+    unreachable: dict[int, list[int]] = {}      # line -> [first failing sample, worst sample]
+    dist = track.distance if track.distance is not None else np.zeros(len(q))
     for i in np.flatnonzero(track.code):
-        add(ErrorCode(int(track.code[i])), gs.line[i], f"{track.reason[i]} at "
-            f"({', '.join(f'{v * 1000:.1f}' for v in gs.position[i])}) mm")
+        code, ln = ErrorCode(int(track.code[i])), int(gs.line[i])
+        if code is ErrorCode.UNREACHABLE:
+            u = unreachable.setdefault(ln, [i, i])
+            if dist[i] > dist[u[1]]:
+                u[1] = i
+            continue
+        add(code, ln, f"{track.reason[i]} at {_mm(gs.position[i])}")
+    if unreachable:
+        _report_unreachable(spec, pl, gs, dist, unreachable, prog.q_start, add)
     # joint speeds (feed moves; rapids were slowed)
     ratio_j = np.nan_to_num(qd / vmax, nan=0.0)
     over = np.flatnonzero(ratio_j.max(axis=1) > 1.0 + 1e-6)
@@ -318,6 +392,11 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         lim = spec.to_display(vmax)[j]
         add(ErrorCode.JOINT_SPEED, gs.line[i + 1], f"J{j + 1} would need {disp:.0f} {unit} (limit {lim:.0f} {unit}) "
             f"at F{pl.motions[blk].feed * 60000:.0f}")
+    if pl.duration > machine.max_program_time:
+        line = _line_passing(pl, machine.max_program_time)
+        add(ErrorCode.PROGRAM_TOO_LONG, line, f"the program would take {pl.duration:.1f} s "
+            f"({pl.duration / 3600:.1f} h), over the {machine.max_program_time:g} s maximum; "
+            f"it passes the maximum on this line")
     if singularity:
         ok = ~np.isnan(q[:, 0])
         # candidates: the samples where the joints move most per tool motion, and every block end
@@ -334,7 +413,51 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
             sig = singularity_measure(spec, q[cand])
             for i, sv in zip(cand[sig < machine.singularity_margin], sig[sig < machine.singularity_margin]):
                 add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {machine.singularity_margin:g} "
-                    f"at ({', '.join(f'{v * 1000:.1f}' for v in gs.position[i])}) mm", Severity.WARNING)
+                    f"at {_mm(gs.position[i])}", Severity.WARNING)
     faults.sort(key=lambda f: (f.line, int(f.code)))
+    faults = faults[:max_faults]
     moving = len(np.unique(pl.lines))
+    if progress is not None:
+        progress("limits", 1.0)
     return PreflightReport(spec.name, prog, pl, gs, q, qd, tuple(faults), moving, len(faults) >= max_faults, machine)
+
+
+def _report_unreachable(spec, pl: Plan, gs: PathSamples, dist: np.ndarray, lines: dict[int, list[int]],
+                        q_start: np.ndarray, add) -> None:
+    """One UNREACHABLE fault per line: how far the line's target is out of reach, where the path leaves."""
+    # the target of a line: the end of its last motion block
+    last_block = {}
+    for b, ln in enumerate(pl.lines):
+        last_block[int(ln)] = b
+    order = sorted(lines)
+    T = np.zeros((len(order), 4, 4))
+    for r, ln in enumerate(order):
+        m = pl.motions[last_block[ln]]
+        T[r, :3, :3] = m.rot_end
+        T[r, :3, 3] = m.end
+        T[r, 3, 3] = 1.0
+    d_target = np.asarray(solve_batch(spec, T, q_start).distance, dtype=float)
+    for r, ln in enumerate(order):
+        first, worst = lines[ln]
+        target = T[r, :3, 3]
+        at = gs.position[first]
+        leaves = "" if np.linalg.norm(at - target) < 1e-6 else f"; the path leaves the workspace at {_mm(at)}"
+        if d_target[r] > 0:
+            msg = f"the target {_mm(target)} is out of reach by {d_target[r] * 1000:.1f} mm{leaves}"
+        elif dist[worst] > 0:
+            msg = (f"the path passes out of reach by up to {dist[worst] * 1000:.1f} mm, first at {_mm(at)} "
+                   f"(the target {_mm(target)} itself is reachable)")
+        else:
+            msg = f"no IK solution (orientation or position cannot be reached) at {_mm(at)}"
+        add(ErrorCode.UNREACHABLE, ln, msg)
+
+
+def _line_passing(pl: Plan, limit: float) -> int:
+    """Program line at which the planned time first exceeds ``limit`` (s): a move or a dwell."""
+    _, h1, hline = pl.hold_intervals()
+    ends = np.concatenate([pl.t_end, h1])
+    lines = np.concatenate([pl.lines[pl.block], hline])
+    over = np.flatnonzero(ends > limit)
+    if not len(over):
+        return int(lines[np.argmax(ends)]) if len(ends) else 0
+    return int(lines[over[np.argmin(ends[over])]])

@@ -1,0 +1,192 @@
+"""Bad input to `armtwin check` / `armtwin run`: bounded memory for long programs, output paths,
+all faults of a file in one pass, how far an unreachable target misses, odd program files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from armtwin import robots
+from armtwin.controllers.gcode import ErrorCode, machine_for
+from armtwin.controllers.gcode.preflight import preflight
+from armtwin.envs.runner import (CHUNK_SAMPLES, ControlTrajectory, HoldPiece, MotionPiece, RunConfig,
+                                 control_trajectory, run_program)
+from armtwin.scripts import cmd_check
+from armtwin.scripts.cli import main
+
+IRB = robots.get("irb120")
+
+
+def _write(tmp_path, name: str, text: str):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# ----- 1. long programs: the preflight bounds them, the run never materialises a dwell ----------
+
+def test_check_flags_an_absurd_dwell(tmp_path, capsys):
+    p = _write(tmp_path, "dw.ngc", "G21 G90\nG1 X0 Y0 Z0 F600\nG4 P1000000\nG1 X10\n")
+    assert main(["check", str(p), "--robot", "irb120"]) == 1
+    out = capsys.readouterr().out
+    assert "line 3, column 4: error 37 (dwell_too_long)" in out and "P1000000" in out and "3600 s" in out
+    assert main(["run", str(p), "--robot", "irb120"]) == 1          # refused, nothing allocated or moved
+    assert "refused" in capsys.readouterr().err
+
+
+def test_program_time_limit_names_the_line_that_passes_it():
+    machine = machine_for(IRB, max_program_time=7.0)
+    # the rapid from home (~0.43 m) takes about 1 s: the first dwell ends near 6 s, the second near 11 s
+    rep = preflight("G21 G90\nG0 X0 Y0 Z0\nG1 X1 F600\nG4 P5\nG4 P5\nG1 X2\n", IRB, machine)
+    f = [f for f in rep.faults if f.code is ErrorCode.PROGRAM_TOO_LONG]
+    assert len(f) == 1 and f[0].line == 5 and "7 s maximum" in f[0].message
+    assert not rep.clean()
+
+
+def test_a_long_dwell_is_stepped_without_per_sample_arrays():
+    """A 1 h dwell: ~900,000 control samples, one HoldPiece; memory stays far below per-sample arrays."""
+    rep = preflight("G21 G90\nG1 X0 Y0 Z0 F600\nG4 P3600\nG1 X10\n", IRB)
+    assert rep.clean()
+    traj = ControlTrajectory(rep, IRB)
+    assert traj.count > 900_000
+    tracemalloc.start()
+    try:
+        traj.check()
+        holds, moving = [], 0
+        for piece in traj:
+            if isinstance(piece, HoldPiece):
+                holds.append(piece)
+            else:
+                assert isinstance(piece, MotionPiece) and len(piece) <= CHUNK_SAMPLES
+                moving += len(piece)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(holds) == 1 and holds[0].line == 3 and len(holds[0]) > 899_000
+    assert moving + len(holds[0]) == traj.count
+    assert peak < 40e6, f"{peak / 1e6:.0f} MB"          # per-sample arrays would need several hundred MB
+    # the held pose is where the first move ended; q_at holds it through the dwell
+    np.testing.assert_allclose(holds[0].position, np.array(IRB.workcell.origin), atol=1e-9)
+    np.testing.assert_allclose(traj.q_at(1800.0), holds[0].q, atol=0)
+
+
+def test_control_trajectory_arrays_are_bounded():
+    rep = preflight("G21 G90\nG1 X0 Y0 Z0 F600\nG4 P3600\nG4 P3600\nG1 X10\n", IRB)
+    assert rep.clean()
+    with pytest.raises(ValueError, match="control samples"):
+        control_trajectory(rep, IRB, rep.machine.control_period)   # 1.8 M samples: refused before allocating
+    short = preflight("G21 G90\nG1 X0 Y0 Z0 F600\nG4 P0.5\nG1 X10\n", IRB)
+    with pytest.raises(ValueError, match="more than the 100"):
+        ControlTrajectory(short, IRB).arrays(max_samples=100)
+
+
+def test_lazy_samples_match_the_arrays_and_dwell_rows_hold(tmp_path):
+    prog = "G21 G90 G0 X-10 Y0 Z5\nG1 Z0 F1500\nG2 X10 Y0 R10 F3000\nG1 Y10\nG4 P0.2\nG0 Z5\n"
+    rep = preflight(prog, IRB)
+    ps, q, qd = control_trajectory(rep, IRB, rep.machine.control_period)
+    small = ControlTrajectory(rep, IRB, chunk=97)                  # many chunks: same samples, same velocities
+    parts = list(small)
+    qq = np.concatenate([np.repeat(p.q[None], len(p), 0) if isinstance(p, HoldPiece) else p.q for p in parts])
+    qdd = np.concatenate([np.zeros((len(p), IRB.dof)) if isinstance(p, HoldPiece) else p.qd for p in parts])
+    np.testing.assert_allclose(qq, q, atol=1e-12)
+    np.testing.assert_allclose(qdd, qd, atol=1e-9)
+    for t in np.linspace(0.0, small.duration, 41):               # q_at = linear between control samples
+        ref = [np.interp(t, ps.t, q[:, j]) for j in range(IRB.dof)]
+        np.testing.assert_allclose(small.q_at(t), ref, atol=1e-12)
+    log = tmp_path / "run.csv"
+    res = run_program(rep, IRB, RunConfig(), log_path=str(log))
+    rows = np.array(list(csv.reader(log.open()))[1:], dtype=float)
+    dwell = rows[rows[:, 1] == 5]
+    assert len(dwell) >= 0.2 / rep.machine.control_period - 2 and res.samples == len(rows)
+    assert np.ptp(dwell[:, 2:5], axis=0).max() == 0.0            # the commanded point does not move
+
+
+# ----- 2. output paths ---------------------------------------------------------------------------
+
+def test_run_refuses_outputs_that_overwrite_the_program_or_each_other(tmp_path, capsys):
+    text = "G21 G90 G0 X0 Y0 Z20\n"
+    p = _write(tmp_path, "prog.ngc", text)
+    os.link(p, tmp_path / "hard.csv")
+    (tmp_path / "sym.csv").symlink_to(p)
+    cases = [["--log", str(p)], ["--video", str(tmp_path / "prog.ngc")],
+             ["--log", str(tmp_path / "sub" / ".." / "prog.ngc")], ["--log", str(tmp_path / "hard.csv")],
+             ["--log", str(tmp_path / "sym.csv")],
+             ["--log", str(tmp_path / "same.mp4"), "--video", str(tmp_path / "same.mp4")]]
+    for extra in cases:
+        assert main(["run", str(p), "--robot", "irb120", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert ("program itself" in err) or ("same file as --log" in err), err
+    assert p.read_text() == text and not (tmp_path / "same.mp4").exists() and not (tmp_path / "sub").exists()
+
+
+# ----- 3. all faults in one pass -------------------------------------------------------------
+
+def test_syntax_faults_do_not_hide_preflight_faults(tmp_path, capsys):
+    p = _write(tmp_path, "mix.ngc", "G21 G90\nG1 X0 Y0 Z0 F600\nG1 X5 Q1\nG1 X5000\n")
+    assert main(["check", str(p), "--robot", "irb120", "--json"]) == 1
+    faults = json.loads(capsys.readouterr().out)["faults"]
+    assert [(f["line"], f["code"]) for f in faults] == [(3, 11), (4, 100)]
+    log = tmp_path / "log.csv"
+    assert main(["run", str(p), "--robot", "irb120", "--log", str(log)]) == 1
+    assert not log.exists() and "refused" in capsys.readouterr().err
+
+
+def test_a_skipped_line_changes_nothing_for_the_lines_after_it():
+    # grbl's rule: the faulty G1 X10 (Q) is skipped, so the incremental move after it starts at home
+    rep = preflight("G21 G91 F600\nG1 X10 Q1\nG1 X10\n", IRB)
+    assert [f.code for f in rep.errors()] == [ErrorCode.UNSUPPORTED_WORD]
+    start, end = np.array(rep.plan.motions[0].start), np.array(rep.plan.motions[-1].end)
+    np.testing.assert_allclose(end - start, [0.010, 0.0, 0.0], atol=1e-12)
+    assert rep.q is not None and np.isfinite(rep.q).all()
+
+
+# ----- 4. how far an unreachable target misses --------------------------------------------------
+
+def test_unreachable_reports_the_targets_own_distance():
+    rep = preflight("G21 G90\nG1 X5000 Y0 Z0 F600\n", IRB)
+    (f,) = [f for f in rep.faults if f.code is ErrorCode.UNREACHABLE]
+    assert f.line == 2
+    miss = float(f.message.split("out of reach by ")[1].split(" mm")[0])
+    # the target is 5350 mm in front of the base; the IRB120 reaches 580 mm: it misses by metres
+    assert miss > 5350 - 1000 * IRB.reach - 50, f.message
+    assert "(5350.0, 0.0, 200.0) mm" in f.message and "leaves the workspace at" in f.message
+
+
+# ----- 5. odd files, empty programs, progress ---------------------------------------------------
+
+def test_check_names_what_a_non_file_is(tmp_path, capsys):
+    (tmp_path / "d.ngc").mkdir()
+    fifo = tmp_path / "f.ngc"
+    os.mkfifo(fifo)                                   # must not be opened: reading it would hang
+    for path, what in ((tmp_path / "d.ngc", "is a directory"), (fifo, "FIFO"), ("/dev/null", "character device"),
+                       (tmp_path / "none.ngc", "no such file")):
+        assert main(["check", str(path), "--robot", "irb120"]) == 2
+        err = capsys.readouterr().err
+        assert what in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_check_warns_about_a_program_without_motion(tmp_path, capsys):
+    p = _write(tmp_path, "empty.ngc", "")
+    assert main(["check", str(p), "--robot", "irb120"]) == 0
+    out = capsys.readouterr().out
+    assert f"{p}: warning 106 (no_motion)" in out and "clean" in out
+    assert main(["check", str(p), "--robot", "irb120", "--strict"]) == 1
+    capsys.readouterr()
+    assert main(["run", str(p), "--robot", "irb120"]) == 2
+    assert "does not move the robot" in capsys.readouterr().err
+
+
+def test_long_programs_show_progress_but_not_under_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cmd_check, "PROGRESS_MIN_LINES", 5)
+    p = _write(tmp_path, "p.ngc", "G21 G90\n" + "".join(f"G1 X{i % 5} Y0 Z0 F3000\n" for i in range(20)))
+    assert main(["check", str(p), "--robot", "irb120"]) == 0
+    err = capsys.readouterr().err
+    assert f"checking {p}: interpret" in err and "IK" in err or "limits" in err
+    assert main(["check", str(p), "--robot", "irb120", "--json"]) == 0
+    assert capsys.readouterr().err == ""
