@@ -32,7 +32,14 @@ l1 l2 z0            :mod:`.ik_scara` (SCARA)              2: right/left
 
 Joints whose range is wider than a turn (IRB120 J6 ±400°, SCARA J4 ±360°) take the 2π
 equivalent nearest ``q_near``; :attr:`IKResult.solutions` also lists the other equivalents
-that fit the range (for the SCARA only the nearest one).
+that fit the range, so every in-range joint vector of the pose is among them exactly.
+
+Singular poses are reported, not hidden: :attr:`IKResult.singular` and
+:attr:`IKResult.free_joints` say that the chosen solution sits on a singularity and which
+joints kept their ``q_near`` value because the pose does not determine them, and the reason
+names the singularity. The status stays SOLVED (a singular pose is reached exactly);
+:attr:`IKStatus.SINGULAR` is the outcome of ``stay_on_branch`` when ``q_near``'s branch merges
+with another one at the singularity and so does not exist there.
 
 Where a float pose does not determine a joint (singularities) the solvers keep ``q_near``'s
 value, so ``solve(spec, fk(q), q)`` gives ``q`` back: the free joint at a singularity (IRB120 J1
@@ -116,8 +123,14 @@ class IKStatus(enum.Enum):
     UNREACHABLE: no solution (the pose is out of reach by :attr:`IKResult.distance`), or, with
         ``stay_on_branch``, none on the requested branch.
     OUT_OF_RANGE: solutions exist, but none inside the joint ranges (the reason names the joint).
-    SINGULAR: reserved; near singularities the solvers return finite solutions that keep the
-        free joint at its ``q_near`` value, so this status is not produced today.
+    SINGULAR: with ``stay_on_branch`` only: the pose is singular and ``q_near``'s branch merges
+        there with another branch (wrist flip / no flip at q5 = 0, elbow up / down of a stretched
+        or folded arm, the AUBO's two shoulders when its J5 centre is d2 from the J1 axis), so
+        it has no solution of its own; the reason names the singularity and the branches that
+        exist. ``best`` is None, ``ok`` False.
+
+    A reachable singular pose with an in-range solution is SOLVED, with
+    :attr:`IKResult.singular` set (consumers that check ``ok`` keep working).
     """
 
     SOLVED = "solved"
@@ -151,6 +164,16 @@ class IKResult:
         best_branch: branch label of ``best``, or None.
         reason: one line for people (distances in mm, angles in degrees).
         distance: metres by which the target is out of reach (0 when reachable).
+        singular: the chosen solution lies on a singularity, exactly to the float precision of
+            the pose (the solvers' 1e-10 threshold on |sin theta5| and on the wrist centre's
+            distance to the J1 axis, m): wrist aligned (theta5 = 0), wrist centre on the J1 axis
+            (IRB120), arm stretched or folded (one elbow solution), AUBO shoulder (one J1 root).
+            Also True for the SINGULAR status. The reason names the singularity.
+        free_joints: 0-based indices of the joints the pose does not determine, whose value was
+            kept from ``q_near`` (the joints coupled to them take the rest): IRB120 J4 at the
+            wrist singularity (J4 + J6 fixed) and J1 on the J1 axis, AUBO-i5 J6 at the wrist
+            singularity. Empty when not singular, and for a stretched / folded arm or the
+            AUBO's shoulder singularity (a branch is lost there, no joint is free).
         solutions: every closed-form solution (inside the ranges or not), built on first access.
     """
 
@@ -159,6 +182,8 @@ class IKResult:
     best_branch: str | None
     reason: str
     distance: float = 0.0
+    singular: bool = False
+    free_joints: tuple[int, ...] = ()
     _raw: Sequence | None = field(default=(), repr=False)   # (q list, code) per solution; None: solve again
     _ctx: object = field(default=None, repr=False)          # the robot's solver context
     _src: tuple = field(default=(), repr=False)             # (pose list, q_near list) when _raw is None
@@ -195,6 +220,8 @@ class BatchIKResult:
             solution), indexed like :func:`branch_labels`; wide-range joints are taken nearest
             ``q_near`` and inside the range.
         within: (N, B) bool, that branch's solution is inside the ranges.
+        singular: (N,) bool, as :attr:`IKResult.singular` (the chosen solution, or the
+            SINGULAR status, is at a singularity).
     """
 
     q: np.ndarray
@@ -204,6 +231,7 @@ class BatchIKResult:
     distance: np.ndarray
     solutions: np.ndarray = field(repr=False)
     within: np.ndarray = field(repr=False)
+    singular: np.ndarray = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,6 +284,9 @@ class _Context:
         self.labels_none = np.array(self.labels + ("",))   # batch branch names; "" (index B) where none
         self.solved_reason = tuple(f"solved on branch {lab}" for lab in self.labels)
         self.arm_mask: int = self.solver.arm_mask
+        # per singularity flag: (joint kept from q_near or None, code bits whose branches merge, text)
+        self.sing_info = self.solver.singularities
+        self.merged_table = np.array([self.merged(f) for f in range(2 * max(self.sing_info, default=1))])
         self.lower = spec.lower.tolist()
         self.upper = spec.upper.tolist()
         self.lower_t = (spec.lower - LIMIT_TOL).tolist()   # limits with the tolerance
@@ -307,7 +338,8 @@ class _Context:
                                  "the geometry or DH table does not fit this solver")
             # the solver's fused choice must pick what the reference rule picks from every branch
             t, qn = T.ravel().tolist(), q.tolist()
-            if self.solver.choose(t, qn, self.choice) != pick(self.choice, cands, qn):
+            got = self.solver.choose(t, qn, self.choice)
+            if (got and got[:2]) != pick(self.choice, cands, qn):
                 raise RuntimeError(f"{spec.name}: the {self.solver.family} solver's choose() disagrees with "
                                    "ik_choice.pick() (a bug in the solver)")
 
@@ -318,10 +350,8 @@ class _Context:
         return True
 
     def equivalents(self, q: list) -> list[list]:
-        """``q`` and its 2π equivalents in wide-range joints that fit the ranges (SCARA: only q)."""
+        """``q`` and its 2π equivalents in wide-range joints that fit the ranges."""
         out = [q]
-        if not self.solver.lists_equivalents:
-            return out
         for j in self.unwrap:
             more = []
             for base in out:
@@ -343,6 +373,26 @@ class _Context:
             if abs(ex) > abs(wv):
                 worst, wv = j, ex
         return total, worst, wv
+
+    def singular_reason(self, flags: int, q) -> tuple[tuple[int, ...], str]:
+        """(free joints, "; "-joined description) of singularity ``flags`` for the joints ``q``."""
+        free, text = [], []
+        for bit, (j, _merge, what) in self.sing_info.items():
+            if flags & bit:
+                if j is None:
+                    text.append(what)
+                else:
+                    free.append(j)
+                    text.append(f"{what}: J{j + 1} kept at {self.fmt_joint(j, q[j])}")
+        return tuple(sorted(free)), "; ".join(text)
+
+    def merged(self, flags: int) -> int:
+        """Code bits whose branches coincide at a singularity with these flags."""
+        bits = 0
+        for bit, (_j, merge, _what) in self.sing_info.items():
+            if flags & bit:
+                bits |= merge
+        return bits
 
     def fmt_joint(self, j: int, value: float) -> str:
         return f"{value * 1000:.1f} mm" if self.prismatic[j] else f"{math.degrees(value):.1f}°"
@@ -434,14 +484,20 @@ def _weights_list(weights, n: int) -> list:
 # ----- single pose ------------------------------------------------------------------------
 
 def _failure(ctx: _Context, cands: list, dist: float, want: int | None, mask: int,
-             what: str = "the current branch") -> tuple[IKStatus, str, float]:
-    """Status, reason and distance when no candidate was chosen."""
+             what: str = "the current branch", flags: list | None = None) -> tuple[IKStatus, str, float]:
+    """Status, reason and distance when no candidate was chosen (``flags``: per candidate, SING_* bits)."""
     raw = [(q, code, ctx.within(q)) for q, code in cands]
     if not raw:
         return IKStatus.UNREACHABLE, f"target is out of reach by {dist * 1000:.1f} mm", dist
     pool = raw if want is None else [r for r in raw if (r[1] & mask) == want]
     if not pool:
         have = ", ".join(sorted({ctx.labels[c] for _, c, _ in raw}))
+        for (q, code, _), f in zip(raw, flags or ()):
+            # the wanted branch differs from this solution's only in bits that merge here
+            if f and ((code ^ want) & mask & ~ctx.merged(f)) == 0:
+                _, why = ctx.singular_reason(f, q)
+                return IKStatus.SINGULAR, (f"singular pose ({why}): {what} merges with {ctx.labels[code]} "
+                                           f"here (solutions on: {have})"), 0.0
         return IKStatus.UNREACHABLE, f"no solution on {what} (reachable on: {have})", 0.0
     q, code, _ = min(pool, key=lambda r: ctx.violation(r[0])[0])
     _, j, ex = ctx.violation(q)
@@ -468,7 +524,10 @@ def solve(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -
         stay_on_branch: only accept solutions on ``q_near``'s branch (arm and wrist).
 
     Returns:
-        An :class:`IKResult`; never raises for unreachable or out-of-range targets.
+        An :class:`IKResult`; never raises for unreachable or out-of-range targets. At a
+        singularity the result is SOLVED with ``singular`` True, ``free_joints`` the joints
+        kept from ``q_near``, and the reason naming the singularity (with ``stay_on_branch``:
+        SINGULAR when ``q_near``'s branch merges with another one there).
 
     Raises:
         ValueError: for a malformed pose, joint vector or weights.
@@ -483,12 +542,20 @@ def solve(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -
         choice = choice.with_branch(want, 0xFF)
     got = ctx.solver.choose(t, qn, choice)
     if got is None:   # not the hot path: every solution, to say why
-        cands, dist = ctx.solver.solve(t, qn)
+        cands, dist, flags = ctx.solver.solve_flags(t, qn)
         ctx.fit_wide(cands, qn)
-        status, reason, distance = _failure(ctx, cands, dist, want, 0xFF)
-        return _result(status, None, None, reason, distance, cands, ctx, ())
-    best, code = got
+        what = "the current branch" if want is None else f"the current branch {ctx.labels[want]}"
+        status, reason, distance = _failure(ctx, cands, dist, want, 0xFF, what, flags)
+        free = ()
+        if status is IKStatus.SINGULAR:
+            free = tuple(sorted({j for q, f in zip(cands, flags) for j in ctx.singular_reason(f, q[0])[0]}))
+        return _result(status, None, None, reason, distance, cands, ctx, (), status is IKStatus.SINGULAR, free)
+    best, code, flags = got
     # the other solutions are solved again only if someone asks for them
+    if flags:
+        free, why = ctx.singular_reason(flags, best)
+        return _result(_SOLVED, np.array(best), ctx.labels[code], f"{ctx.solved_reason[code]}; singular: {why}",
+                       0.0, None, ctx, (t, qn), True, free)
     return _result(_SOLVED, np.array(best), ctx.labels[code], ctx.solved_reason[code], 0.0, None, ctx, (t, qn))
 
 
@@ -496,7 +563,7 @@ _SOLVED = IKStatus.SOLVED
 _new = object.__new__
 
 
-def _result(status, best, branch, reason, distance, raw, ctx, src) -> IKResult:
+def _result(status, best, branch, reason, distance, raw, ctx, src, singular=False, free=()) -> IKResult:
     """IKResult without the frozen-dataclass __init__ (this is the control-loop hot path)."""
     r = _new(IKResult)
     d = r.__dict__
@@ -505,6 +572,8 @@ def _result(status, best, branch, reason, distance, raw, ctx, src) -> IKResult:
     d["best_branch"] = branch
     d["reason"] = reason
     d["distance"] = distance
+    d["singular"] = singular
+    d["free_joints"] = free
     d["_raw"] = raw
     d["_ctx"] = ctx
     d["_src"] = src
@@ -513,7 +582,7 @@ def _result(status, best, branch, reason, distance, raw, ctx, src) -> IKResult:
 
 # ----- batch ------------------------------------------------------------------------------
 
-_STATUS_TABLE = np.array([IKStatus.SOLVED, IKStatus.OUT_OF_RANGE, IKStatus.UNREACHABLE], dtype=object)
+_STATUS_TABLE = np.array([IKStatus.SOLVED, IKStatus.OUT_OF_RANGE, IKStatus.UNREACHABLE, IKStatus.SINGULAR], dtype=object)
 
 
 def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -> BatchIKResult:
@@ -554,7 +623,7 @@ def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = Fa
         if not np.all(np.isfinite(QN)):
             raise ValueError("q_near contains NaN or infinite values")
     w = ctx.weights if weights is None else _weights_list(weights, n)
-    J, distance = ctx.solver.solve_batch(T, QN)                        # (n, N, B) joint-major
+    J, distance, flags = ctx.solver.solve_batch(T, QN)                 # (n, N, B) joint-major, (N, B)
     B = J.shape[2]
     within = np.ones((N, B), dtype=bool)
     cost = np.zeros((N, B))
@@ -586,10 +655,20 @@ def solve_batch(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = Fa
     q = J.reshape(n, N * B).take(rows * B + k, axis=1).T            # J[:, rows, k].T, a cheaper gather
     q[~ok] = np.nan
     real = ~np.isnan(J[0])
-    real = real[rows, codes] if stay_on_branch else real.any(axis=1)   # no real solution on the branch: UNREACHABLE
-    code = np.where(ok, 0, np.where(real, 1, 2))
+    singular = ok & (flags[rows, k] != 0)
+    if stay_on_branch:
+        # no real solution on the branch: SINGULAR where it merges with a real one here (as in solve())
+        merged = ctx.merged_table[flags]                                                      # (N, B)
+        b_idx = np.arange(B)[None, :]
+        merge = real & (flags != 0) & (((b_idx ^ codes[:, None]) & 0xFF & ~merged) == 0)
+        merge = merge.any(axis=1) & ~real[rows, codes]
+        singular |= merge
+        real = real[rows, codes]
+        code = np.where(ok, 0, np.where(real, 1, np.where(merge, 3, 2)))
+    else:
+        code = np.where(ok, 0, np.where(real.any(axis=1), 1, 2))   # no real solution: UNREACHABLE
     branch = ctx.labels_none[np.where(ok, k, B)]                    # labels plus "" at index B
-    return BatchIKResult(q, ok, _STATUS_TABLE[code], branch, distance, J.transpose(1, 2, 0), within)
+    return BatchIKResult(q, ok, _STATUS_TABLE[code], branch, distance, J.transpose(1, 2, 0), within, singular)
 
 
 # ----- path -------------------------------------------------------------------------------
@@ -636,9 +715,9 @@ def solve_path(spec, T, q_start, *, weights=None, max_step: float | None = DEFAU
         t = _pose_list(T[i])
         got = ctx.solver.choose(t, prev, choice)
         if got is None:
-            cands, dist = ctx.solver.solve(t, prev)
+            cands, dist, flags = ctx.solver.solve_flags(t, prev)
             ctx.fit_wide(cands, prev)
-            _, why, _ = _failure(ctx, cands, dist, want, mask, f"the start configuration {label}")
+            _, why, _ = _failure(ctx, cands, dist, want, mask, f"the start configuration {label}", flags)
             return PathIKResult(out, ok, i, f"sample {i}: {why}", label)
         best = got[0]
         if max_step is not None:

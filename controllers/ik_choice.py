@@ -25,10 +25,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-__all__ = ["BranchSolver", "Choice", "fit", "pick", "travel"]
+__all__ = ["SING_ELBOW", "SING_J1_AXIS", "SING_SHOULDER", "SING_WRIST", "BranchSolver", "Choice", "fit", "pick", "travel"]
 
 _TWO_PI = 2.0 * math.pi
 _PI = math.pi
+
+# Singularity flags of a solution (bits of an int), as the solvers detect them: exactly singular
+# to the float precision of a pose (the solvers' 1e-10 threshold), not merely close.
+SING_J1_AXIS = 1   # wrist centre on the J1 axis (IRB120): J1 free, kept at q_near's value
+SING_WRIST = 2     # wrist aligned, theta5 = 0: IRB120 J4 free (J6 takes the rest), AUBO J6 free
+SING_ELBOW = 4     # arm stretched or folded: one elbow solution instead of two (no free joint)
+SING_SHOULDER = 8  # AUBO J5 centre exactly d2 from the J1 axis: the two J1 roots meet (no free joint)
 
 
 def fit(v: float, r: float, lo: float, hi: float) -> float:
@@ -135,7 +142,12 @@ class BranchSolver:
         self.off = tuple(float(o) for o in offsets)
 
     def solve(self, t: list, qn: list) -> tuple[list, float]:
-        """Every (real) IK branch of one pose.
+        """Every (real) IK branch of one pose: :meth:`solve_flags` without the flags."""
+        out, dist, _ = self._branches(t, qn, None)
+        return out, dist
+
+    def solve_flags(self, t: list, qn: list) -> tuple[list, float, list]:
+        """Every (real) IK branch of one pose, with the singularity flags of each.
 
         Args:
             t: the 16 entries of the (4, 4) target, row-major, metres.
@@ -143,8 +155,9 @@ class BranchSolver:
 
         Returns:
             (candidates, distance): list of ``(q list (n,) rad wrapped to (-pi, pi], code)``
-            with ``code`` an index into ``labels``, and the distance (m) by which the target
-            misses the reachable set (0 when a branch solves).
+            with ``code`` an index into ``labels``, the distance (m) by which the target
+            misses the reachable set (0 when a branch solves), and per candidate its
+            singularity flags (``SING_*`` bits, 0 for a regular solution).
         """
         return self._branches(t, qn, None)
 
@@ -157,8 +170,9 @@ class BranchSolver:
             choice: ranges, weights, wide joints and branch filter.
 
         Returns:
-            (q list (n,) rad with wide joints fitted, code), or None when no solution qualifies
-            (out of reach, out of range or not on the wanted branch: ask :meth:`solve` why).
+            (q list (n,) rad with wide joints fitted, code, singularity flags), or None when no
+            solution qualifies (out of reach, out of range or not on the wanted branch: ask
+            :meth:`solve` why). ``(q, code)`` is what :func:`pick` gives.
         """
         return self._branches(t, qn, choice)
 

@@ -27,10 +27,11 @@ near it J6 is only known to ~1e-16 / |sin theta5| rad from a float pose, and it 
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 
-from .ik_choice import BranchSolver, Choice, fit
+from .ik_choice import SING_ELBOW, SING_SHOULDER, SING_WRIST, BranchSolver, Choice, fit
 from .ik_spherical import (
     ELBOW_SNAP,
     KEEP_TOL,
@@ -65,8 +66,13 @@ class OffsetWristSolver(BranchSolver):
     """
 
     family = "offset_wrist"
-    lists_equivalents = True  # 2*pi equivalents inside a wide range are listed as solutions
     arm_mask = 0b110
+    # singularity flag -> (joint kept from q_near or None, code bits whose branches merge, description)
+    singularities = MappingProxyType({
+        SING_WRIST: (5, 1, "wrist singular (J5 = 0°, J6 axis parallel to J2–J4)"),
+        SING_ELBOW: (None, 2, "arm stretched or folded (one elbow solution)"),
+        SING_SHOULDER: (None, 6, "J5 centre d2 from the J1 axis (one J1 solution)"),
+    })
 
     geometry_keys = ("d1", "d2", "a2", "a3", "d5", "d6")
 
@@ -90,7 +96,7 @@ class OffsetWristSolver(BranchSolver):
         p5x, p5y, p5z = px - d6 * ax, py - d6 * ay, pz - d6 * az
         rho = hypot(p5x, p5y)
         if rho < d2 - _REACH_TOL:
-            return ([], d2 - rho) if ch is None else None
+            return ([], d2 - rho, []) if ch is None else None
         psi = atan2(p5y, p5x)
         # sin(asn) = d2 / rho near 1 (shoulder singularity: the two J1 roots meet) is treated like
         # a stretched elbow (elbow_angle): q_near's root is kept where the pose cannot tell
@@ -104,12 +110,14 @@ class OffsetWristSolver(BranchSolver):
                     break
         b_near = abs(_wrap(qn[2] + off2))
         shoulders = ((0, psi - asn), (1, psi - pi + asn)) if asn < 0.5 * pi else ((0, psi - asn),)
+        fpose = 0 if asn < 0.5 * pi else SING_SHOULDER   # singularity flags (see ik_choice)
         reach_out, reach_in = self.reach_out, self.reach_in
         out = []
+        flags = []
         miss = math.inf
         # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
-            best, bcode, bcost = None, -1, math.inf
+            best, bcode, bcost, bflags = None, -1, math.inf, 0
             r0, r1, r2, r3, r4, r5 = qn
             l0, l1, l2, l3, l4, l5 = ch.lo
             h0, h1, h2, h3, h4, h5 = ch.hi
@@ -203,6 +211,7 @@ class OffsetWristSolver(BranchSolver):
                     code = 4 * s + 2 * e + w
                     if ch is None:
                         out.append(([q1, q2, q3, q4, q5, q6], code))
+                        flags.append(fpose | (0 if s5a > _SING else SING_WRIST) | (0 if 0.0 < b < pi else SING_ELBOW))
                         continue
                     if (2 * e ^ want) & mask & 2:
                         continue
@@ -221,9 +230,10 @@ class OffsetWristSolver(BranchSolver):
                     cost += cost6
                     if cost < bcost:
                         best, bcode, bcost = [q1, q2, q3, q4, q5, q6], code, cost
+                        bflags = fpose | (0 if s5a > _SING else SING_WRIST) | (0 if 0.0 < b < pi else SING_ELBOW)
         if ch is None:
-            return out, (0.0 if out else miss)
-        return None if best is None else (best, bcode)
+            return out, (0.0 if out else miss), flags
+        return None if best is None else (best, bcode, bflags)
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All 8 branches for N poses, vectorised.
@@ -235,7 +245,7 @@ class OffsetWristSolver(BranchSolver):
         Returns:
             (J, distance): J (6, N, 8) joint-major solutions, rad, NaN for branches without a
             real solution (last axis indexed by branch code); (N,) smallest miss distance (m),
-            0 where any branch solves.
+            0 where any branch solves; (N, 8) int singularity flags (``SING_*`` bits) per branch.
         """
         N = len(T)
         d1, d2, d5, d6, a2, a3, off = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3, self.off
@@ -320,7 +330,9 @@ class OffsetWristSolver(BranchSolver):
         none = np.all(np.isnan(J[0]), axis=1) & (distance == 0)
         mm = miss.reshape(N, 4).min(axis=1) if N else np.zeros(0)
         distance = np.where(none, mm, distance)
-        return J, distance
+        flags = ((asn >= 0.5 * math.pi) * SING_SHOULDER)[:, None, None, None] \
+            | (sing * SING_WRIST)[:, :, None, None] | (folded * SING_ELBOW)[:, :, None, :]
+        return J, distance, np.broadcast_to(flags, (N, 2, 2, 2)).reshape(N, 8)
 
     def branch_code(self, q) -> int:
         """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""

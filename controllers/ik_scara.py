@@ -10,7 +10,7 @@ Branches (seen from above, arm 1 pointing away from you):
         line from J1 to the flange ("righty" arm, the Unity work's "elbow up");
     ``left``: q2 < 0 ("lefty", "elbow down").
 J4 is returned as the 2*pi equivalent nearest ``q_near[3]`` (the caller keeps it inside its
-range). A stretched arm (q2 = 0) gives one solution; near it q2 is only known to ~1e-8 rad from
+range and lists the other equivalents that fit its ±360° range as solutions). A stretched arm (q2 = 0) gives one solution; near it q2 is only known to ~1e-8 rad from
 a float pose, and ``q_near``'s q2 is kept where it reproduces the reach to float precision
 (:func:`.ik_spherical.elbow_angle`).
 """
@@ -18,10 +18,11 @@ a float pose, and ``q_near``'s q2 is kept where it reproduces the reach to float
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 
-from .ik_choice import Choice, pick
+from .ik_choice import SING_ELBOW, Choice, pick
 from .ik_spherical import _wrap, _wrap_np, elbow_angle, elbow_angle_np
 
 __all__ = ["ScaraSolver"]
@@ -39,9 +40,10 @@ class ScaraSolver:
     """
 
     family = "scara"
-    lists_equivalents = False  # J4 is given once, nearest q_near (not every equivalent)
     labels: tuple[str, ...] = ("right", "left")
     arm_mask = 0b1
+    # singularity flag -> (joint kept from q_near or None, code bits whose branches merge, description)
+    singularities = MappingProxyType({SING_ELBOW: (None, 1, "arm stretched (one elbow solution)")})
 
     def __init__(self, geometry, offsets=None) -> None:
         self.l1 = float(geometry["l1"])
@@ -51,6 +53,11 @@ class ScaraSolver:
         self.reach_in = abs(self.l1 - self.l2)
 
     def solve(self, t: list, qn: list) -> tuple[list, float]:
+        """Both elbow branches of one target: :meth:`solve_flags` without the flags."""
+        out, dist, _ = self.solve_flags(t, qn)
+        return out, dist
+
+    def solve_flags(self, t: list, qn: list) -> tuple[list, float, list]:
         """Both elbow branches of one target.
 
         Args:
@@ -58,16 +65,17 @@ class ScaraSolver:
             qn: (4,) joint vector; J4 is unwrapped toward ``qn[3]``.
 
         Returns:
-            (candidates, distance): list of ``(q list (4,), code)`` (rad, m), and the
-            horizontal distance (m) outside the reachable annulus (0 when reachable).
+            (candidates, distance, flags): list of ``(q list (4,), code)`` (rad, m), the
+            horizontal distance (m) outside the reachable annulus (0 when reachable), and per
+            candidate its singularity flags (``SING_ELBOW`` for a stretched arm, else 0).
         """
         x, y = t[3], t[7]
         roll = math.atan2(t[4], t[0])
         r = math.hypot(x, y)
         if r > self.reach_out + _REACH_TOL:
-            return [], r - self.reach_out
+            return [], r - self.reach_out, []
         if r < self.reach_in - _REACH_TOL:
-            return [], self.reach_in - r
+            return [], self.reach_in - r, []
         l1, l2 = self.l1, self.l2
         D = (r * r - l1 * l1 - l2 * l2) / (2.0 * l1 * l2)
         b, D = elbow_angle(D, abs(_wrap(qn[1])))
@@ -81,7 +89,7 @@ class ScaraSolver:
             q4 = roll - q1 - q2
             q4 += _TWO_PI * round((q4n - q4) / _TWO_PI)
             out.append(([q1, q2, q3, q4], code))
-        return out, 0.0
+        return out, 0.0, [0 if 0.0 < b < math.pi else SING_ELBOW] * len(out)
 
     def choose(self, t: list, qn: list, choice: Choice):
         """The solution :func:`.ik_choice.pick` takes from :meth:`solve` (two branches: nothing to skip).
@@ -92,12 +100,16 @@ class ScaraSolver:
             choice: ranges, weights, wide joints and branch filter.
 
         Returns:
-            (q list (4,) with wide joints fitted, code), or None when no solution qualifies.
+            (q list (4,) with wide joints fitted, code, singularity flags), or None when no
+            solution qualifies.
         """
-        return pick(choice, self.solve(t, qn)[0], qn)
+        out, _, flags = self.solve_flags(t, qn)
+        got = pick(choice, out, qn)
+        return None if got is None else (got[0], got[1], flags[0])
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Both branches for N targets, vectorised: J (4, N, 2) joint-major (NaN where none), distance (N,)."""
+        """Both branches for N targets, vectorised: J (4, N, 2) joint-major (NaN where none), distance (N,),
+        and (N, 2) int singularity flags (``SING_ELBOW`` for a stretched arm)."""
         N = len(T)
         x, y = T[:, 0, 3], T[:, 1, 3]
         roll = np.arctan2(T[:, 1, 0], T[:, 0, 0])
@@ -115,8 +127,10 @@ class ScaraSolver:
         Q[..., 0], Q[..., 1], Q[..., 3] = q1, q2, q4
         Q[..., 2] = (self.z0 - T[:, 2, 3])[:, None]
         Q[distance > 0] = np.nan
-        Q[(b <= 0.0) | (b >= math.pi), 1] = np.nan
-        return np.ascontiguousarray(np.moveaxis(Q, 2, 0)), distance
+        folded = (b <= 0.0) | (b >= math.pi)
+        Q[folded, 1] = np.nan
+        flags = np.repeat((folded * SING_ELBOW)[:, None], 2, axis=1)
+        return np.ascontiguousarray(np.moveaxis(Q, 2, 0)), distance, flags
 
     def branch_code(self, q) -> int:
         """0 (``right``) for q2 >= 0, 1 (``left``) otherwise."""

@@ -21,16 +21,18 @@ Singularities keep the current (``q_near``) value of the free joint: wrist centr
 that reproduces the pose as well as the float pose itself (:func:`kept_angle`), so a wrist
 that is almost straight does not drift off ``q_near`` (or across a joint limit) by rounding
 noise. A stretched or folded arm gives one elbow solution instead of two. Nothing returns NaN
-for a reachable pose.
+for a reachable pose. Each solution carries singularity flags (``.ik_choice.SING_*``: J1 axis,
+wrist at |sin theta5| <= 1e-10, one elbow) from values the solver computes anyway.
 """
 
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 
-from .ik_choice import BranchSolver, Choice, fit
+from .ik_choice import SING_ELBOW, SING_J1_AXIS, SING_WRIST, BranchSolver, Choice, fit
 
 __all__ = ["ELBOW_SNAP", "KEEP_TOL", "SphericalWristSolver", "elbow_angle", "elbow_angle_np", "elbow_cos", "elbow_cos_np", "kept_angle", "kept_angle_np"]
 
@@ -173,10 +175,15 @@ class SphericalWristSolver(BranchSolver):
     """
 
     family = "spherical_wrist"
-    lists_equivalents = True  # J6 equivalents inside its range are listed as solutions
     labels: tuple[str, ...] = tuple(
         f"{s}/{e}/{w}" for s in ("front", "back") for e in ("up", "down") for w in ("noflip", "flip"))
     arm_mask = 0b110  # code bits that describe the arm (shoulder, elbow), not the wrist
+    # singularity flag -> (joint kept from q_near or None, code bits whose branches merge, description)
+    singularities = MappingProxyType({
+        SING_J1_AXIS: (0, 0, "wrist centre on the J1 axis"),
+        SING_WRIST: (3, 1, "wrist singular (J5 = 0°, only J4 + J6 fixed)"),
+        SING_ELBOW: (None, 2, "arm stretched or folded (one elbow solution)"),
+    })
 
     geometry_keys = ("d1", "a2", "a3", "d4", "d6")
 
@@ -199,13 +206,14 @@ class SphericalWristSolver(BranchSolver):
         sing = _SING
         rho = hypot(wx, wy)
         th1f = atan2(wy, wx) if rho > sing else qn[0] + off0
+        fpose = 0 if rho > sing else SING_J1_AXIS   # singularity flags of the pose (see ik_choice)
         y1 = self.d1 - wz
         a2, L3, phi = self.a2, self.L3, self.phi
         dist = hypot(rho, y1)
         if dist > self.reach_out + _REACH_TOL:
-            return ([], dist - self.reach_out) if ch is None else None
+            return ([], dist - self.reach_out, []) if ch is None else None
         if dist < self.reach_in - _REACH_TOL:
-            return ([], self.reach_in - dist) if ch is None else None
+            return ([], self.reach_in - dist, []) if ch is None else None
         D = (rho * rho + y1 * y1 - a2 * a2 - L3 * L3) / (2.0 * a2 * L3)
         b, D = elbow_angle(D, abs(_wrap(qn[2] + off2 + phi)))
         # beta = +b: theta2 = gamma - delta, e = s; beta = -b: theta2 = gamma + delta, e = 1 - s;
@@ -221,10 +229,12 @@ class SphericalWristSolver(BranchSolver):
             elbows = ((th3, q3, -delta, 0), (th3m, q3m, delta, 1))
         else:
             elbows = ((th3, q3, -delta, 0),)
+            fpose |= SING_ELBOW
         out = []
+        flags = []
         # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
-            best, bcode, bcost = None, -1, math.inf
+            best, bcode, bcost, bflags = None, -1, math.inf, 0
             r0, r1, r2, r3, r4, r5 = qn
             l0, l1, l2, l3, l4, l5 = ch.lo
             h0, h1, h2, h3, h4, h5 = ch.hi
@@ -311,8 +321,10 @@ class SphericalWristSolver(BranchSolver):
                 else:
                     wrists = ((0, q4, q5, q6),)
                 if ch is None:
+                    f = fpose if s5a > sing else fpose | SING_WRIST
                     for w, v4, v5, v6 in wrists:
                         out.append(([q1, q2, q3, v4, v5, v6], code + w))
+                        flags.append(f)
                     continue
                 for w, v4, v5, v6 in wrists:
                     if (w ^ want) & mask & 1:
@@ -330,9 +342,10 @@ class SphericalWristSolver(BranchSolver):
                     cost += w5 * abs(v6 - r5)
                     if cost < bcost:
                         best, bcode, bcost = [q1, q2, q3, v4, v5, v6], code + w, cost
+                        bflags = fpose if s5a > sing else fpose | SING_WRIST
         if ch is None:
-            return out, 0.0
-        return None if best is None else (best, bcode)
+            return out, 0.0, flags
+        return None if best is None else (best, bcode, bflags)
 
     # ----- batch ---------------------------------------------------------------------
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -347,9 +360,9 @@ class SphericalWristSolver(BranchSolver):
             qn: (N, 6) joint vectors for the free joints at singularities, rad.
 
         Returns:
-            (J, distance): J (6, N, 8) joint-major solutions, rad, NaN for branches without a
-            solution (last axis indexed by branch code), and (N,) distance (m) outside the
-            reachable shell.
+            (J, distance, flags): J (6, N, 8) joint-major solutions, rad, NaN for branches
+            without a solution (last axis indexed by branch code), (N,) distance (m) outside the
+            reachable shell, and (N, 8) int singularity flags (``SING_*`` bits) per branch.
         """
         N = len(T)
         off0, off1, off2, off3, off4, off5 = self.off
@@ -441,7 +454,9 @@ class SphericalWristSolver(BranchSolver):
             bad[:, 1, 0] |= folded[:, None]
             bad |= out[:, None, None, None]
             J[:, bad.reshape(N, 8)] = np.nan
-        return J, distance
+        flags = np.broadcast_to((sing1 * SING_J1_AXIS | folded * SING_ELBOW)[:, None, None, None]
+                                | (sing5 * SING_WRIST)[..., None], (N, 2, 2, 2)).reshape(N, 8)
+        return J, distance, flags
 
     # ----- labels ----------------------------------------------------------------------
     def branch_code(self, q) -> int:

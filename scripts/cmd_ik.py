@@ -1,7 +1,8 @@
 """``armtwin ik ROBOT X Y Z (--quat QX QY QZ QW | --rpy RX RY RZ)``: closed-form inverse kinematics.
 
-Position in mm, angles in degrees (the SCARA's J3 in mm). Exit codes: 0 solved, 3 out of reach,
-4 no solution inside the joint ranges (or none on the requested branch), 2 bad input.
+Position in mm, angles in degrees (the SCARA's J3 in mm). Exit codes: 0 solved (also at a
+singularity, which is reported), 3 out of reach, 4 no solution inside the joint ranges (or none on
+the requested branch, including a branch that merges with another at a singularity), 2 bad input.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ orientation: --quat is (x, y, z, w) and is normalised; --rpy is URDF roll-pitch-
 (fixed axes X, then Y, then Z: R = Rz(RZ) Ry(RY) Rx(RX)). 6-axis robots need one of them. The
 SCARA uses only the tool roll about z (RZ of --rpy, e.g. --rpy 180 0 30; default roll 0).
 
+singular poses (wrist aligned J5 = 0, wrist centre on the J1 axis, arm stretched or folded) are
+solved and reported: a "singular:" line naming the singularity and the joints kept at their
+--near value because the pose does not determine them (JSON "singular", "free_joints" 1-based).
+
 exit codes: 0 solved; {EXIT_UNREACHABLE} target out of reach; {EXIT_OUT_OF_RANGE} no solution inside the joint
-ranges; 2 bad input. With --json the JSON is printed in every case (status "solved",
-"unreachable" or "out_of_range") and the one-line message still goes to stderr.
+ranges, or none on the --near branch (status "singular" when that branch merges with another at
+a singularity); 2 bad input. With --json the JSON is printed in every case (status "solved",
+"unreachable", "out_of_range" or "singular") and the one-line message still goes to stderr.
 """
 
 
@@ -104,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             "best_branch": r.best_branch,
             "status": r.status.value,
             "reason": r.reason,
+            "singular": bool(r.singular),
+            "free_joints": [j + 1 for j in r.free_joints],
             "distance_mm": r.distance * 1000.0,
         })
     else:
@@ -113,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             print("  note: the SCARA's tool axis is vertical; only the roll about z is used")
         if r.ok:
             print(f"  best ({r.best_branch}): {format_joints(spec, r.best)}")
+            if r.singular:
+                print(f"  singular: {r.reason.partition('; singular: ')[2]}")
         if args.all:
             print(f"  {len(r.solutions)} solution(s)  (* chosen, ✓ inside the joint ranges)")
             for row, s in zip(solution_rows(spec, r), r.solutions):

@@ -3,9 +3,11 @@
 Per robot: the flange pose (mm, URDF RPY in degrees, quaternion x y z w) for a set of joint
 vectors (the named poses and three fixed in-range vectors); then, for each of them, every
 closed-form IK solution of that pose with its branch, whether it is inside the joint ranges,
-its FK error, and which one the shortest-travel rule picks from the home pose. Exit code 0
-when every solution reproduces its pose (1e-9 m, 1e-9 rad) and the original joints are among
-the solutions; 1 otherwise.
+its FK error, and which one the shortest-travel rule picks from the home pose, and whether
+that choice is singular (which singularity, which joints were kept). Exit code 0 when every
+solution reproduces its pose (1e-9 m, 1e-9 rad) and the original joints (exactly, to 1e-9; wide
+joints like the IRB120's J6 and the SCARA's J4 are not compared modulo 2π) are among the
+solutions; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ def validate_robot(spec) -> dict:
     from ..controllers.kinematics import chain_of, fk
     from ..controllers.transforms import matrix_to_quat, matrix_to_rpy
     chain = chain_of(spec)
-    rev = ~spec.prismatic
     fk_rows, ik_rows = [], []
     passed = True
     for name, q in test_vectors(spec):
@@ -68,9 +69,7 @@ def validate_robot(spec) -> dict:
         found = False
         for s in r.solutions:
             dp, da = _pose_error(spec, fk(chain, s.q), T)
-            d = s.q - q
-            d[rev] = np.remainder(d[rev] + np.pi, 2 * np.pi) - np.pi
-            same = bool(np.all(np.abs(d) < 1e-6))
+            same = bool(np.allclose(s.q, q, rtol=0.0, atol=1e-9))
             found |= same
             reach = dp <= POS_TOL and da <= ROT_TOL
             passed &= reach
@@ -79,7 +78,8 @@ def validate_robot(spec) -> dict:
                          "err_pos_m": dp, "err_rot_rad": da})
         passed &= found
         ik_rows.append({"name": name, "status": r.status.value, "best_branch": r.best_branch,
-                        "original_found": found, "solutions": sols})
+                        "singular": bool(r.singular), "free_joints": [j + 1 for j in r.free_joints],
+                        "reason": r.reason, "original_found": found, "solutions": sols})
     published = []
     for q_deg, xyz in PUBLISHED.get(spec.name, []):
         got = fk(chain, np.radians(q_deg))[:3, 3] * 1000
@@ -110,6 +110,8 @@ def _print(spec, rep: dict) -> None:
         n_in = sum(s["within_limits"] for s in row["solutions"])
         print(f"  {row['name']}: {len(row['solutions'])} solutions, {n_in} inside the ranges; "
               f"status {row['status']}; original {'found' if row['original_found'] else 'NOT FOUND'}")
+        if row["singular"]:
+            print(f"    singular: {row['reason'].partition('; singular: ')[2] or row['reason']}")
         for s in row["solutions"]:
             mark = ("*" if s["chosen"] else " ") + ("=" if s["original"] else " ") + ("✓" if s["within_limits"] else "✗")
             print(f"    {mark} {s['branch']:<18} {_fmt(s['joints'])}   err {s['err_pos_m'] * 1000:.1e} mm {np.degrees(s['err_rot_rad']):.1e}°")

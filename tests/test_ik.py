@@ -62,12 +62,9 @@ def _pose_error(spec, T_a, T_b) -> tuple[float, float]:
     return dp, float(rotation_angle(T_a[:3, :3], T_b[:3, :3]))
 
 
-def _same_joints(spec, q_a, q_b, tol=1e-6) -> bool:
-    """Equal joint vectors; revolute joints compared modulo 2*pi."""
-    d = np.asarray(q_a, dtype=float) - np.asarray(q_b, dtype=float)
-    rev = ~spec.prismatic
-    d[rev] = np.remainder(d[rev] + np.pi, 2 * np.pi) - np.pi
-    return bool(np.all(np.abs(d) < tol))
+def _same_joints(q_a, q_b, tol=1e-9) -> bool:
+    """Equal joint vectors, joint by joint (not modulo 2*pi: a 2*pi equivalent is another solution)."""
+    return bool(np.allclose(q_a, q_b, rtol=0.0, atol=tol))
 
 
 def _check_all_reach(spec, result, T, labels=True):
@@ -126,7 +123,7 @@ def test_round_trip_property(name):
         # (labels are checked away from branch boundaries, below: hypothesis likes q = 0 exactly)
         _check_all_reach(spec, r, T, labels=False)
         if not _doubly_near_singular(spec, q):
-            assert any(_same_joints(spec, s.q, q) for s in r.solutions)
+            assert any(_same_joints(s.q, q) for s in r.solutions)
             # the chosen solution travels no more than q itself (weighted): it is q
             assert np.abs(r.best - q) @ default_weights(spec) < 1e-6
         assert spec.within_limits(r.best)   # with the same 1e-9 tolerance as the IK
@@ -190,8 +187,9 @@ def test_original_among_solutions_from_home(name):
     for q in rng.uniform(spec.lower, spec.upper, (200, spec.dof)):
         T = fk(chain, q)
         r = solve(spec, T, spec.home)
-        assert any(_same_joints(spec, s.q, q) for s in r.solutions), np.degrees(q)
+        assert any(_same_joints(s.q, q) for s in r.solutions), np.degrees(q)
         _check_all_reach(spec, r, T)   # including branch_of(solution) == its label
+        assert not r.singular and r.free_joints == ()   # random poses are regular
 
 
 def test_irb120_has_8_branches_and_j6_equivalents():
@@ -277,7 +275,8 @@ def test_scara_stretched_gives_one_solution():
     spec = robots.get("scara")
     T = fk(chain_of(spec), np.array([0.5, 0.0, 0.1, 0.2]))
     r = solve(spec, T, np.array([0.5, 0.0, 0.1, 0.2]))
-    assert r.ok and len(r.solutions) == 1
+    assert r.ok and {s.branch for s in r.solutions} == {"right"}    # one elbow ...
+    assert sorted(s.q[3] for s in r.solutions) == pytest.approx([0.2 - 2 * math.pi, 0.2])   # ... two J4 equivalents
     _check_all_reach(spec, r, T, labels=False)
 
 
@@ -398,7 +397,7 @@ def test_batch_matches_single(name):
         for i in range(len(T)):
             r = solve(spec, T[i], q_near[i], stay_on_branch=stay)
             assert b.status[i] is r.status
-            assert b.ok[i] == r.ok
+            assert b.ok[i] == r.ok and b.singular[i] == r.singular
             assert b.distance[i] == pytest.approx(r.distance, abs=1e-12)
             if r.ok:
                 assert np.allclose(b.q[i], r.best, atol=1e-9) and b.branch[i] == r.best_branch
@@ -452,7 +451,10 @@ def test_choose_agrees_with_pick(name):
         mask = int(rng.integers(0, B))                                            # random branch filter
         choice = choice.with_branch(int(rng.integers(0, B)), mask)
         got = solver.choose(t, qn, choice)
-        assert got == pick(choice, solver.solve(t, qn)[0], qn)
+        cands, _, flags = solver.solve_flags(t, qn)
+        assert (got and got[:2]) == pick(choice, cands, qn)
+        if got is not None:   # the chosen solution's singularity flags are its candidate's
+            assert got[2] == flags[[c for _, c in cands].index(got[1])]
         chosen += got is not None
     assert chosen > len(Q) // 4   # not only "nothing qualifies"
 
@@ -542,3 +544,91 @@ def test_empty_batch_and_path(name):
     assert b.q.shape == (0, spec.dof) and b.ok.shape == (0,)
     p = solve_path(spec, np.zeros((0, 4, 4)), spec.home)
     assert p.q.shape == (0, spec.dof) and p.first_failure is None
+
+
+# ----- singularities are reported ------------------------------------------------------------
+
+def test_irb120_wrist_singularity_is_reported():
+    spec = robots.get("irb120")
+    chain = chain_of(spec)
+    T = fk(chain, np.radians([20, 10, 10, 50, 0, -30]))
+    q_near = np.radians([20, 10, 10, 35, 5, 0])
+    r = solve(spec, T, q_near)
+    assert r.status is IKStatus.SOLVED and r.ok                  # consumers checking ok keep working
+    assert r.singular and r.free_joints == (3,)
+    assert "wrist singular" in r.reason and "J4 kept at 35.0°" in r.reason
+    # a little away from q5 = 0 the pose determines J4: regular
+    r2 = solve(spec, fk(chain, np.radians([20, 10, 10, 50, 2, -30])), q_near)
+    assert r2.ok and not r2.singular and r2.free_joints == () and "singular" not in r2.reason
+
+
+def test_irb120_j1_axis_and_stretched_arm_are_reported():
+    spec = robots.get("irb120")
+    g = spec.geometry
+    phi = math.atan2(g["d4"], g["a3"])
+    T = fk(chain_of(spec), np.array([0.3, 0.0, -phi, 0.2, 0.4, 0.1]))   # wrist centre on J1, arm stretched
+    r = solve(spec, T, np.array([-0.4, 0.0, -1.0, 0.5, 0.3, 0.0]))
+    assert r.ok and r.singular and r.free_joints == (0,)
+    assert "J1 axis" in r.reason and "J1 kept at -22.9°" in r.reason and "stretched" in r.reason
+
+
+def test_aubo_wrist_singularity_is_reported():
+    spec = robots.get("aubo_i5")
+    q = np.radians([30, -20, 80, 10, 0, 40])
+    r = solve(spec, fk(chain_of(spec), q), q)
+    assert r.ok and r.singular and r.free_joints == (5,) and "J6 kept at 40.0°" in r.reason
+    q[4] = math.radians(30)
+    r2 = solve(spec, fk(chain_of(spec), q), q)
+    assert r2.ok and not r2.singular and r2.free_joints == ()
+
+
+def test_scara_stretched_arm_is_singular_without_free_joints():
+    spec = robots.get("scara")
+    q = np.array([0.5, 0.0, 0.1, 0.2])
+    r = solve(spec, fk(chain_of(spec), q), q)
+    assert r.ok and r.singular and r.free_joints == () and "stretched" in r.reason
+    r2 = solve(spec, fk(chain_of(spec), np.array([0.5, 0.4, 0.1, 0.2])))
+    assert r2.ok and not r2.singular
+
+
+def test_singular_status_when_the_current_branch_merges():
+    """stay_on_branch on the flipped wrist, target at q5 = 0: flip and no flip are one branch there."""
+    spec = robots.get("irb120")
+    T = fk(chain_of(spec), np.radians([0, 10, 10, 30, 0, 0]))
+    q_near = np.radians([0, 10, 10, 30, -1, 0])
+    assert branch_of(spec, q_near) == "front/up/flip"
+    r = solve(spec, T, q_near, stay_on_branch=True)
+    assert r.status is IKStatus.SINGULAR and not r.ok and r.best is None
+    assert r.singular and r.free_joints == (3,)
+    assert "front/up/flip merges with front/up/noflip" in r.reason
+    _check_all_reach(spec, r, T, labels=False)
+    # without stay_on_branch the same pose is simply solved (and flagged)
+    r2 = solve(spec, T, q_near)
+    assert r2.ok and r2.singular and r2.best_branch == "front/up/noflip"
+    # away from the singularity the flipped wrist exists again
+    q_far = np.radians([0, 10, 10, 30, 60, 0])
+    T3 = fk(chain_of(spec), q_far)
+    assert solve(spec, T3, q_near, stay_on_branch=True).status is IKStatus.SOLVED
+
+
+def test_scara_lists_every_j4_equivalent():
+    """J4 (+-360 deg) of the SCARA: every 2 pi equivalent in range is a solution; best is the nearest."""
+    spec = robots.get("scara")
+    chain = chain_of(spec)
+    q = np.array([0.3, 0.8, 0.1, math.radians(300)])
+    T = fk(chain, q)
+    r = solve(spec, T, spec.home)
+    assert any(_same_joints(s.q, q) for s in r.solutions)
+    same_arm = [s for s in r.solutions if np.allclose(s.q[:3], q[:3], rtol=0.0, atol=1e-12)]
+    assert sorted(np.round(np.degrees([s.q[3] for s in same_arm]), 9)) == [-60.0, 300.0]
+    assert math.degrees(r.best[3]) == pytest.approx(-60.0, abs=1e-9)         # nearest home's J4 = 0
+    near = spec.home.copy()
+    near[3] = math.radians(250)
+    assert math.degrees(solve(spec, T, near).best[3]) == pytest.approx(300.0, abs=1e-9)
+    # at the limit: 360, 0 and -360 are all in range
+    q[3] = 2 * math.pi
+    r = solve(spec, fk(chain, q), q)
+    same_arm = [s for s in r.solutions if np.allclose(s.q[:3], q[:3], rtol=0.0, atol=1e-12)]
+    assert sorted(np.round(np.degrees([s.q[3] for s in same_arm]), 9)) == [-360.0, 0.0, 360.0]
+    assert r.best[3] == pytest.approx(2 * math.pi, abs=1e-12)
+    _check_all_reach(spec, r, fk(chain, q))

@@ -20,6 +20,34 @@ def test_ik_json_irb120_zero_pose(capsys):
     chosen = [s for s in out["solutions"] if s["chosen"]]
     assert len(chosen) == 1 and chosen[0]["branch"] == "front/up/noflip" and chosen[0]["within_limits"]
     assert {"joints_deg", "branch", "within_limits"} <= set(out["solutions"][0])
+    # all-zero joints: J5 = 0, the wrist is singular; J4 is kept (1-based in the CLI)
+    assert out["singular"] is True and out["free_joints"] == [4] and "wrist singular" in out["reason"]
+
+
+def test_ik_singular_text_and_regular_json(capsys):
+    assert main(["ik", "irb120", "374", "0", "630", "--rpy", "0", "90", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "singular: wrist singular" in out and "J4 kept at 0.0°" in out
+    assert main(["ik", "irb120", "300", "100", "400", "--rpy", "180", "0", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "solved" and out["singular"] is False and out["free_joints"] == []
+
+
+def test_ik_singular_status_on_a_merged_branch(capsys):
+    # near: wrist flipped (J5 < 0); target: all-zero joints (J5 = 0), where flip and no flip coincide
+    code = main(["ik", "irb120", "374", "0", "630", "--rpy", "0", "90", "0", "--near", "0", "0", "0", "0", "-5", "0",
+                 "--stay-on-branch", "--json"])
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert code == 4 and out["status"] == "singular" and out["best"] is None and out["singular"]
+    assert "merges with front/up/noflip" in cap.err and len(cap.err.strip().splitlines()) == 1
+
+
+def test_ik_scara_lists_j4_equivalents(capsys):
+    assert main(["ik", "scara", "400", "100", "300", "--rpy", "180", "0", "30", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    j4 = sorted(round(s["joints_deg"][3], 6) for s in out["solutions"] if s["branch"] == "right")
+    assert len(j4) == 2 and j4[1] - j4[0] == pytest.approx(360.0)
 
 
 def test_ik_json_solutions_reach_the_target(capsys):
@@ -94,7 +122,9 @@ def test_validate_json(capsys):
     assert out["passed"] and rep["robot"] == "aubo_i5"
     for row in rep["ik"]:
         assert row["original_found"]
+        assert row["singular"] == ("singular" in row["reason"]) and isinstance(row["free_joints"], list)
         assert sum(s["chosen"] for s in row["solutions"]) == (1 if row["status"] == "solved" else 0)
+    assert any(row["singular"] and row["free_joints"] == [6] for row in rep["ik"])   # the zero pose: J5 = 0
 
 
 def test_bench_ik_json_small(capsys):
