@@ -108,7 +108,7 @@ class CartesianDeltaControl:
         self.spec = spec
         self.ik = ik
         self.orientation = bool(orientation)
-        self.scara = spec.dof == 4
+        self.scara = spec.roll_only
         self.size = 3 + ((1 if self.scara else 3) if self.orientation else 0)
         self.tool_step, self.rot_step = float(tool_step), float(rot_step)
         self.box = box

@@ -233,7 +233,7 @@ class ArmEnv(gym.Env):
         T = self.robot.flange_pose()  # as the engine has it
         self._T_tool = T
         self._achieved = self.task.goals.of_pose(T)
-        rot = T[:2, 0] if spec.dof == 4 else T[:3, :2].T.ravel()
+        rot = T[:2, 0] if spec.roll_only else T[:3, :2].T.ravel()
         vec = np.concatenate([(q - self._q_mid) * self._q_scale, st.qd * self._v_scale,
                               (self.controller.q_ref - q) * self._lag_scale, T[:3, 3], rot,
                               self.task.observation(self._step_count, self._achieved)])

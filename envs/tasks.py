@@ -232,7 +232,7 @@ class Reach(Task):
         if int(episode_steps) != episode_steps or episode_steps < 1:
             raise ValueError(f"episode_steps must be a whole number >= 1, got {episode_steps}")
         self.spec = spec
-        self.goals = GoalSpace(bool(orientation), spec.dof == 4)
+        self.goals = GoalSpace(bool(orientation), spec.roll_only)
         self.reward_type = RewardType.parse(reward_type)
         self.distance_threshold = float(distance_threshold)
         self.angle_threshold = float(angle_threshold)
@@ -430,7 +430,7 @@ class Track(Task):
             raise ValueError("distance_threshold must be > 0")
         self.spec = spec
         self.dt = float(dt)
-        self.goals = GoalSpace(False, spec.dof == 4)
+        self.goals = GoalSpace(False, spec.roll_only)
         self.reward_type = RewardType.parse(reward_type)
         self.distance_threshold = float(distance_threshold)
         self.angle_threshold = np.inf

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import importlib
 
-from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, WorkCell
+from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, ToolOrientation, WorkCell
 
-__all__ = ["get", "names", "RobotSpec", "JointSpec", "JointType", "LinkSpec", "Origin", "DriveGains", "WorkCell", "UnknownRobotError"]
+__all__ = ["get", "names", "RobotSpec", "JointSpec", "JointType", "LinkSpec", "Origin", "DriveGains", "WorkCell", "ToolOrientation", "UnknownRobotError"]
 
 # registry id -> data module (each defines SPEC)
 _MODULES = {"scara": "scara", "irb120": "irb120", "aubo_i5": "aubo_i5"}

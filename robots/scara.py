@@ -12,7 +12,7 @@ class of robot: the values here are chosen to be plausible (total 17 kg; arm pla
 
 import numpy as np
 
-from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, WorkCell
+from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, ToolOrientation, WorkCell
 
 L1 = 0.325  # m
 L2 = 0.275  # m
@@ -29,6 +29,7 @@ _FLANGE = (0.12, 0.12, 0.12, 1.0)
 
 SPEC = RobotSpec(
     name="scara",
+    tool_orientation=ToolOrientation.ROLL,
     title="SCARA 600 mm (LS6-B602 class)",
     maker="armtwin (generic, Epson LS6-B602 class)",
     reference="Epson LS6-B602 public data sheet (reach, arm lengths, ranges, stroke)",

@@ -24,6 +24,17 @@ from ..controllers.transforms import matrix_to_rpy, rot_x, rot_z, rpy_to_matrix,
 URDF_DIR = Path(__file__).resolve().parent / "urdf"
 
 
+class ToolOrientation(enum.Enum):
+    """Which tool orientations a robot can reach.
+
+    FULL: any orientation (6-axis arms). ROLL: the tool points down and only its roll about
+    the base z axis is free (SCARA); tools, IK inputs and goals then carry one angle.
+    """
+
+    FULL = "full"
+    ROLL = "roll"
+
+
 class JointType(enum.Enum):
     """Kind of a moving joint."""
 
@@ -203,6 +214,7 @@ class RobotSpec:
         notes: free text.
         workcell: G-code work cell data (default work origin, rapid speed, tool
             acceleration), or None for a robot that cannot run G-code yet.
+        tool_orientation: which tool orientations the arm can reach.
     """
 
     name: str
@@ -221,6 +233,7 @@ class RobotSpec:
     dh: Mapping[str, tuple[float, ...]] | None = None
     notes: str = ""
     workcell: WorkCell | None = None
+    tool_orientation: ToolOrientation = ToolOrientation.FULL
     _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -236,6 +249,11 @@ class RobotSpec:
             object.__setattr__(self, "dh", MappingProxyType(dict(self.dh)))
 
     # ----- derived views -------------------------------------------------------------
+    @property
+    def roll_only(self) -> bool:
+        """True when only the tool roll about base z is free (:attr:`ToolOrientation.ROLL`)."""
+        return self.tool_orientation is ToolOrientation.ROLL
+
     @property
     def dof(self) -> int:
         """Number of moving joints."""

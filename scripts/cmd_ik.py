@@ -74,7 +74,7 @@ def target_pose(spec, xyz_mm, quat=None, rpy_deg=None) -> np.ndarray:
         return pose_from_quat(pos, qv)
     if rpy_deg is not None:
         return pose_from_rpy(pos, np.radians(_floats(rpy_deg, "--rpy")))
-    if spec.name == "scara" or spec.dof < 6:
+    if spec.roll_only:
         return pose_from_rpy(pos, (math.pi, 0.0, 0.0))   # tool down, roll 0
     raise CliError(f"{spec.name} needs an orientation: --quat QX QY QZ QW or --rpy RX RY RZ (degrees)")
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         x, y, z = T[:3, 3] * 1000
         print(f"{spec.title}: IK for flange at x={x:.3f} y={y:.3f} z={z:.3f} mm")
-        if spec.name == "scara" and abs(T[2, 2]) < 1.0 - 1e-9:
+        if spec.roll_only and abs(T[2, 2]) < 1.0 - 1e-9:
             print("  note: the SCARA's tool axis is vertical; only the roll about z is used")
         if r.ok:
             print(f"  best ({r.best_branch}): {format_joints(spec, r.best)}")

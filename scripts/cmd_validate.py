@@ -46,7 +46,7 @@ def test_vectors(spec) -> list[tuple[str, np.ndarray]]:
 def _pose_error(spec, Ta, Tb) -> tuple[float, float]:
     from ..controllers.transforms import rotation_angle
     dp = float(np.linalg.norm(Ta[:3, 3] - Tb[:3, 3]))
-    if spec.name == "scara":
+    if spec.roll_only:
         ra, rb = np.arctan2(Ta[1, 0], Ta[0, 0]), np.arctan2(Tb[1, 0], Tb[0, 0])
         return dp, float(abs(np.remainder(ra - rb + np.pi, 2 * np.pi) - np.pi))
     return dp, float(rotation_angle(Ta[:3, :3], Tb[:3, :3]))

@@ -178,7 +178,7 @@ class Interpreter:
         self.q_start = np.array(spec.home if q_start is None else q_start, dtype=float)
         T = fk(chain_of(spec), self.q_start)
         self._origin_mm = [v * 1000.0 for v in self.machine.origin]
-        self._tilt = spec.dof >= 6  # A and B allowed
+        self._tilt = not spec.roll_only  # A and B (tool tilts) allowed
         abc = abc_of(T[:3, :3]) if self._tilt else (0.0, 0.0, float(np.degrees(math.atan2(T[1, 0], T[0, 0]))))
         home = [T[0, 3] * 1000 - self._origin_mm[0], T[1, 3] * 1000 - self._origin_mm[1],
                 T[2, 3] * 1000 - self._origin_mm[2], *abc]

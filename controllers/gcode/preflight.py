@@ -238,7 +238,7 @@ def singularity_measure(spec, Q: np.ndarray) -> np.ndarray:
         return np.zeros(0)
     J = jacobian_batch(spec, Q)
     J[:, :3] /= spec.reach
-    if spec.dof == 4:
+    if spec.roll_only:  # task space: position and the roll about z
         J = J[:, [0, 1, 2, 5], :]
     return np.linalg.svd(J, compute_uv=False)[:, -1]
 
