@@ -14,17 +14,12 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.envs.rig import (Emulator, LinkConfig, RigLink, SyncConfig, TwinLog, TwinSync, build_emulator,
+from armtwin.envs.rig import (Emulator, LinkConfig, RigLink, SyncConfig, TwinLog, TwinSync,
                               smooth_motion)
 from armtwin.envs.sim import PhysicsConfig, World
 from armtwin.robots import get
 
 RATE = 500.0
-
-
-@pytest.fixture(scope="module")
-def exe():
-    return build_emulator()
 
 
 def read_log(path):

@@ -9,19 +9,7 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.envs.rig import Emulator, LatencyWindow, LinkConfig, RigLink, RigLinkError, build_emulator
-
-
-@pytest.fixture(scope="module")
-def exe():
-    return build_emulator()
-
-
-@pytest.fixture
-def emu(exe):
-    e = Emulator(exe=exe)
-    yield e
-    e.stop()
+from armtwin.envs.rig import LatencyWindow, LinkConfig, RigLink, RigLinkError
 
 
 def wait_for(cond, timeout=2.0):

@@ -107,7 +107,6 @@ def test_firmware_pid_matches_python(published, emulator_exe):
         assert float(out[k]) == pytest.approx(u, rel=1e-4, abs=1e-4)  # float32 firmware vs float64
 
 
-@pytest.fixture(scope="module")
-def emulator_exe():
-    from armtwin.envs.rig import build_emulator
-    return build_emulator()
+@pytest.fixture
+def emulator_exe(exe):
+    return exe

@@ -11,23 +11,11 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.envs.rig import (Direction, Emulator, RigLink, SyncConfig, TwinLog, TwinSync, TwinSyncWrapper,
-                              build_emulator, smooth_motion)
+from armtwin.envs.rig import (Direction, RigLink, SyncConfig, TwinLog, TwinSync, TwinSyncWrapper,
+                              smooth_motion)
 from armtwin.envs.sim import JointMode, PhysicsConfig, World
 from armtwin.robots import get
 from armtwin.scripts.cli import main
-
-
-@pytest.fixture(scope="module")
-def exe():
-    return build_emulator()
-
-
-@pytest.fixture
-def emu(exe):
-    e = Emulator(exe=exe)
-    yield e
-    e.stop()
 
 
 def test_virtual_to_real_tracks_and_settles(emu):
