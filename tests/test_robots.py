@@ -107,7 +107,8 @@ def test_every_link_has_visual_and_collision_geometry(name):
     for link in u.robot.links:
         if link.name != "tool0":
             assert link.visuals and link.collisions, link.name
-    colors = {tuple(m.color.rgba) for m in u.robot.materials if m.color is not None}
+    colors = {tuple(v.material.color.rgba) for link in u.robot.links for v in link.visuals
+              if v.material is not None and v.material.color is not None}
     assert len(colors) >= 4, "link groups should have distinct colours"
 
 
