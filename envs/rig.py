@@ -993,7 +993,8 @@ class Emulator:
         line = self.proc.stdout.readline().split()  # type: ignore[union-attr]
         if len(line) != 2 or line[0] != "DEVICE":
             self.proc.kill()
-            raise RigLinkError(f"the rig emulator did not start (said {' '.join(line)!r})")
+            code = self.proc.wait()
+            raise RigLinkError(f"the rig emulator did not start (exit code {code}; its message is above)")
         self.device = line[1]
 
     def stop(self, kill: bool = False) -> None:

@@ -224,3 +224,19 @@ def test_socket_url_garbage_and_reconnect():
 def test_bad_port_raises_a_link_error():
     with pytest.raises(RigLinkError):
         RigLink("/dev/does-not-exist-armtwin").open()
+
+
+def test_emulator_link_never_replaces_a_regular_file(exe, tmp_path):
+    from armtwin.envs.rig import Emulator
+    keep = tmp_path / "twin.csv"
+    keep.write_text("data")
+    with pytest.raises(RigLinkError, match="did not start"):
+        Emulator(exe=exe, link=str(keep))
+    assert keep.read_text() == "data"
+    link = tmp_path / "rig"
+    emu = Emulator(exe=exe, link=str(link))
+    try:
+        assert link.is_symlink() and emu.device == str(link)
+    finally:
+        emu.stop()
+    assert not link.exists() and not link.is_symlink()  # its own link is removed at exit

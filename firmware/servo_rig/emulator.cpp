@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,8 +89,19 @@ int main(int argc, char** argv) {
   }
   fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
   if (link) {
-    unlink(link);
-    if (symlink(path, link) != 0) perror("rig_emulator: symlink");
+    // Replace only a symlink (an earlier emulator's); never delete a regular file or folder.
+    struct stat st;
+    if (lstat(link, &st) == 0) {
+      if (!S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "rig_emulator: --link %s exists and is not a symbolic link; refusing to replace it\n", link);
+        return 2;
+      }
+      unlink(link);
+    }
+    if (symlink(path, link) != 0) {
+      fprintf(stderr, "rig_emulator: cannot create the link %s: %s\n", link, strerror(errno));
+      return 2;
+    }
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -198,7 +210,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rig_emulator: stopped (rx frames %lu, dropped %lu, tx frames %lu, tx lost %llu)\n",
             (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped,
             (unsigned long)core.frames_sent, dropped_tx);
-  if (link) unlink(link);
+  if (link) {  // remove the link only if it still points at this emulator's pty
+    char target[256];
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n > 0) { target[n] = 0; if (!strcmp(target, path)) unlink(link); }
+  }
   close(master);
   if (keep >= 0) close(keep);
   return 0;
