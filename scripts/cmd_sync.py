@@ -172,4 +172,13 @@ def run(args: argparse.Namespace) -> int:
     for e in rep.events:
         print(f"  fault {e.fault:8s} {'ON ' if e.on else 'off'} at STT {e.stt} (t = {e.time:.3f} s)")
     print(args.log)
+    # A twin that never heard the rig, or lost it and never got it back, is a failed run.
+    link_down = False
+    for e in rep.events:
+        if e.fault == "LINK":
+            link_down = e.on
+    if st.states_rx == 0 or link_down:
+        why = "no state ever came back from the rig" if st.states_rx == 0 else "the link to the rig was lost and not restored"
+        print(f"armtwin: error: {args.port}: {why} (the log keeps every sample: {args.log})", file=sys.stderr)
+        return 1
     return 0

@@ -324,3 +324,20 @@ def test_cli_bench_rig_json_keys(capsys):
     assert r["samples"] >= 1 and 0 < r["wire_share"] <= 1.0
     for k in ("ticks_skipped", "power_detect_ms", "power_detect_rig_ms", "latency_samples"):
         assert k in r
+
+
+def test_cli_sync_fails_when_the_rig_never_answers(tmp_path, capsys):
+    import os
+    import pty
+    master, slave = pty.openpty()  # a port that accepts bytes but never answers
+    try:
+        log = tmp_path / "twin.csv"
+        code = main(["sync", "--port", os.ttyname(slave), "--robot", "irb120", "--joints", "1,2",
+                     "--direction", "virtual-to-real", "--samples", "60", "--log", str(log)])
+        err = capsys.readouterr().err
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert code == 1 and "no state ever came back from the rig" in err
+    rows = log.read_text().splitlines()
+    assert len(rows) == 61 and all(r.endswith("LINK") for r in rows[1:])  # every sample logged, flagged
