@@ -62,9 +62,13 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, needle):
 
 
 def test_console_script_runs():
+    """The installed ``armtwin`` entry point (setup.cfg), next to the interpreter running the tests."""
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "armtwin.scripts.cli", "fk", "irb120", "0", "0", "0", "0", "0", "0", "--json"],
+    from pathlib import Path
+    exe = Path(sys.executable).with_name("armtwin")
+    assert exe.exists(), f"the console script is not installed next to {sys.executable}: pip install -e ."
+    r = subprocess.run([str(exe), "fk", "irb120", "0", "0", "0", "0", "0", "0", "--json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["position_mm"] == pytest.approx([374.0, 0.0, 630.0])

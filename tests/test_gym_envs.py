@@ -68,6 +68,7 @@ def test_same_seed_same_rollout_in_fresh_envs(env_id):
     finally:
         a.close()
         b.close()
+    assert len(ra[0]) == len(rb[0]) > 0
     for oa, ob in zip(ra[0], rb[0]):
         for k in oa:
             np.testing.assert_array_equal(oa[k], ob[k])
