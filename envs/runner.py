@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import csv
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -621,17 +620,3 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
     return RunResult(len(lines), float(t_done), done, math.sqrt(err_sq / err_n) if err_n else 0.0,
                      err_max if err_n else 0.0, log_path, video_path, not message, message,
                      time.perf_counter() - t_wall, pauses)
-
-
-def stderr_progress(label: str = "run") -> Callable[[float], None]:
-    """A progress bar on stderr (updates in place)."""
-    state = {"last": -1}
-
-    def show(frac: float) -> None:
-        pct = int(frac * 100)
-        if pct == state["last"]:
-            return
-        state["last"] = pct
-        bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
-        print(f"\r{label} [{bar}] {pct:3d}%", end="" if pct < 100 else "\n", file=sys.stderr, flush=True)
-    return show

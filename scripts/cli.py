@@ -116,6 +116,41 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, default=default, indent=2))
 
 
+class StderrProgress:
+    """Progress on stderr for long work: one line updated in place on a terminal, a line per
+    quarter otherwise (logs and CI stay readable). Call it with the done fraction 0..1 and,
+    optionally, the stage; call :meth:`done` at the end.
+
+    Shows ``LABEL [#####-----]  40%``, or ``LABEL: STAGE  40%`` when a stage is given.
+    """
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._tty = sys.stderr.isatty()
+        self._last: tuple | None = None
+
+    def __call__(self, frac: float, stage: str | None = None) -> None:
+        pct = int(max(0.0, min(float(frac), 1.0)) * 100)
+        key = (stage, pct if self._tty else pct // 25)
+        if key == self._last:
+            return
+        self._last = key
+        if stage is None:
+            text = f"{self.label} [{'#' * (pct // 4)}{'-' * (25 - pct // 4)}] {pct:3d}%"
+        else:
+            text = f"{self.label}: {stage:9s} {pct:3d}%"
+        print(f"\r{text}" if self._tty else text, end="" if self._tty else "\n", file=sys.stderr, flush=True)
+
+    def stage(self, stage: str, frac: float) -> None:
+        """The same, as ``(stage, fraction)`` (the preflight's callback order)."""
+        self(frac, stage)
+
+    def done(self) -> None:
+        """End the in-place line (terminal only)."""
+        if self._last is not None and self._tty:
+            print(file=sys.stderr, flush=True)
+
+
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

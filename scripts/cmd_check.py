@@ -14,7 +14,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .cli import CliError, add_json_flag, get_robot, print_json
+from .cli import CliError, StderrProgress, add_json_flag, get_robot, print_json
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -82,30 +82,6 @@ def check_program_file(path: Path) -> None:
                        else f"{path}: not a regular file")
 
 
-def stage_progress(name: str):
-    """A progress display on stderr for the preflight's stages: ``checking NAME: IK  45%``."""
-    state = {"last": None}
-    tty = sys.stderr.isatty()
-
-    def show(stage: str, frac: float) -> None:
-        pct = int(max(0.0, min(frac, 1.0)) * 100)
-        key = (stage, pct if tty else pct // 25)
-        if key == state["last"]:
-            return
-        state["last"] = key
-        text = f"checking {name}: {stage:9s} {pct:3d}%"
-        if tty:
-            print(f"\r{text}", end="", file=sys.stderr, flush=True)
-        else:
-            print(text, file=sys.stderr, flush=True)
-
-    def done() -> None:
-        if state["last"] is not None and tty:
-            print(file=sys.stderr, flush=True)
-    show.done = done  # type: ignore[attr-defined]
-    return show
-
-
 def check(args: argparse.Namespace, *, quiet: bool = False):
     """Run the preflight with a short note on stderr; returns the report."""
     from ..controllers.gcode.preflight import preflight
@@ -114,8 +90,8 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     if not quiet:
         print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
         if data.count(b"\n") > PROGRESS_MIN_LINES:
-            progress = stage_progress(args.program)
-    rep = preflight(data, spec, machine, progress=progress)
+            progress = StderrProgress(f"checking {args.program}")
+    rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None)
     if progress is not None:
         progress.done()
     return spec, machine, rep

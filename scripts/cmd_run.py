@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .cli import CliError, add_json_flag, print_json
+from .cli import CliError, StderrProgress, add_json_flag, print_json
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
 
 
@@ -52,7 +52,7 @@ def check_outputs(program: str, outputs: dict[str, str | None]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.runner import ControlTrajectoryError, RunConfig, run_program, stderr_progress
+    from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
     from ..envs.sim import JointMode
     check_outputs(args.program, {"--log": args.log, "--video": args.video})
     for opt in ("video", "log"):
@@ -80,13 +80,16 @@ def run(args: argparse.Namespace) -> int:
         cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
     try:
-        res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video,
-                          progress=None if args.json else stderr_progress(f"{spec.name} {args.mode}"),
+        res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                           source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
     except ControlTrajectoryError as exc:
         print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
+    finally:
+        if progress is not None:
+            progress.done()
     out = {"program": args.program, "robot": spec.name, "mode": args.mode, "ran": True, **res.to_dict()}
     if args.json:
         print_json(out)
