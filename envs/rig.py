@@ -260,12 +260,7 @@ class RigLink:
             self._thread.join(timeout=1.0)
             self._thread = None
         with self._lock:
-            if self._port is not None:
-                try:
-                    self._port.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                self._port = None
+            self._close_port_locked()
 
     def __enter__(self) -> "RigLink":
         return self.open()
@@ -388,13 +383,19 @@ class RigLink:
             return rp.Fault.LINK
         return rp.Fault.NONE
 
+    def _close_port_locked(self) -> bool:
+        """Close the port if one is open (a vanished device may fail to close: ignored); True if it was."""
+        if self._port is None:
+            return False
+        try:
+            self._port.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self._port = None
+        return True
+
     def _drop_port_locked(self) -> None:
-        if self._port is not None:
-            try:
-                self._port.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._port = None
+        if self._close_port_locked():
             self.stats.disconnects += 1
 
     def _run(self) -> None:

@@ -82,31 +82,25 @@ def run(args: argparse.Namespace) -> int:
         cpu = {"raw": 0.0, "rec": 0.0}
         k = 0
 
-        def raw_block() -> float:
+        def block(kind: str, frame) -> float:
+            """Wall time of args.frames steps, each ending in ``frame(k)``; CPU time added to ``cpu[kind]``."""
             nonlocal k
             c0 = _cpu_time()
             t0 = time.perf_counter()
             for _ in range(args.frames):
                 robot.command(Q[k % len(Q)])
                 world.step()
-                world.render_raw(cam, w, h)
+                frame(k)
                 k += 1
             dt = time.perf_counter() - t0
-            cpu["raw"] += _cpu_time() - c0
+            cpu[kind] += _cpu_time() - c0
             return dt
 
+        def raw_block() -> float:
+            return block("raw", lambda _k: world.render_raw(cam, w, h))
+
         def rec_block(rec) -> float:
-            nonlocal k
-            c0 = _cpu_time()
-            t0 = time.perf_counter()
-            for _ in range(args.frames):
-                robot.command(Q[k % len(Q)])
-                world.step()
-                rec.capture({"line": f"N{k} G1 X{k}"})
-                k += 1
-            dt = time.perf_counter() - t0
-            cpu["rec"] += _cpu_time() - c0
-            return dt
+            return block("rec", lambda i: rec.capture({"line": f"N{i} G1 X{i}"}))
 
         with tempfile.TemporaryDirectory() as tmp:
             rec = VideoRecorder(world, robot, Path(tmp) / "bench.mp4", camera=cam, fps=fps, size=(w, h),
