@@ -21,25 +21,63 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _import_pybullet_quietly():
-    """Import pybullet without its "pybullet build time" banner on the process's stderr (C printf)."""
+def _libc():
     try:
-        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    except OSError:  # no stderr to protect
-        import pybullet as pb
-        return pb
+        import ctypes
+        return ctypes.CDLL(None)
+    except (OSError, ImportError):
+        return None
+
+
+_LIBC = _libc()  # C stdio, to flush printf buffers around redirections
+
+
+def _flush_all() -> None:
+    """Flush Python's and C's stdio buffers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+    if _LIBC is not None:
+        try:
+            _LIBC.fflush(None)
+        except (OSError, AttributeError, TypeError, ValueError):
+            pass
+
+
+@contextlib.contextmanager
+def _quiet_fds(stderr: bool = True):
+    """Send the process's file descriptors 1 (and 2) to /dev/null for a block.
+
+    PyBullet's plugins print with C ``printf``, which Python's ``sys.stdout`` cannot catch.
+    """
+    _flush_all()
+    fds = (1, 2) if stderr else (1,)
+    saved = []
     try:
-        sys.stderr.flush()
-        os.dup2(devnull, 2)
-        import pybullet as pb
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, TypeError, AttributeError):  # also at interpreter shutdown
+        yield
+        return
+    try:
+        for fd in fds:
+            try:
+                saved.append((fd, os.dup(fd)))
+                os.dup2(devnull, fd)
+            except OSError:
+                pass
+        yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        _flush_all()  # C stdio buffers hold what was printed during the block: drop it here
+        for fd, old in saved:
+            os.dup2(old, fd)
+            os.close(old)
         os.close(devnull)
-    return pb
 
 
-pybullet = _import_pybullet_quietly()
+with _quiet_fds():  # no "pybullet build time" banner (C printf) on every command's output
+    import pybullet
 import pybullet_data  # noqa: E402
 
 from ..controllers.choices import Choice
@@ -373,61 +411,6 @@ class World:
             with _quiet_fds(stderr=False):  # the plugin prints "ven = ..." on every frame
                 return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_BULLET_HARDWARE_OPENGL, **kw)[2]
         return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_TINY_RENDERER, **kw)[2]
-
-
-def _libc():
-    try:
-        import ctypes
-        return ctypes.CDLL(None)
-    except (OSError, ImportError):
-        return None
-
-
-_LIBC = _libc()  # C stdio, to flush printf buffers around redirections
-
-
-def _flush_all() -> None:
-    """Flush Python's and C's stdio buffers."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, ValueError, OSError):
-            pass
-    if _LIBC is not None:
-        try:
-            _LIBC.fflush(None)
-        except (OSError, AttributeError, TypeError, ValueError):
-            pass
-
-
-@contextlib.contextmanager
-def _quiet_fds(stderr: bool = True):
-    """Send the process's file descriptors 1 (and 2) to /dev/null for a block.
-
-    PyBullet's plugins print with C ``printf``, which Python's ``sys.stdout`` cannot catch.
-    """
-    _flush_all()
-    fds = (1, 2) if stderr else (1,)
-    saved = []
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except (OSError, TypeError, AttributeError):  # also at interpreter shutdown
-        yield
-        return
-    try:
-        for fd in fds:
-            try:
-                saved.append((fd, os.dup(fd)))
-                os.dup2(devnull, fd)
-            except OSError:
-                pass
-        yield
-    finally:
-        _flush_all()  # C stdio buffers hold what was printed during the block: drop it here
-        for fd, old in saved:
-            os.dup2(old, fd)
-            os.close(old)
-        os.close(devnull)
 
 
 class SimRobot:
