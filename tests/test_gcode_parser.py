@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from armtwin import robots
@@ -220,8 +220,11 @@ def test_fuzz_mutated_programs_never_raise(base, edits):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from(list("GMNXYZFIJRgxe0123456789.-+ ()%;\r\t\x0c\x1c")), max_size=30),
+@given(st.lists(st.text(alphabet=st.sampled_from(list("GMNXYZFIJRgxe0123456789.-+ ()%;\r\t\x0b\x0c\x1c")), max_size=30),
                 max_size=8))
+@example(["F()0"])            # a comment between a letter and its number: a letter without a value
+@example(["G0 (note) X1"])    # a comment between words: clean
+@example(["%\x1c"])           # a control character on a % line is a fault, not white space
 def test_fast_path_agrees_with_the_checking_path(lines):
     from armtwin.controllers.gcode import parser as P
     text = "\n".join(lines)

@@ -243,7 +243,9 @@ def _scan_clean(text: str, raw: list[str]) -> list[ParsedLine] | None:
     """
     if not text.isascii() or (raw and max(map(len, raw)) > MAX_LINE_LENGTH):
         return None
-    t = _COMMENTS.sub(" ", text) if "(" in text or ";" in text else text
+    # a comment becomes "\v": white space between words, but not allowed between a letter and its
+    # number (as in the checking path, where "F()0" is a letter without a value)
+    t = _COMMENTS.sub("\v", text) if "(" in text or ";" in text else text
     if "%" in t:
         t = _without_percent_lines(t, raw)
         if t is None:
@@ -468,7 +470,7 @@ def _diagnose(text: str, lineno: int) -> Fault | None:
             return Fault(ErrorCode.NESTED_COMMENT, lineno, text.find("(", i + 1) + 1, "( inside a comment")
         if junk == ")":
             return Fault(ErrorCode.UNMATCHED_PAREN, lineno, col, ") without an opening (")
-        if junk == "%" and text.strip() == "%":
+        if junk == "%" and text.strip(" \t\r\f\v") == "%":   # the white space of _TOKEN, not str.strip()'s
             return None
         if junk.isalpha():
             rest = text[i + 1:].lstrip(" \t")
