@@ -32,6 +32,12 @@ def test_words_comments_case_and_line_numbers():
         assert parse_line(empty) is None
 
 
+def test_percent_stands_alone_on_its_line():
+    res = parse_program("%\nG1 X1 %\n% G0 X0\n%\x1c\n \t%\r\n")
+    assert [(f.line, f.column) for f in res.faults] == [(2, 7), (3, 1), (4, 1)]
+    assert all("must stand alone" in f.message for f in res.faults)
+
+
 @pytest.mark.parametrize("text", [
     "G0 X1 Y2 Z3", "N5 G1 X-1.25 F600", "G2 X10 Y0 I5 J0", "G17 G21 G90 G54", "G92.1", "G4 P0.5",
     "M30", "G10 L2 P1 X1 Y2 Z3", "G3 X1 Y1 R-2.5 C90", "G0 A10 B-5 C30",

@@ -470,8 +470,11 @@ def _diagnose(text: str, lineno: int) -> Fault | None:
             return Fault(ErrorCode.NESTED_COMMENT, lineno, text.find("(", i + 1) + 1, "( inside a comment")
         if junk == ")":
             return Fault(ErrorCode.UNMATCHED_PAREN, lineno, col, ") without an opening (")
-        if junk == "%" and text.strip(" \t\r\f\v") == "%":   # the white space of _TOKEN, not str.strip()'s
-            return None
+        if junk == "%":
+            if text.strip(" \t\r\f\v") == "%":   # the white space of _TOKEN, not str.strip()'s
+                return None
+            return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col,
+                         "'%' (the program delimiter) must stand alone on its line")
         if junk.isalpha():
             rest = text[i + 1:].lstrip(" \t")
             if rest[:1] in ("+", "-", ".") or rest[:1].isdigit():
