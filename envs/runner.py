@@ -30,13 +30,14 @@ import numpy as np
 from ..controllers.gcode.planner import PathSamples
 from ..controllers.gcode.preflight import MAX_JOINT_STEP, PreflightReport
 from ..controllers.ik import solve_batch
-from .sim import JointMode, PhysicsConfig, World
+from .sim import JointMode, PhysicsConfig, World, camera_for_path
 
 __all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "ControlTrajectory", "MotionPiece",
            "HoldPiece", "log_columns", "CAMERAS", "ControlTrajectoryError", "MAX_ARRAY_SAMPLES"]
 
-#: Camera presets of :func:`~armtwin.envs.sim.cameras_for` a run can film with.
-CAMERAS = ("iso", "front", "side", "top")
+#: Cameras a run can film with: "work" frames the program's path (:func:`~armtwin.envs.sim.camera_for_path`),
+#: the others are the robot's presets of :func:`~armtwin.envs.sim.cameras_for`.
+CAMERAS = ("work", "iso", "front", "side", "top")
 
 
 class ControlTrajectoryError(ValueError):
@@ -65,7 +66,8 @@ class RunConfig:
         physics_step: longest physics step, s (the control period is split into substeps).
         video_fps: frames per second of the video (independent of the control rate).
         video_size: (width, height) pixels, even (yuv420p), 16x16 to 7680x4320.
-        camera: camera preset name (:data:`CAMERAS`: "iso", "front", "side", "top").
+        camera: camera name (:data:`CAMERAS`): "work" (default) frames the program's feed moves
+            from beyond them; "iso", "front", "side", "top" frame the whole robot.
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -76,7 +78,7 @@ class RunConfig:
     physics_step: float = 1.0 / 1000.0
     video_fps: float = 30.0
     video_size: tuple[int, int] = (640, 480)
-    camera: str = "iso"
+    camera: str = "work"
 
     def __post_init__(self) -> None:
         """Checks every field (ValueError naming it); ``mode`` may be given as text."""
@@ -430,6 +432,16 @@ class ControlTrajectory:
         """(M, 3) the commanded path as a polyline (chord end points), m — M grows with the program, not its time."""
         return np.vstack([self.plan.p0, self.plan.p1[-1:]])
 
+    def work_points(self) -> np.ndarray:
+        """(M, 3) end points of the feed moves' chords (G1/G2/G3: the work, not the rapids
+        around it), m; of every chord when the program has no feed move."""
+        from ..controllers.gcode.interpreter import MotionKind
+        feed = np.array([m.kind is not MotionKind.RAPID for m in self.plan.motions], dtype=bool)
+        mask = feed[self.plan.block] if len(self.plan.block) else feed[:0]
+        if not mask.any():
+            mask = np.ones(len(self.plan.p0), dtype=bool)
+        return np.vstack([self.plan.p0[mask], self.plan.p1[mask]])
+
     def arrays(self, max_samples: int = MAX_ARRAY_SAMPLES) -> tuple[PathSamples, np.ndarray, np.ndarray]:
         """Every control sample as arrays: (PathSamples, q (K, n), qd (K, n)).
 
@@ -544,7 +556,12 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
         recorder = None
         if video_path:
             from .video import VideoRecorder
-            recorder = VideoRecorder(world, robot, video_path, camera=config.camera, fps=config.video_fps,
+            camera = config.camera
+            if camera == "work":
+                wp = traj.work_points()
+                wp = (robot.world_T_report @ np.c_[wp, np.ones(len(wp))].T).T[:, :3]
+                camera = camera_for_path(wp, base=robot.base_position)
+            recorder = VideoRecorder(world, robot, video_path, camera=camera, fps=config.video_fps,
                                      size=config.video_size, expected_duration=traj.duration, progress=False)
             recorder.add_planned_path(traj.planned_path())
         step_report = max(1, K // 100)

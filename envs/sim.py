@@ -86,7 +86,7 @@ from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
 
-__all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "World", "SimRobot", "JointState", "Instability", "SimulationError"]
+__all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "camera_for_path", "World", "SimRobot", "JointState", "Instability", "SimulationError"]
 
 
 class SimulationError(RuntimeError):
@@ -217,6 +217,35 @@ def cameras_for(spec: RobotSpec, position=(0.0, 0.0, 0.0)) -> dict[str, Camera]:
         "side": Camera(tgt, dist, azimuth=0.0, elevation=10.0),
         "top": Camera(top_tgt, 0.95 * r / np.tan(np.radians(Camera.fov / 2)), azimuth=-90.0, elevation=89.0),
     }
+
+
+def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.2, margin: float = 2.0) -> Camera:
+    """A camera that frames a tool path (the "work" view of a run).
+
+    It looks down at 55° onto the middle of the path from the side of the line from the robot's
+    base to the work (from −y for work straight ahead along +x), so the arm reaches in from the
+    left and does not stand in front of the work, and text written in the x–y plane reads the
+    right way round. The path's bounding box (at least ``min_size`` m across, so that the wrist
+    is in the picture too) fills about 1/``margin`` of the picture's height.
+
+    Args:
+        points: (N, 3) path points, world frame (m); non-finite rows are ignored.
+        base: where the robot stands (world, m).
+
+    Raises:
+        ValueError: no finite point.
+    """
+    pts = np.asarray(points, dtype=float).reshape(-1, 3)
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if len(pts) == 0:
+        raise ValueError("camera_for_path needs at least one finite point")
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    centre = 0.5 * (lo + hi)
+    size = max(float(np.linalg.norm(hi - lo)), min_size)
+    away = centre[:2] - np.asarray(base, dtype=float)[:2]
+    ahead = np.degrees(np.arctan2(away[1], away[0])) if np.hypot(*away) > 1e-6 else 0.0
+    dist = 0.5 * margin * size / np.tan(np.radians(Camera.fov / 2))
+    return Camera(tuple(centre), dist, azimuth=float(ahead - 90.0), elevation=55.0)
 
 
 @dataclass(frozen=True)
@@ -476,6 +505,8 @@ class SimRobot:
         self._cached: tuple | None = None  # joint states read since the last physics step
         self._speed_guard = tuple(float(v) for v in self.INSTABILITY_SPEED_FACTOR * spec.max_velocity)
         self.payload = 0.0
+        #: where the robot's base stands in the world (m)
+        self.base_position = tuple(float(v) for v in position)
         # world <- reporting frame
         self._world_T_report = transform(None, position) @ spec.report_frame.matrix
         self._report_T_world = invert(self._world_T_report)

@@ -29,7 +29,7 @@ time when the recorder was made); when one control step spans several frame peri
 the frame is repeated, so ``frames = floor(duration * fps) + 1``.
 
 Drawing: the programmed path (``add_planned_path``) in cyan and the followed flange path
-in orange are projected with :meth:`Camera.project` and rasterised as anti-aliased
+in magenta are projected with :meth:`Camera.project` and rasterised as anti-aliased
 polylines (numpy, sub-pixel splats); they are drawn over the scene (no occlusion). The
 overlay is drawn with Pillow: time, G-code line, joint values (deg; mm for prismatic
 joints) and the flange pose (mm, URDF RPY deg) in the robot's reporting frame.
@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from ..controllers.transforms import invert, matrix_to_rpy
+from ..controllers.transforms import matrix_to_rpy
 from .sim import Camera, SimRobot, World, cameras_for
 
 __all__ = ["VIDEO_SUFFIXES", "TrailStyle", "VideoRecorder", "VideoResult", "camera_for_robot", "draw_polyline"]
@@ -81,7 +81,7 @@ class TrailStyle:
 
 
 PLANNED_STYLE = TrailStyle((40, 200, 255), 1.6, 0.9)
-FOLLOWED_STYLE = TrailStyle((255, 110, 20), 2.4, 1.0)
+FOLLOWED_STYLE = TrailStyle((235, 30, 200), 2.4, 1.0)   # magenta: apart from every robot colour and the floor
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,7 @@ def camera_for_robot(robot: SimRobot, camera: str | Camera) -> Camera:
     """A preset name from :func:`cameras_for` (for where ``robot`` stands) or a Camera as is."""
     if isinstance(camera, Camera):
         return camera
-    position = (robot.world_T_report @ invert(robot.spec.report_frame.matrix))[:3, 3]
-    presets = cameras_for(robot.spec, position)
+    presets = cameras_for(robot.spec, robot.base_position)
     if camera not in presets:
         raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(presets)}")
     return presets[camera]

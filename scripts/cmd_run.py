@@ -23,8 +23,8 @@ def register(sub) -> None:
                    help="joint model (default kinematic)")
     p.add_argument("--video", metavar="OUT.mp4", help="write a video with the programmed and followed paths")
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
-    p.add_argument("--camera", default="iso", choices=["iso", "front", "side", "top"],  # = envs.runner.CAMERAS
-                   help="video camera")
+    p.add_argument("--camera", default="work", choices=["work", "iso", "front", "side", "top"],  # = envs.runner.CAMERAS
+                   help="video camera: work (default) frames the program's path, the others the whole robot")
     p.add_argument("--fps", type=float, default=30.0, help="video frames per second (default 30)")
     add_json_flag(p)
     p.set_defaults(func=run)

@@ -4,7 +4,7 @@ Each joint in turn moves from the ``home`` pose to its upper limit, to its lower
 back (smooth cosine legs; revolute joints with more than ±180° of travel sweep ±180° around
 home), driven through the one command path (``SimRobot.command`` + ``World.step``) in the
 chosen joint model, and recorded with :class:`armtwin.envs.video.VideoRecorder`: camera
-preset, programmed (cyan) and followed (orange) flange paths, overlay with time, joint
+preset, programmed (cyan) and followed (magenta) flange paths, overlay with time, joint
 values and tool pose. The files written are printed.
 """
 

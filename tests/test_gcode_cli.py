@@ -129,6 +129,20 @@ def test_run_cli_smoke_scara_with_video(tmp_path, capsys):
     assert video.stat().st_size > 0
 
 
+def test_work_points_are_the_feed_moves():
+    from armtwin.envs.runner import ControlTrajectory
+    spec = robots.get("irb120")
+    traj = ControlTrajectory(preflight("G21 G90 G0 X-30 Y0 Z30\nG1 Z0 F600\nG1 X10 Y5\nG0 Z30\n", spec), spec)
+    o = np.asarray(spec.workcell.origin)
+    wp = (traj.work_points() - o) * 1000          # mm, work frame
+    assert np.allclose(wp.min(axis=0), [-30, 0, 0], atol=1e-6) and np.allclose(wp.max(axis=0), [10, 5, 30], atol=1e-6)
+    rep = preflight("G0 X5 Y5 Z5\nG0 X-5\n", spec)
+    rapids_only = ControlTrajectory(rep, spec).work_points()   # no feed move: every chord, from the start pose
+    ends = {tuple(np.round((p - o) * 1000, 6)) for p in rapids_only}
+    assert {(5.0, 5.0, 5.0), (-5.0, 5.0, 5.0)} <= ends
+    assert np.allclose(rapids_only.min(axis=0), np.minimum(fk(chain_of(spec), rep.program.q_start)[:3, 3], o + [-0.005, 0.005, 0.005]))
+
+
 def test_bench_gcode_small(capsys):
     assert main(["bench", "gcode", "--lines", "300", "--repeat", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -149,7 +163,7 @@ def test_strict_counts_warnings(tmp_path, capsys):
 def test_run_config_is_checked_at_construction():
     from armtwin.envs.runner import CAMERAS
     from armtwin.envs.sim import JointMode, cameras_for
-    assert set(CAMERAS) == set(cameras_for(robots.get("irb120")))
+    assert set(CAMERAS) == {"work"} | set(cameras_for(robots.get("irb120")))
     assert RunConfig(mode="Hinge").mode is JointMode.HINGE and RunConfig(camera="TOP").camera == "top"
     with pytest.raises(ValueError, match="joint mode"):
         RunConfig(mode="kinematc")

@@ -16,7 +16,7 @@ iio = pytest.importorskip("imageio.v3")
 pytest.importorskip("imageio_ffmpeg")
 
 from armtwin import robots
-from armtwin.envs.sim import PhysicsConfig, SimulationError, World, cameras_for
+from armtwin.envs.sim import PhysicsConfig, SimulationError, World, camera_for_path, cameras_for
 from armtwin.envs.video import (
     FOLLOWED_STYLE,
     PLANNED_STYLE,
@@ -132,9 +132,9 @@ def test_trail_is_drawn_where_the_camera_projects_it(tmp_path):
 
 
 def test_followed_trail_grows_with_the_motion(tmp_path):
-    w, r = _world(dt=1.0 / 60.0, robot="aubo_i5")  # blue and white: nothing of the trail's orange
+    w, r = _world(dt=1.0 / 60.0, robot="aubo_i5")  # blue and white: nothing of the trail's magenta
 
-    def orange() -> int:
+    def magenta() -> int:
         return int((np.abs(rec.last_frame.astype(int) - FOLLOWED_STYLE.color).max(axis=2) < 40).sum())
 
     with w, VideoRecorder(w, r, tmp_path / "f.mp4", size=(W, H), overlay=False, progress=False,
@@ -147,7 +147,7 @@ def test_followed_trail_grows_with_the_motion(tmp_path):
             w.step()
             rec.maybe_capture()
             if k in (6, 30):
-                counts.append(orange())
+                counts.append(magenta())
     assert counts[1] > 3 * counts[0] > 0
 
 
@@ -198,6 +198,25 @@ def test_camera_projection_matches_the_renderer():
     for p in cam.project(np.array([flange, base]), W, H):
         x, y = int(p[0]), int(p[1])
         assert mask[max(y - 3, 0):y + 4, max(x - 3, 0):x + 4].any(), p
+
+
+@pytest.mark.parametrize("base, work", [((0, 0, 0), (0.37, 0.0, 0.2)), ((1.0, -2.0, 0.0), (1.0, -1.6, 0.1))])
+def test_work_camera_frames_the_path_and_reads_it_the_right_way_round(base, work):
+    """A 60 x 20 mm "word" in the x-y plane: inside the picture, large enough, +x to the right and
+    +y up (relative to the work direction), whichever way the work lies from the base."""
+    ahead = np.subtract(work[:2], base[:2])
+    ahead /= np.linalg.norm(ahead)
+    left = np.array([-ahead[1], ahead[0]])
+    # the word's x runs along the work direction, as G-code X does for a robot facing +x
+    local = np.array([[0, 0], [0.06, 0], [0.06, 0.02], [0, 0.02]])
+    pts = np.c_[np.asarray(work[:2]) + local[:, :1] * ahead + local[:, 1:] * left, np.full(4, work[2])]
+    cam = camera_for_path(pts, base)
+    px = cam.project(pts, 640, 480)
+    assert np.all((px > 0) & (px < [640, 480]))
+    assert px[1, 0] > px[0, 0] + 30      # +x of the word: to the right, tens of pixels long
+    assert px[3, 1] < px[0, 1] - 10      # +y of the word: up
+    with pytest.raises(ValueError, match="finite"):
+        camera_for_path(np.full((3, 3), np.nan))
 
 
 def _egl_available() -> bool:
