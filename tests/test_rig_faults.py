@@ -75,13 +75,20 @@ def received_from(history, cmd):
 def rig_detection_ms(history, cmd, present):
     """Rig clock: t_us of the first state after ``cmd`` whose POWER flag is ``present``, minus t_us of
     the last state built before the rig had received ``cmd`` — an upper bound of the rig's
-    detection time, ms (None if never flagged)."""
+    detection time, ms (None if never flagged).
+
+    A board sends a state at least every 20 ms. The emulator is a process: when the machine
+    does not run it for a while, its clock (the board's) runs on and its control ticks catch up,
+    but no state is sent meanwhile. Such a pause (any gap between two consecutive states beyond
+    20 ms) is taken off, so the figure is the rig's, not the host scheduler's."""
     i = received_from(history, cmd)
     if i is None or i == 0:
         return None
-    for s in history[i:]:
-        if bool(s.faults & rp.Fault.POWER) == present:
-            return ((s.t_us - history[i - 1].t_us) & 0xFFFFFFFF) / 1e3
+    for k in range(i, len(history)):
+        if bool(history[k].faults & rp.Fault.POWER) == present:
+            t = [history[m].t_us for m in range(i - 1, k + 1)]
+            gaps = [((b - a) & 0xFFFFFFFF) / 1e3 for a, b in zip(t, t[1:])]
+            return sum(gaps) - sum(max(0.0, g - 20.0) for g in gaps)
     return None
 
 
