@@ -34,7 +34,7 @@ from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from ..robots import get as get_robot
 from .actions import CartesianDeltaControl, ControlMode, JointDeltaControl
-from .sim import JointMode, PhysicsConfig, SimRobot, World, cameras_for
+from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
 from .tasks import RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
 from . import registration as _registration
 
@@ -264,6 +264,16 @@ class ArmEnv(gym.Env):
         return self.task.compute_reward(achieved_goal, desired_goal, info)
 
     # ----- rendering ----------------------------------------------------------------------
+    @property
+    def camera(self) -> Camera:
+        """The camera ``rgb_array`` frames are rendered from (also used for evaluation videos)."""
+        return self._camera
+
+    @property
+    def frame_size(self) -> tuple[int, int]:
+        """(width, height) of rendered frames, pixels."""
+        return self._size
+
     def render(self) -> np.ndarray | None:
         """An RGB frame (height, width, 3) uint8 in ``rgb_array`` mode; the GUI shows itself in ``human`` mode."""
         if self.render_mode != "rgb_array":

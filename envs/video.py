@@ -230,6 +230,8 @@ class _Overlay:
         if g is None:
             Image, ImageDraw = self._draw_cls
             adv = max(1, int(round(self._font.getlength(ch))))
+            if ch == " ":  # rounded per glyph, a small font's space (~3 px) vanishes between letters
+                adv = max(adv, int(round(0.4 * self.size)))
             im = Image.new("L", (adv + 2, self.line_h), 0)
             ImageDraw.Draw(im).text((0, 1), ch, fill=255, font=self._font)
             g = np.asarray(im, dtype=np.float32)[:, :adv] / 255.0
@@ -288,7 +290,8 @@ class _Job:
     repeat: int
     rows: list[str]
     trail: np.ndarray  # (k, 3) new followed points, world frame
-    break_trail: bool = False
+    planned: list = field(default_factory=list)  # (k, 2) pixel polylines of programmed paths to add
+    clear: bool = False  # wipe both trails before this frame
 
 
 @dataclass
@@ -388,6 +391,8 @@ class VideoRecorder:
         self._followed = _Layer(w, h, FOLLOWED_STYLE)
         self._last_trail_px: np.ndarray | None = None
         self._pending_trail: list[np.ndarray] = []
+        self._pending_planned: list[np.ndarray] = []
+        self._pending_clear = False
         self._last_trail_pt: np.ndarray | None = None
         self._text = _Overlay(w, h) if overlay else None
         self._units = robot.spec.display_units()
@@ -420,8 +425,15 @@ class VideoRecorder:
             raise ValueError(f"frame must be 'report' or 'world', got {frame!r}")
         if not self.trail or len(pts) == 0:
             return
-        px = self.camera.project(pts, *self.size)
-        draw_polyline(self._planned.alpha, px, PLANNED_STYLE.width, bbox=self._planned.bbox)
+        # drawn by the encoding side with the next frame, in order with the frames before it
+        self._pending_planned.append(self.camera.project(pts, *self.size))
+
+    def clear_trails(self) -> None:
+        """Wipe the programmed and followed paths from the next frame on (e.g. a new episode)."""
+        self._pending_planned = []
+        self._pending_trail = []
+        self._last_trail_pt = None
+        self._pending_clear = True
 
     def break_trail(self) -> None:
         """Start a new piece of the followed path (e.g. after a reset/teleport)."""
@@ -534,7 +546,8 @@ class VideoRecorder:
         image = self.world.render(self.camera, *self.size, rgba=True)
         trail = np.concatenate(self._pending_trail) if self._pending_trail else np.empty((0, 3))
         self._pending_trail = []
-        job = _Job(image, repeat, self._rows(info), trail)
+        job = _Job(image, repeat, self._rows(info), trail, self._pending_planned, self._pending_clear)
+        self._pending_planned, self._pending_clear = [], False
         self._k += repeat
         self._frames += repeat
         if self._queue is not None:
@@ -565,6 +578,12 @@ class VideoRecorder:
     def _process(self, job: _Job) -> None:
         img = job.image
         if self.trail:
+            if job.clear:
+                self._planned = _Layer(*self.size, PLANNED_STYLE)
+                self._followed = _Layer(*self.size, FOLLOWED_STYLE)
+                self._last_trail_px = None
+            for px in job.planned:
+                draw_polyline(self._planned.alpha, px, PLANNED_STYLE.width, bbox=self._planned.bbox)
             if len(job.trail):
                 pts = job.trail
                 px = np.full((len(pts), 2), np.nan)

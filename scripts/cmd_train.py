@@ -6,7 +6,9 @@ Needs the optional extra ``rl`` (stable-baselines3 on a CPU build of PyTorch). W
 * ``policy.zip`` — the saved model (``SAC.load`` / ``PPO.load``; SAC + HER needs ``env=``);
 * ``vecnormalize.pkl`` — the observation normalisation (``VecNormalize.load``), unless ``--no-normalize``;
 * ``learning_curve.png`` — training episode return and success rate against env steps;
-* ``eval.mp4`` — the first evaluation episodes, from the env's ``rgb_array`` frames;
+* ``eval.mp4`` (and ``eval.gif`` with ``--gif``) — the first evaluation episodes, drawn by armtwin's
+  video recorder: the goal (Reach) or the path to follow (Track) in cyan, the tool's path in
+  magenta, an overlay with the episode, time, joints, tool pose and distance to the goal;
 * ``summary.json`` — settings, wall time, evaluation success rate and mean final error;
 * ``monitor.csv`` — one row per training episode (return, length, success).
 
@@ -40,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="output folder (default runs/<env>-<algo>-s<seed>)")
     p.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes (default 20)")
     p.add_argument("--video-episodes", type=int, default=3, help="evaluation episodes in the video (default 3; 0: none)")
+    p.add_argument("--gif", action="store_true", help="also write the evaluation video as eval.gif")
     p.add_argument("--no-her", action="store_true", help="SAC without hindsight experience replay")
     p.add_argument("--no-normalize", action="store_true",
                    help="do not normalise observations with running statistics (VecNormalize)")
@@ -120,41 +123,57 @@ def _plot_curve(monitor_csv: Path, png: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, video: Path, seed: int) -> dict:
-    """Success rate and final errors over ``episodes``; the first ``video_episodes`` go into an MP4.
+def _goal_marks(points: np.ndarray, size: float = 0.015) -> list[np.ndarray]:
+    """Polylines that show a task's markers: a 3-D cross at a single goal, the path itself otherwise."""
+    if len(points) != 1:
+        return [points]
+    g = points[0]
+    return [np.array([g - size * e, g + size * e]) for e in np.eye(3)]
+
+
+def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, video: Path, seed: int,
+              gif: bool = False) -> dict:
+    """Success rate and final errors over ``episodes``; the first ``video_episodes`` go into a video.
 
     ``prepare`` maps an observation to what the policy expects (the training normalisation).
+    The video is drawn by :class:`~armtwin.envs.video.VideoRecorder` from the env's own world and
+    robot (the env's camera and frame rate), one episode after another.
     """
-    env = make_env(render_mode="rgb_array" if video_episodes > 0 else None)
-    frames = []
+    env = make_env()
     success, dists = [], []
+    rec = None
     try:
+        u = env.unwrapped
+        if video_episodes > 0:
+            from ..envs.video import VideoRecorder
+            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=min(60.0, 1.0 / u.dt), size=u.frame_size,
+                                gif=gif, progress=False, title=f"{u.robot_spec.title}  ·  {u.joint_mode.value} joints  ·  policy")
         for ep in range(episodes):
             obs, info = env.reset(seed=seed + 10_000 + ep)
-            rec = ep < video_episodes
-            if rec:
-                frames.append(env.render())
+            film = rec is not None and ep < video_episodes
+            if film:
+                rec.clear_trails()
+                for line in _goal_marks(u.task.markers()):
+                    rec.add_planned_path(line)
             done = False
-            while not done:
+            while True:
+                if film:
+                    rec.maybe_capture({"label": f"episode {ep + 1}/{video_episodes}",
+                                       "to the goal": f"{1000 * float(info.get('distance', np.nan)):.1f} mm"})
+                if done:
+                    break
                 action, _ = model.predict(prepare(obs), deterministic=True)
                 obs, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
-                if rec:
-                    frames.append(env.render())
             success.append(bool(info.get("is_success", False)))
             dists.append(float(info.get("distance", np.nan)))
-        fps = env.metadata.get("render_fps", 25)
     finally:
-        env.close()
-    written = None
-    if frames:
-        import imageio.v2 as imageio
-        with imageio.get_writer(video, fps=fps, codec="libx264", quality=7, macro_block_size=8) as w:
-            for f in frames:
-                w.append_data(f)
-        written = video
+        try:
+            written = rec.close().paths if rec is not None else ()
+        finally:
+            env.close()
     return {"episodes": episodes, "success_rate": float(np.mean(success)) if success else 0.0,
-            "final_distance_mean_m": float(np.nanmean(dists)) if dists else None, "video": written}
+            "final_distance_mean_m": float(np.nanmean(dists)) if dists else None, "videos": written}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_episodes < 1 or args.video_episodes < 0:
         raise CliError("--eval-episodes must be >= 1 and --video-episodes >= 0")
     env_kwargs = _parse_env_kwargs(args.env_kw)
+    if "render_mode" in env_kwargs:
+        raise CliError("--env-kw render_mode: train renders its evaluation video itself; leave render_mode out")
     out = Path(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{args.seed}")
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
@@ -230,7 +251,8 @@ def run(args: argparse.Namespace) -> int:
     _plot_curve(monitor_csv, curve, f"{args.env_id} — {args.algo.upper()}{' + HER' if her else ''}, seed {args.seed}")
     print(f"train: evaluating {args.eval_episodes} episodes", file=sys.stderr)
     prepare = env.normalize_obs if normalize else (lambda o: o)
-    ev = _evaluate(model, make_env, prepare, args.eval_episodes, args.video_episodes, out / "eval.mp4", args.seed)
+    ev = _evaluate(model, make_env, prepare, args.eval_episodes, args.video_episodes, out / "eval.mp4", args.seed,
+                   gif=args.gif)
     env.close()
     summary = {
         "env_id": args.env_id, "env_kwargs": env_kwargs, "algo": args.algo, "her": her, "steps": args.steps,
@@ -239,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
         "final_distance_mean_m": ev["final_distance_mean_m"],
         "normalize": normalize,
         "files": {"policy": str(policy), "normalization": str(stats) if stats else None, "learning_curve": str(curve),
-                  "video": str(ev["video"]) if ev["video"] else None, "monitor": str(monitor_csv)},
+                  "video": str(ev["videos"][0]) if ev["videos"] else None,
+                  "gif": str(ev["videos"][1]) if len(ev["videos"]) > 1 else None, "monitor": str(monitor_csv)},
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     summary["files"]["summary"] = str(out / "summary.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from armtwin.scripts.cli import main
@@ -25,17 +26,23 @@ def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "armtwin/ScaraReach-v0", "--steps", "250", "--learning-starts", "100", "--eval-episodes", "2",
                  "--video-episodes", "1", "--env-kw", "control=joint", "--env-kw", "episode_steps=25",
-                 "--out", str(out), "--json"])
+                 "--gif", "--out", str(out), "--json"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["her"] is True and summary["steps"] == 250
     assert 0.0 <= summary["success_rate"] <= 1.0
-    for name in ("policy.zip", "learning_curve.png", "eval.mp4", "summary.json", "monitor.csv"):
+    assert summary["files"]["gif"] == str(out / "eval.gif")
+    for name in ("policy.zip", "learning_curve.png", "eval.mp4", "eval.gif", "summary.json", "monitor.csv"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     import imageio.v2 as imageio
     frames = imageio.mimread(out / "eval.mp4")
-    assert len(frames) == 26  # reset frame + 25 steps
+    assert len(frames) == 26  # reset frame + 25 steps (the video's rate is the control rate)
+    # drawn by the recorder: the overlay strip darkens the bottom rows, the goal cross is cyan
+    f = frames[-1].astype(int)
+    assert f[-10:].mean() < 0.6 * f[: f.shape[0] // 2].mean()
+    cyan = (np.abs(f - np.array([40, 200, 255])).max(axis=2) < 60).sum()
+    assert cyan >= 10, cyan
     import zipfile
     assert "policy.pth" in zipfile.ZipFile(out / "policy.zip").namelist()
 
@@ -51,6 +58,8 @@ def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
     (["train", "armtwin/NoSuch-v0"], "unknown environment"),
     (["train", "armtwin/ScaraReach-v0", "--steps", "0"], "--steps"),
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "nokeyvalue"], "KEY=VALUE"),
+    (["train", "armtwin/ScaraReach-v0", "--env-kw", "render_mode=\"rgb_array\""], "render_mode"),
+    (["train", "armtwin/ScaraTrack-v0", "--env-kw", "program=\"no_such_program.ngc\""], "no such file"),
 ])
 def test_train_bad_input_is_one_line_exit_2(argv, needle, capsys):
     _require_stable_baselines3()
