@@ -9,4 +9,11 @@ Importing this package registers the Gymnasium ids (``armtwin/IRB120Reach-v0`` â
 Gymnasium but not PyBullet, which loads only when an environment is made.
 """
 
+from pathlib import Path
+
 from . import registration  # noqa: F401  (registers the armtwin/* Gymnasium ids)
+
+
+def examples_dir() -> Path:
+    """armtwin's ``examples/`` folder of G-code programs (may not exist)."""
+    return Path(__file__).resolve().parent.parent / "examples"

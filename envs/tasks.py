@@ -326,6 +326,38 @@ class TimedPath:
         return T
 
 
+#: file name endings taken as G-code files (anything else without a line break may be a one-line program)
+GCODE_SUFFIXES = (".ngc", ".nc", ".gcode", ".gc", ".tap", ".cnc")
+
+
+def program_text(program: str) -> str:
+    """The G-code of ``program``: a program's text, or a file — as given, or in armtwin's examples folder.
+
+    A one-line string that names no file and does not look like a path (no ``/``, no G-code
+    file ending) is taken as the text of a one-line program.
+
+    Raises:
+        FileNotFoundError: ``program`` looks like a file name but no such file exists.
+    """
+    import os
+    from pathlib import Path
+
+    from . import examples_dir
+
+    if "\n" in program:
+        return program
+    p = Path(program)
+    if p.is_file():
+        return p.read_text()
+    if p.suffix.lower() in GCODE_SUFFIXES or "/" in program or os.sep in program:
+        ex = examples_dir()
+        for cand in (ex / p, ex / p.name):
+            if cand.is_file():
+                return cand.read_text()
+        raise FileNotFoundError(f"G-code program {program}: no such file (looked in {Path.cwd()} and {ex})")
+    return program
+
+
 def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> TimedPath:
     """The timed tool path of a G-code program (file name or text) as armtwin's planner times it.
 
@@ -338,7 +370,7 @@ def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> Time
     from ..controllers.gcode import load_program, machine_for
     from ..controllers.gcode.planner import plan
 
-    text = Path(program).read_text() if "\n" not in program and Path(program).is_file() else program
+    text = program_text(program)
     machine = machine_for(spec, origin_mm) if origin_mm is not None else machine_for(spec)
     prog = load_program(text, spec, machine)
     if not prog.ok:

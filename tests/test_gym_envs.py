@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -298,6 +299,20 @@ def test_documented_defaults_match_the_signatures(cls):
     for name, text in listed.items():
         if name in base:
             assert repr(base[name].default).strip("'") == text.strip('"'), name
+
+
+def test_program_text_finds_files_and_examples_and_refuses_missing_files(tmp_path, monkeypatch):
+    from armtwin.envs.tasks import program_text
+
+    square = (Path(__file__).resolve().parents[1] / "examples" / "scara_square.ngc").read_text()
+    monkeypatch.chdir(tmp_path)  # not the repository: examples/... is found in armtwin's examples folder
+    assert program_text("examples/scara_square.ngc") == square == program_text("scara_square.ngc")
+    (tmp_path / "mine.nc").write_text("G0 X1\n")
+    assert program_text("mine.nc") == "G0 X1\n"
+    assert program_text("G0 X1 Y2.5") == "G0 X1 Y2.5"          # a one-line program
+    for missing in ("/nonexistent.ngc", "no_such.ngc", "sub/dir"):
+        with pytest.raises(FileNotFoundError, match="no such file"):
+            program_text(missing)
 
 
 def test_track_a_gcode_program_from_examples():
