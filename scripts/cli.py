@@ -151,6 +151,23 @@ class StderrProgress:
             print(file=sys.stderr, flush=True)
 
 
+def output_file(path: str, opt: str, suffixes: tuple[str, ...] = ()) -> str:
+    """Check an output file option before anything runs: its ending (one of ``suffixes``, if
+    given), and its folder, which is created when missing (as ``out/`` on a fresh clone).
+
+    Raises:
+        CliError: a wrong ending, or a folder that cannot be created (naming ``opt`` and why).
+    """
+    from pathlib import Path
+    if suffixes and not path.lower().endswith(suffixes):
+        raise CliError(f"{opt} {path}: use a {' or '.join(suffixes)} file name")
+    try:
+        Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot create its folder: {exc.strerror or exc}") from None
+    return path
+
+
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

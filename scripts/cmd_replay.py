@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from .cli import CliError, get_robot
+from .cli import CliError, get_robot, output_file
 from .cmd_plot import read_log
 
 #: the servo twin stands this far (m, +y) from the virtual one, in units of the robot's reach
@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.sim import Camera, JointMode, PhysicsConfig, World
     from ..envs.video import VideoRecorder
     spec = get_robot(args.robot)
-    if not args.video.lower().endswith((".mp4", ".gif")):
-        raise CliError("--video: use a .mp4 or .gif file name")
+    output_file(args.video, "--video", (".mp4", ".gif"))
     if not (0 < args.fps <= 240):
         raise CliError("--fps must be in (0, 240]")
     log = read_log(args.log)

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .cli import CliError, StderrProgress, add_json_flag, print_json
+from .cli import CliError, StderrProgress, add_json_flag, output_file, print_json
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
 
 
@@ -55,15 +55,10 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
     from ..envs.sim import JointMode
     check_outputs(args.program, {"--log": args.log, "--video": args.video})
-    for opt in ("video", "log"):
-        path = getattr(args, opt)
-        if path:
-            try:
-                Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise CliError(f"--{opt}: cannot create the folder of {path}: {exc.strerror or exc}") from None
-    if args.video and not args.video.lower().endswith((".mp4", ".gif")):
-        raise CliError("--video: use a .mp4 or .gif file name")
+    if args.video:
+        output_file(args.video, "--video", (".mp4", ".gif"))
+    if args.log:
+        output_file(args.log, "--log")
     if not (0 < args.fps <= 240):
         raise CliError("--fps must be in (0, 240]")
     spec, machine, rep = check(args, quiet=args.json)

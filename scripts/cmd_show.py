@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CliError, get_robot, print_json
+from .cli import CliError, get_robot, output_file, print_json
 
 
 def register(sub) -> None:
@@ -92,11 +92,7 @@ def run(args: argparse.Namespace) -> int:
     spec = get_robot(args.robot)
     if not args.video:
         raise CliError("armtwin show renders headless: give --video FILE.mp4 (or .gif)")
-    path = Path(args.video)
-    if path.suffix.lower() not in VIDEO_SUFFIXES:
-        raise CliError(f"--video {path}: the file must end in .mp4 or .gif")
-    if path.parent != Path("") and not path.parent.is_dir():
-        raise CliError(f"--video {path}: folder {path.parent} does not exist")
+    path = Path(output_file(args.video, "--video", VIDEO_SUFFIXES))
     if not (np.isfinite(args.seconds) and 0.1 <= args.seconds <= 600):
         raise CliError(f"--seconds must be between 0.1 and 600, got {args.seconds:g}")
     if not (np.isfinite(args.fps) and 1 <= args.fps <= 120):

@@ -260,7 +260,7 @@ def _run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
 
 
 def test_armtwin_show_smoke_and_clean_json(tmp_path):
-    out = tmp_path / "show.mp4"
+    out = tmp_path / "new" / "folder" / "show.mp4"   # created, as run and replay do
     p = _run_cli("show", "scara", "--video", str(out), "--seconds", "0.5", "--fps", "10", "--size", "96x72",
                  "--gif", "--json")
     assert p.returncode == 0, p.stderr
@@ -276,6 +276,7 @@ def test_armtwin_show_smoke_and_clean_json(tmp_path):
     (("show", "irb120"), "--video"),
     (("show", "irb120", "--video", "x.mp4", "--seconds", "0"), "--seconds"),
     (("show", "irb120", "--video", "x.mp4", "--size", "12x3"), "--size"),
+    (("show", "irb120", "--video", "/proc/no/such/x.mp4"), "cannot create its folder"),
 ])
 def test_armtwin_show_rejects_bad_input_in_one_line(args, words):
     p = _run_cli(*args)
