@@ -38,6 +38,7 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true", help="fewer sweep points (payload 0 and rated; coarser dt search)")
     p.add_argument("--no-sweeps", action="store_true", help="only the main table (no payload / dt sweeps)")
     p.add_argument("--video", action="store_true", help="also write compare.mp4: the three models side by side")
+    p.add_argument("--gif", action="store_true", help="with --video: also write compare.gif")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -195,28 +196,28 @@ def plot_dt(path: Path, searches, title: str) -> None:
     plt.close(fig)
 
 
-def write_video(path: Path, spec, traj, dt: float, payload: float) -> Path:
+def write_video(path: Path, spec, traj, dt: float, payload: float, gif: bool = False) -> list[Path]:
     """The three models side by side in one world (kinematic, hinge, articulation from left to right)."""
     from ..envs.sim import Camera, JointMode, PhysicsConfig, World
     from ..envs.video import VideoRecorder
-    gap = 2.2 * spec.reach + 0.3
+    gap = 1.7 * spec.reach + 0.2
     modes = (JointMode.KINEMATIC, JointMode.HINGE, JointMode.ARTICULATION)
     with World(PhysicsConfig(dt=dt)) as world:
         robots = [world.add_robot(spec, m, q0=traj.q0, payload=payload, position=(0.0, (i - 1) * gap, 0.0))
                   for i, m in enumerate(modes)]
         zc = 0.5 * max(spec.reach, 0.6)
-        cam = Camera((0.2 * spec.reach, 0.0, 0.8 * zc), 1.3 * gap + 0.8, azimuth=0.0, elevation=15.0, fov=40.0)
+        cam = Camera((0.2 * spec.reach, 0.0, 0.8 * zc), 1.15 * gap + 0.6, azimuth=0.0, elevation=15.0, fov=40.0)
         n = int(np.ceil(traj.duration / dt - 1e-9))
         t = dt * np.arange(1, n + 1)
         q, qd, _ = traj.sample(t)
-        with VideoRecorder(world, robots[1], path, camera=cam, fps=30, size=(960, 360), overlay=True,
+        with VideoRecorder(world, robots[1], path, camera=cam, fps=30, size=(960, 360), overlay=True, gif=gif,
                            expected_duration=traj.duration) as rec:
             for k in range(n):
                 for r in robots:
                     r.command(q[k], qd[k])
                 world.step()
                 rec.maybe_capture({"label": "kinematic | hinge | articulation", "payload": f"{payload:g} kg"})
-        return Path(rec.result.paths[0]) if rec.result and rec.result.paths else path
+        return [Path(p) for p in rec.result.paths]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -265,7 +266,10 @@ def run(args: argparse.Namespace) -> int:
         plot_dt(paths["dt"], searches, f"{spec.title}: {args.motion}, payload 0 kg")
     if args.video:
         _progress("rendering the side-by-side video")
-        paths["video"] = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1])
+        videos = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1], gif=args.gif)
+        paths["video"] = videos[0]
+        if len(videos) > 1:
+            paths["gif"] = videos[1]
     limits = {s.mode.value: {"largest_stable_dt_s": s.largest_stable_dt, "capped": s.capped,
                              "first_unstable_dt_s": s.first_unstable_dt} for s in searches}
     if args.json:
