@@ -273,6 +273,11 @@ class RigLink:
         """True while the port is open."""
         return self._port is not None
 
+    @property
+    def is_open(self) -> bool:
+        """True from :meth:`open` until :meth:`close` (also while it reconnects a lost port)."""
+        return self._thread is not None
+
     # ----- sending ------------------------------------------------------------------------
     def _now_us(self) -> int:
         return int((time.monotonic() - self._t0) * 1e6) & 0xFFFFFFFF
@@ -887,15 +892,28 @@ except ImportError:  # pragma: no cover - gymnasium is a core dependency
 class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
     """Mirror an armtwin Gymnasium env's robot to the rig after every step (virtual → real).
 
+    Each ``step`` first lets the env step (the policy commands the simulated robot and the
+    world advances), then sends the mapped joints to the rig as targets and adds
+    ``info["twin"]`` = {"error_deg", "servo_deg", "latency_ms", "faults"}: ΔE, the servo
+    joints, the latency and the link/rig faults of that sample. ``reset`` re-sends the mode
+    (the rig may have rebooted); the log's sample numbers and clock run on across episodes.
+    The other direction, the rig's measured joints driving the simulated ones, is
+    :class:`TwinSync` with ``Direction.REAL_TO_VIRTUAL`` (``armtwin sync --direction
+    real-to-virtual``): in an env the policy commands those joints, so a wrapper cannot also
+    hand them to the rig without one overriding the other.
+
     Assumption: ``env.unwrapped.robot`` is the env's :class:`armtwin.envs.sim.SimRobot`
-    (true for the armtwin envs; any env exposing such an attribute works). The wrapper
-    adds ``info["twin"]`` = {"error_deg", "servo_deg", "latency_ms", "faults"} to each step.
+    (true for the armtwin envs; any env exposing such an attribute works).
 
     Args:
         env: the env to wrap.
         link: an open :class:`RigLink`.
         joints: 0-based robot joint indices mapped to the rig's motors.
         log: optional :class:`TwinLog`.
+
+    Raises:
+        ValueError: the env has no robot, or ``link`` is not open (every step would only
+            report LINK).
     """
 
     def __init__(self, env, link: RigLink, joints: Sequence[int] = (0, 1), log: TwinLog | None = None) -> None:
@@ -903,6 +921,8 @@ class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
         robot = getattr(env.unwrapped, "robot", None)
         if robot is None or not hasattr(robot, "command"):
             raise ValueError("TwinSyncWrapper needs env.unwrapped.robot to be a SimRobot")
+        if not getattr(link, "is_open", False):
+            raise ValueError("TwinSyncWrapper needs an open RigLink: call link.open() or use `with RigLink(...) as link`")
         self.sync = TwinSync(robot, link, SyncConfig(tuple(joints), Direction.VIRTUAL_TO_REAL), log)
 
     def reset(self, **kwargs):

@@ -31,6 +31,8 @@ def read_log(path: str) -> dict:
             rows = list(csv.reader(f))
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error):
+        raise CliError(f"{path}: not a twin log (not a text CSV file)") from None
     if not rows or rows[0][:2] != ["STT", "Time"] or rows[0][-1] != "Fault":
         raise CliError(f"{path}: not a twin log (expected a header STT, Time, …, Fault)")
     head = rows[0]

@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.rig import Emulator, RigLinkError, build_emulator
     if not (300 <= args.baud <= 10_000_000):
         raise CliError(f"--baud {args.baud}: must be between 300 and 10000000 bit/s")
+    if args.seconds is not None and not 0 < args.seconds < float("inf"):  # also refuses nan
+        raise CliError(f"--seconds {args.seconds}: must be a positive number of seconds")
     try:
         print("armtwin: building the rig emulator (if needed)…", file=sys.stderr)
         exe = build_emulator()

@@ -20,7 +20,8 @@ import signal
 import sys
 import threading
 
-from .cli import CliError, get_robot
+from .cli import CliError, get_robot, output_file
+from .cmd_run import _same_file, check_outputs
 
 
 def register(sub) -> None:
@@ -36,6 +37,11 @@ def register(sub) -> None:
     p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
     p.add_argument("--baud", type=int, default=115200, help="serial speed, bit/s (default 115200)")
     p.add_argument("--log", required=True, help="CSV log path")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="S",
+                   help="give up (exit 1, nothing logged) when the rig has not answered within S seconds of opening "
+                        "the port; 0: run on without an answer, every sample logged with LINK. Default: 5 s for a "
+                        "sync without an end, 0 when --seconds, --samples or --program ends it "
+                        "(an Arduino needs ~2 s to boot when its port opens)")
     p.add_argument("--power-test", action="store_true",
                    help="the published fault test: cut the rig's power at sample 3000, restore at 3150, cut at 3600, restore at 3750")
     p.add_argument("--joint-mode", default="kinematic",
@@ -103,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--samples {args.samples}: must be >= 1")
     if not 1 <= args.rate <= 5000:
         raise CliError(f"--rate {args.rate}: must be between 1 and 5000 Hz")
+    if args.connect_timeout is not None and not 0 <= args.connect_timeout <= 600:  # also refuses nan
+        raise CliError(f"--connect-timeout {args.connect_timeout}: must be between 0 and 600 s")
+    if args.program:
+        check_outputs(args.program, {"--log": args.log})
+    if _same_file(args.log, args.port):
+        raise CliError(f"--log {args.log}: is the serial port itself")
+    output_file(args.log, "--log")
     for j in joints:
         if spec.prismatic[j]:
             raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
@@ -135,10 +148,18 @@ def run(args: argparse.Namespace) -> int:
         robot = world.add_robot(spec, mode=joint_mode)
         if source is not None and args.program:
             robot.reset(source(0.0))  # the program's start pose
-        if link.request_hello(timeout=3.0) is None:  # an Arduino reboots when its port opens
+        give_up = args.connect_timeout
+        if give_up is None:  # a sync without an end must not wait forever for a rig that is not there
+            give_up = 5.0 if seconds is None and args.samples is None else 0.0
+        wait = give_up if give_up > 0 else 3.0
+        if link.request_hello(timeout=wait) is None:  # an Arduino reboots when its port opens
             if link.stats.dropped_by_kind.get("version"):
                 raise CliError(f"{args.port}: the rig speaks another protocol version (this host speaks "
                                f"version {rp.PROTOCOL_VERSION}; see docs/PROTOCOL.md)")
+            if give_up > 0 and link.stats.states_rx == 0:
+                print(f"armtwin: error: {args.port}: no answer from the rig within {wait:g} s (is it powered, "
+                      f"on this port, at {args.baud} baud?); nothing was logged", file=sys.stderr)
+                return 1
             print(f"armtwin: warning: no HELLO answer from {args.port}; continuing (the log's Fault column will tell)",
                   file=sys.stderr)
         log = TwinLog(args.log, joints)

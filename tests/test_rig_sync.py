@@ -175,6 +175,17 @@ def test_wrapper_needs_a_robot():
         TwinSyncWrapper(NoRobot(), link=None)
 
 
+def test_wrapper_needs_an_open_link(emu):
+    env = StandInEnv()
+    link = RigLink(emu.device)
+    with pytest.raises(ValueError, match="open RigLink"):
+        TwinSyncWrapper(env, link)
+    with link:
+        TwinSyncWrapper(env, link)  # open: accepted
+    assert not link.is_open
+    env.close()
+
+
 def test_cli_sync_and_plot(emu, tmp_path, capsys):
     log = str(tmp_path / "twin.csv")
     rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--direction", "virtual-to-real",
@@ -216,10 +227,11 @@ def check_cli_log(rows, out, n, rate=500.0, max_late_s=0.05):
     (["--direction", "sideways"], "direction"),
     (["--port", "/dev/nonexistent-rig"], "cannot open"),
     (["--samples", "0"], "--samples"),
+    (["--connect-timeout", "nan"], "--connect-timeout"),
 ])
 def test_cli_sync_bad_input(argv, msg, capsys, tmp_path):
     base = {"--port": "/dev/null", "--robot": "irb120", "--joints": "1,2", "--direction": "virtual-to-real"}
-    if argv[1] == "3":
+    if argv[1] == "3" and argv[0] == "--joints":
         base["--robot"] = "scara"
     base[argv[0]] = argv[1]
     args = ["sync", "--seconds", "0.1", "--log", str(tmp_path / "x.csv")] + [v for kv in base.items() for v in kv]
@@ -233,6 +245,16 @@ def test_cli_plot_bad_file(tmp_path, capsys):
     p.write_text("a,b\n1,2\n")
     assert main(["plot", str(p)]) == 2
     assert "not a twin log" in capsys.readouterr().err
+    p.write_bytes(bytes(range(128, 256)) * 4)     # binary
+    assert main(["plot", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert str(p) in err and "not a twin log" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf"])
+def test_cli_rig_emulate_refuses_a_bad_duration(seconds, capsys):
+    assert main(["rig", "emulate", "--seconds", seconds]) == 2
+    assert "--seconds" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
@@ -341,3 +363,37 @@ def test_cli_sync_fails_when_the_rig_never_answers(tmp_path, capsys):
     assert code == 1 and "no state ever came back from the rig" in err
     rows = log.read_text().splitlines()
     assert len(rows) == 61 and all(r.endswith("LINK") for r in rows[1:])  # every sample logged, flagged
+
+
+def test_cli_sync_without_an_end_gives_up_on_a_silent_port(tmp_path, capsys):
+    import os
+    import pty
+    master, slave = pty.openpty()  # a port that accepts bytes but never answers
+    try:
+        log = tmp_path / "twin.csv"
+        code = main(["sync", "--port", os.ttyname(slave), "--robot", "irb120", "--connect-timeout", "0.5",
+                     "--log", str(log)])          # no --seconds, --samples or --program: it would never end
+        err = capsys.readouterr().err
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert code == 1 and "no answer from the rig within 0.5 s" in err and "Traceback" not in err
+    assert not log.exists()
+
+
+def test_cli_sync_never_writes_its_log_over_the_program_or_the_port(tmp_path, capsys):
+    import os
+    import pty
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G0 X0 Y0 Z10\n")
+    master, slave = pty.openpty()
+    try:
+        for log in (str(tmp_path / "sub" / ".." / "p.ngc"), os.ttyname(slave)):
+            code = main(["sync", "--port", os.ttyname(slave), "--robot", "irb120", "--program", str(prog),
+                         "--seconds", "0.2", "--log", log])
+            err = capsys.readouterr().err
+            assert code == 2 and ("is the program itself" in err or "is the serial port itself" in err), err
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert prog.read_text() == "G0 X0 Y0 Z10\n"
