@@ -47,16 +47,12 @@ from ..controllers.transforms import (
     transform,
 )
 from ..robots import RobotSpec
+from . import examples_dir
 from .sim import JointMode, PhysicsConfig, World
 
 __all__ = ["MoveResult", "Pendant", "PendantConfig", "PendantCore", "examples_dir", "gcode_for_points"]
 
 _ROT = {"x": rot_x, "y": rot_y, "z": rot_z}
-
-
-def examples_dir() -> Path:
-    """The repository's ``examples/`` folder (may not exist)."""
-    return Path(__file__).resolve().parent.parent / "examples"
 
 
 @dataclass(frozen=True)
@@ -381,16 +377,25 @@ class PendantCore:
         return gcode_for_points(self.spec, self.points, feed_mm_min=self.config.feed,
                                 title=datetime.now().strftime("%Y-%m-%d %H:%M"))
 
-    def save_gcode(self, name: str | Path) -> Path:
-        """Write the recorded points as a ``.ngc`` file (in the config's save folder if relative)."""
+    def save_gcode(self, name: str) -> Path:
+        """Write the recorded points as ``<name>.ngc`` in the config's save folder.
+
+        ``name`` comes from the browser, so it must be a plain file name: no folder, no ``..``,
+        no leading dot; ``.ngc`` is added when missing. Nothing is written outside the save folder.
+
+        Raises:
+            ValueError: no points yet, or a name that is not a plain file name (the reason).
+        """
         if not self.points:
             raise ValueError("no points recorded yet")
-        path = Path(name)
-        if path.suffix.lower() != ".ngc":
-            path = path.with_suffix(".ngc")
-        if not path.is_absolute():
-            path = Path(self.config.save_dir) / path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        name = str(name).strip()
+        if not name or name in (".", "..") or name.startswith(".") or any(c in name for c in "/\\\0:"):
+            raise ValueError(f"{name!r} is not a plain file name (no folders; it is saved in {self.config.save_dir})")
+        if not name.lower().endswith(".ngc"):
+            name += ".ngc"
+        folder = Path(self.config.save_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
         path.write_text(self.gcode())
         return path
 

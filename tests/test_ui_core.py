@@ -95,6 +95,16 @@ def test_branch_selector_picks_the_asked_branch():
         c.close()
 
 
+def test_save_stays_in_the_save_folder(core, tmp_path):
+    core.record_point()
+    for bad in ("../escape", "/tmp/abs.ngc", "sub/dir.ngc", "..", "", "  ", ".hidden", "a\\b", "c:x"):
+        with pytest.raises(ValueError, match="plain file name"):
+            core.save_gcode(bad)
+    assert not (core.config.save_dir.parent / "escape.ngc").exists()
+    assert core.save_gcode("cell 1.v2").name == "cell 1.v2.ngc"
+    assert core.save_gcode("Done.NGC").parent == core.config.save_dir
+
+
 def test_record_save_and_run_the_taught_program(core):
     spec = core.spec
     core.jog_tool("x", -1, 20.0)
