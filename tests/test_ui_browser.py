@@ -135,21 +135,31 @@ def test_slider_and_jog_move_the_simulated_robot(pendant, page):
 
     # drag J1's slider to three quarters of its track
     track = page.locator(".mantine-Slider-track").first
-    box = track.bounding_box()
-    x0, y = box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2
-    x1 = box["x"] + box["width"] * 0.75
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(x1, y, steps=4)
-    page.mouse.up()
+    thumb = page.get_by_role("slider").first
+    before = thumb.get_attribute("aria-valuenow")
     lo, hi = spec.to_display(spec.lower)[0], spec.to_display(spec.upper)[0]
     expected = lo + 0.75 * (hi - lo)  # deg, where the pointer let go
     tol = 0.05 * (hi - lo)  # deg: the pointer is not pixel-exact
-
-    # the slider's value as the page holds it; the server has it once J1 equals it and stays there
-    thumb = page.get_by_role("slider").first
-    shown = float(_wait(lambda: thumb.get_attribute("aria-valuenow"), "J1's slider value"))
+    shown = None
+    for _attempt in range(3):  # a drag that lands while the panel still lays itself out is repeated
+        track.scroll_into_view_if_needed()
+        box = track.bounding_box()
+        x0, y = box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2
+        x1 = box["x"] + box["width"] * 0.75
+        page.mouse.move(x0, y)
+        page.mouse.down()
+        page.mouse.move(x1, y, steps=4)
+        page.mouse.up()
+        # the slider's value as the page holds it, once the page has rendered the drag
+        try:
+            shown = float(_wait(lambda: v if (v := thumb.get_attribute("aria-valuenow")) != before else None,
+                                "J1's slider to take the drag", timeout=3.0))
+            break
+        except AssertionError:
+            continue
+    assert shown is not None, f"three drags did not move J1's slider from {before}"
     assert abs(shown - expected) < tol, f"the slider shows {shown}, the pointer let go at {expected:.1f} deg"
+    # the server has it once J1 equals it and stays there
     q1 = _wait_steady(core.joints, lambda q: abs(np.degrees(q[0]) - shown) < 1e-6,
                       f"J1 to follow the slider to {shown} deg and stay")
     assert float(thumb.get_attribute("aria-valuenow")) == shown  # no later value from the page
