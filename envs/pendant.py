@@ -188,11 +188,34 @@ class PendantCore:
         self.program_name: str | None = None
         self.version = 0  # bumps whenever the commanded joints change
         self._chain = chain_of(spec)
+        self.twin = None  # TwinSync once a rig is attached
+        self.twin_sample = None  # its newest SyncSample
 
     # ----- state ------------------------------------------------------------------------
     def close(self) -> None:
+        """Close the rig link and its log (if attached) and the world (idempotent)."""
         with self.lock:
+            twin, self.twin = self.twin, None
+            if twin is not None:
+                try:
+                    twin.link.close()
+                finally:
+                    if twin.log is not None:
+                        twin.log.close()
             self.world.close()
+
+    def attach_rig(self, link, joints=(0, 1), log=None) -> None:
+        """Let the simulated robot command the servo rig (virtual → real), one sample per :meth:`tick`.
+
+        Args:
+            link: an open :class:`~armtwin.envs.rig.RigLink`.
+            joints: 0-based robot joints mapped to the rig's motors.
+            log: optional :class:`~armtwin.envs.rig.TwinLog` (closed by :meth:`close`).
+        """
+        from .rig import Direction, SyncConfig, TwinSync
+        with self.lock:
+            self.twin = TwinSync(self.robot, link, SyncConfig(tuple(joints), Direction.VIRTUAL_TO_REAL), log)
+            self.twin.start()
 
     @property
     def running_program(self) -> bool:
@@ -212,6 +235,8 @@ class PendantCore:
                         self.robot.command(q)
                     self.version += 1
                 self.world.step()
+            if self.twin is not None:  # the rig follows at the pendant's rate; faults show, never raise
+                self.twin_sample = self.twin.step()
 
     def joints(self) -> np.ndarray:
         """(n,) joint positions as the engine has them now, rad / m (a copy, read under the lock).
@@ -235,16 +260,22 @@ class PendantCore:
             return self.robot.flange_pose()
 
     def readout(self) -> dict[str, Any]:
-        """Joint values (display units), tool pose (mm, URDF RPY deg), time, mode."""
+        """Joint values (display units), tool pose (mm, URDF RPY deg), time, mode; with a rig attached,
+        ``twin``: its joints (1-based), servo joints and ΔE (deg), latency (ms), faults ("OK", "LINK", …)."""
         with self.lock:
             q = self.robot.q
             T = self.robot.flange_pose()
             t = self.world.time
             mode = self.robot.mode.value
+            s, twin = self.twin_sample, None
+            if s is not None and self.twin is not None:
+                twin = {"joints": [j + 1 for j in self.twin.idx], "servo_deg": np.asarray(s.servo_deg),
+                        "error_deg": np.asarray(s.error_deg), "latency_ms": float(s.latency_ms),
+                        "faults": s.faults.names()}
         return {"time": t, "mode": mode, "joints": self.spec.to_display(q), "units": self.spec.display_units(),
                 "position_mm": T[:3, 3] * 1000.0, "rpy_deg": np.degrees(matrix_to_rpy(T[:3, :3])),
                 "target": self.spec.to_display(self.q_target), "program_line": self.program_line,
-                "stable": self.robot.stable}
+                "stable": self.robot.stable, "twin": twin}
 
     # ----- joint space --------------------------------------------------------------------
     def set_mode(self, mode: JointMode | str) -> None:
@@ -878,7 +909,7 @@ class Pendant:
         line = f"  \nprogram line {r['program_line']}" if r["program_line"] else ""
         warn = "  \n**unstable**" if not r["stable"] else ""
         return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s  \n{joints}  \n"
-                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
+                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}{_twin_text(r['twin'])}")
 
     # ----- life cycle -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -905,6 +936,16 @@ class Pendant:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _twin_text(tw: dict | None) -> str:
+    """The readout's rig line (markdown; empty without a rig)."""
+    if tw is None:
+        return ""
+    servo = " ".join(f"J{j} {v:.1f}°" for j, v in zip(tw["joints"], tw["servo_deg"]))
+    err = " ".join(f"{e:+.2f}" for e in tw["error_deg"])
+    faults = tw["faults"] if tw["faults"] == "OK" else f"**{tw['faults']}**"
+    return f"  \nrig: {servo} · ΔE {err}° · latency {tw['latency_ms']:.1f} ms · {faults}"
 
 
 def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:

@@ -51,8 +51,9 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def parse_joints(text: str, dof: int) -> tuple[int, ...]:
-    """"1,2" -> (0, 1) with checks (CliError on bad input)."""
+def parse_joints(text: str, spec) -> tuple[int, ...]:
+    """"1,2" -> (0, 1): 1 or 2 different revolute joints of ``spec`` (CliError on bad input)."""
+    dof = spec.dof
     try:
         js = tuple(int(v) - 1 for v in text.split(","))
     except ValueError:
@@ -62,6 +63,8 @@ def parse_joints(text: str, dof: int) -> tuple[int, ...]:
     for j in js:
         if not 0 <= j < dof:
             raise CliError(f"--joints {text!r}: joint {j + 1} does not exist (1..{dof})")
+        if spec.prismatic[j]:
+            raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
     return js
 
 
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from ..controllers import rigproto as rp
     from ..envs.sim import PhysicsConfig, World
     spec = get_robot(args.robot)
-    joints = parse_joints(args.joints, spec.dof)
+    joints = parse_joints(args.joints, spec)
     try:
         direction = Direction.parse(args.direction)
     except ValueError as exc:
@@ -116,9 +119,6 @@ def run(args: argparse.Namespace) -> int:
     if _same_file(args.log, args.port):
         raise CliError(f"--log {args.log}: is the serial port itself")
     output_file(args.log, "--log")
-    for j in joints:
-        if spec.prismatic[j]:
-            raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
     from ..envs.sim import JointMode
     try:
         joint_mode = JointMode.parse(args.joint_mode)
