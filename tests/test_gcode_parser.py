@@ -32,6 +32,19 @@ def test_words_comments_case_and_line_numbers():
         assert parse_line(empty) is None
 
 
+def test_a_clean_file_gives_lines_that_behave_as_a_sequence_of_parsed_lines():
+    from armtwin.controllers.gcode.parser import Lines, ParsedLine
+    text = "N5 G1 X1 Y2 F600\n(c)\ng0 z3\nM30\n"
+    lines = parse_program(text).lines
+    assert isinstance(lines, Lines) and len(lines) == 3
+    slow = parse_program(text + "G1 X1 @\n").lines           # the checking path: a tuple of ParsedLine
+    assert lines == slow[:3] and list(lines) == list(slow[:3])
+    assert isinstance(lines[0], ParsedLine) and lines[0].n == 5 and lines[0].words == {"X": 1.0, "Y": 2.0, "F": 600.0}
+    assert lines[-1].m == 30.0 and lines[-1].lineno == 4 and lines[1].text == "g0 z3"
+    assert isinstance(lines[1:], Lines) and [p.lineno for p in lines[1:]] == [3, 4]
+    assert lines == slow and lines != slow[:2] and lines != "not lines"   # the faulty line is left out
+
+
 def test_percent_stands_alone_on_its_line():
     res = parse_program("%\nG1 X1 %\n% G0 X0\n%\x1c\n \t%\r\n")
     assert [(f.line, f.column) for f in res.faults] == [(2, 7), (3, 1), (4, 1)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
@@ -477,7 +478,7 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     truncated = lines.truncated if isinstance(lines, ParseResult) else False
     src = lines.lines if isinstance(lines, ParseResult) else lines
     count = lines.line_count if isinstance(lines, ParseResult) else 0
-    if not isinstance(src, (list, tuple)):
+    if not isinstance(src, Sequence):  # parse_program's Lines is one (made line by line as it is read)
         src = list(src)
     blocks: list = []
     extend = blocks.extend
