@@ -194,11 +194,20 @@ def test_typed_reachable_target_moves_the_tool_there(pendant, page):
     assert "IK ok" in _wait(lambda: t if "IK ok" in (t := _status(page)) else None, "the status to report the IK move")
     np.testing.assert_allclose(core.tool_pose(q1)[:3, 3] * 1000, goal, atol=1e-3)
     _wait_readout(page, np.degrees(q1), goal, f"the tool at {goal} mm")
+    # the sliders show the new joints; the browser snapping them to the slider step moves nothing
+    for k in range(core.spec.dof):
+        s = page.get_by_role("slider").nth(k)
+        _wait(lambda: True if abs(float(s.get_attribute("aria-valuenow")) - np.degrees(q1[k])) < 0.051 else None,
+              f"J{k + 1}'s slider to show the IK joints")
+    q_rest = _wait_steady(core.joints, lambda q: True, "the joints to rest")
+    np.testing.assert_array_equal(q_rest, q1)
 
 
 def test_typed_unreachable_target_is_shown_and_not_applied(pendant, page):
     core = pendant.core
-    q_before, target_before = core.joints(), core.target_joints()
+    # the previous test's move is over: the joints are steady at their target
+    q_before = _wait_steady(core.joints, lambda q: np.allclose(q, core.target_joints(), atol=1e-9), "the joints to rest")
+    target_before = core.target_joints()
     _type_target(page, pendant, np.array([3000.0, 0.0, 500.0]))  # 3 m out: the IRB 120 reaches 0.58 m
     status = _wait(lambda: t if "not applied" in (t := _status(page)) else None, "the status to report the target")
     assert "unreachable" in status
