@@ -7,10 +7,14 @@ Two layers:
   with a branch choice (:func:`armtwin.controllers.ik.solve`), taught points, G-code export
   and program runs. Every motion goes through ``SimRobot.command`` and is advanced by
   :meth:`PendantCore.tick` (``World.step``) — the one command path. Thread-safe (one lock).
+  With :meth:`PendantCore.attach_rig` the simulated robot also commands the servo rig
+  (virtual → real, :class:`armtwin.envs.rig.TwinSync`): one twin sample per tick, on the
+  thread that steps the world, so exactly one thread touches PyBullet.
 * :class:`Pendant` — the viser server: the robot's URDF mirrored live from the simulated
   joints, sliders, jog buttons, a draggable target (transform gizmo) that can also be typed
   as X/Y/Z in mm ("go to XYZ"), readouts, the joint model, teach/save and run-program
-  controls; a background thread runs the simulation in real time.
+  controls, and a rig panel (servo joints, ΔE, latency, faults) while a rig is attached; a
+  background thread runs the simulation in real time.
 
 Units at this edge: degrees, millimetres (the SCARA's J3 in mm), mm/min for feeds; SI inside.
 
@@ -24,7 +28,9 @@ Usage::
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import threading
 import time
 from collections import deque
@@ -50,7 +56,8 @@ from ..robots import RobotSpec
 from . import examples_dir
 from .sim import JointMode, PhysicsConfig, World
 
-__all__ = ["MoveResult", "Pendant", "PendantConfig", "PendantCore", "examples_dir", "gcode_for_points"]
+__all__ = ["MoveResult", "Pendant", "PendantConfig", "PendantCore", "SaveResult", "examples_dir", "gcode_for_points",
+           "rig_markdown", "safe_file_name"]
 
 _ROT = {"x": rot_x, "y": rot_y, "z": rot_z}
 
@@ -67,7 +74,8 @@ class PendantConfig:
         tool_step: default tool jog step, mm.
         turn_step: default tool turn step, deg.
         feed: feed rate written into saved G-code, mm/min.
-        save_dir: folder where "save as G-code" writes.
+        save_dir: folder where "save as G-code" writes (and nowhere else: the names typed in the
+            page must be plain file names, see :func:`safe_file_name`).
         program_dir: folder listed in the program chooser (default ``examples/``).
     """
 
@@ -103,6 +111,56 @@ class MoveResult:
     q: np.ndarray
     message: str
     branch: str | None = None
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """Outcome of "save as G-code".
+
+    Attributes:
+        saved: the file was written.
+        path: the file written (None when not saved).
+        message: one line for people: where it went, or why nothing was written.
+    """
+
+    saved: bool
+    path: Path | None
+    message: str
+
+
+#: file endings "save as G-code" keeps; any other name gets ``.ngc`` added
+GCODE_SUFFIXES = (".ngc", ".nc", ".gcode")
+#: longest file name "save as G-code" accepts, characters (with the ending)
+MAX_FILE_NAME = 120
+
+
+def safe_file_name(name: str) -> tuple[str | None, str]:
+    """A file name typed in the browser, checked for the save folder.
+
+    Accepts a plain name only: not empty, no folder separators (``/`` or ``\\``), no ``..``,
+    not hidden (leading ``.``), no drive (``:``) and no control characters, at most
+    :data:`MAX_FILE_NAME` characters. Surrounding spaces are dropped; ``.ngc`` is added unless
+    the name ends in one of :data:`GCODE_SUFFIXES` (any case).
+
+    Returns:
+        ``(name, "")`` when accepted (with its ending), else ``(None, why)``.
+    """
+    name = str(name).strip()
+    if not name:
+        return None, "give a file name"
+    if "/" in name or "\\" in name:
+        return None, f"{name!r}: a file name only, no folders"
+    if ".." in name:
+        return None, f"{name!r}: '..' is not allowed in a file name"
+    if name.startswith("."):
+        return None, f"{name!r}: a file name may not start with '.'"
+    if ":" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return None, f"{name!r}: no ':' or control characters in a file name"
+    if not name.lower().endswith(GCODE_SUFFIXES):
+        name += ".ngc"
+    if len(name) > MAX_FILE_NAME:
+        return None, f"a file name of at most {MAX_FILE_NAME} characters, please (got {len(name)})"
+    return name, ""
 
 
 def _axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
@@ -188,41 +246,75 @@ class PendantCore:
         self.program_name: str | None = None
         self.version = 0  # bumps whenever the commanded joints change
         self._chain = chain_of(spec)
-        self.twin = None  # TwinSync once a rig is attached
+        self.twin = None  # TwinSync once a rig is attached (virtual -> real)
         self.twin_sample = None  # its newest SyncSample
+        self.twin_error = ""  # why the newest rig sample could not be taken ("" when it was)
 
     # ----- state ------------------------------------------------------------------------
     def close(self) -> None:
         """Close the rig link and its log (if attached) and the world (idempotent)."""
         with self.lock:
-            twin, self.twin = self.twin, None
-            if twin is not None:
-                try:
-                    twin.link.close()
-                finally:
-                    if twin.log is not None:
-                        twin.log.close()
+            self.detach_rig()
             self.world.close()
 
+    # ----- servo rig (virtual -> real) ------------------------------------------------------
     def attach_rig(self, link, joints=(0, 1), log=None) -> None:
         """Let the simulated robot command the servo rig (virtual → real), one sample per :meth:`tick`.
 
+        Each tick sends the mapped joints as JOINT_TARGETS and reads back the rig's state
+        (:meth:`armtwin.envs.rig.TwinSync.step`); :meth:`readout` shows the servo joints, ΔE,
+        the latency and the faults. The pendant owns ``link`` and ``log`` from now on:
+        :meth:`detach_rig` / :meth:`close` close them.
+
         Args:
             link: an open :class:`~armtwin.envs.rig.RigLink`.
-            joints: 0-based robot joints mapped to the rig's motors.
-            log: optional :class:`~armtwin.envs.rig.TwinLog` (closed by :meth:`close`).
+            joints: 0-based robot joints mapped to the rig's motors 1, 2 (revolute only).
+            log: optional :class:`~armtwin.envs.rig.TwinLog` receiving every sample.
+
+        Raises:
+            ValueError: a rig is attached already, the link is not open, or a joint that does
+                not exist or is prismatic.
         """
         from .rig import Direction, SyncConfig, TwinSync
+        if not getattr(link, "is_open", False):
+            raise ValueError("attach_rig needs an open RigLink (call link.open() first)")
         with self.lock:
-            self.twin = TwinSync(self.robot, link, SyncConfig(tuple(joints), Direction.VIRTUAL_TO_REAL), log)
-            self.twin.start()
+            if self.twin is not None:
+                raise ValueError(f"a rig is attached already ({self.twin.link.url}); detach it first")
+            twin = TwinSync(self.robot, link, SyncConfig(tuple(int(j) for j in joints), Direction.VIRTUAL_TO_REAL), log)
+            twin.start()
+            self.twin, self.twin_sample, self.twin_error = twin, None, ""
+
+    def detach_rig(self) -> None:
+        """Stop driving the rig: close its link (the rig goes IDLE) and its log (idempotent)."""
+        with self.lock:
+            twin, self.twin, self.twin_sample = self.twin, None, None
+        if twin is None:
+            return
+        try:
+            twin.link.close()
+        finally:
+            if twin.log is not None:
+                twin.log.close()
+
+    def _rig_sample(self) -> None:
+        """One twin sample (caller holds the lock). Never raises: a failure is kept in ``twin_error``."""
+        try:
+            self.twin_sample = self.twin.step()
+            self.twin_error = ""
+        except Exception as exc:  # noqa: BLE001 - e.g. the log's disk is full: shown, the pendant goes on
+            self.twin_error = f"{type(exc).__name__}: {exc}"
 
     @property
     def running_program(self) -> bool:
         return bool(self._program)
 
     def tick(self, steps: int = 1) -> None:
-        """Advance the world ``steps`` control steps (program samples are commanded first)."""
+        """Advance the world ``steps`` control steps (program samples are commanded first).
+
+        With a rig attached, one twin sample follows the steps: the rig's targets are the
+        joints the world has now (the pendant's rate, 30 Hz by default, is the sample rate).
+        """
         with self.lock:
             for _ in range(steps):
                 if self._program:
@@ -236,7 +328,7 @@ class PendantCore:
                     self.version += 1
                 self.world.step()
             if self.twin is not None:  # the rig follows at the pendant's rate; faults show, never raise
-                self.twin_sample = self.twin.step()
+                self._rig_sample()
 
     def joints(self) -> np.ndarray:
         """(n,) joint positions as the engine has them now, rad / m (a copy, read under the lock).
@@ -260,22 +352,54 @@ class PendantCore:
             return self.robot.flange_pose()
 
     def readout(self) -> dict[str, Any]:
-        """Joint values (display units), tool pose (mm, URDF RPY deg), time, mode; with a rig attached,
-        ``twin``: its joints (1-based), servo joints and ΔE (deg), latency (ms), faults ("OK", "LINK", …)."""
+        """Joint values (display units), tool pose (mm, URDF RPY deg), time (s), mode, target,
+        program line, stability; ``twin``: :meth:`rig_status` with a rig attached, else None."""
         with self.lock:
             q = self.robot.q
             T = self.robot.flange_pose()
             t = self.world.time
             mode = self.robot.mode.value
-            s, twin = self.twin_sample, None
-            if s is not None and self.twin is not None:
-                twin = {"joints": [j + 1 for j in self.twin.idx], "servo_deg": np.asarray(s.servo_deg),
-                        "error_deg": np.asarray(s.error_deg), "latency_ms": float(s.latency_ms),
-                        "faults": s.faults.names()}
+            twin = self.rig_status()
         return {"time": t, "mode": mode, "joints": self.spec.to_display(q), "units": self.spec.display_units(),
                 "position_mm": T[:3, 3] * 1000.0, "rpy_deg": np.degrees(matrix_to_rpy(T[:3, :3])),
                 "target": self.spec.to_display(self.q_target), "program_line": self.program_line,
                 "stable": self.robot.stable, "twin": twin}
+
+    #: fault events of the twin listed by :meth:`rig_status` (the newest ones)
+    RIG_EVENTS_SHOWN = 3
+
+    def rig_status(self) -> dict[str, Any] | None:
+        """The attached rig as of the newest sample (None without a rig).
+
+        Keys: ``port`` (its URL); ``joints`` (mapped robot joints, 1-based); ``stt`` (sample
+        number, -1 before the first); ``virtual_deg``, ``servo_deg``, ``error_deg`` ((k,) deg:
+        simulated joints, the rig's measured joints — NaN while unknown — and ΔE = virtual −
+        servo); ``latency_ms`` (command out → matching state back, ms; NaN while the link is
+        faulty); ``faults`` ("OK", "LINK", "POWER|STALL", … of that sample; "WAITING" before the
+        first); ``connected`` (the port is open; False while the link reconnects a vanished
+        port); ``states_rx``, ``lost``, ``dropped``, ``reconnect_attempts``, ``reconnects``
+        (link counters); ``events`` (the newest :attr:`RIG_EVENTS_SHOWN` fault changes, e.g.
+        "LINK on at #41 (1.36 s)"); ``error`` (why the newest sample failed, "" normally).
+        """
+        with self.lock:
+            twin, s = self.twin, self.twin_sample
+            if twin is None:
+                return None
+            link, k = twin.link, len(twin.idx)
+            nan = np.full(k, np.nan)
+            st = link.stats
+            events = [f"{e.fault} {'on' if e.on else 'off'} at #{e.stt} ({e.time:.2f} s)"
+                      for e in twin.events[-self.RIG_EVENTS_SHOWN:]]
+            return {"port": link.url, "joints": [j + 1 for j in twin.idx],
+                    "stt": -1 if s is None else int(s.stt),
+                    "virtual_deg": nan.copy() if s is None else np.asarray(s.virtual_deg, float),
+                    "servo_deg": nan.copy() if s is None else np.asarray(s.servo_deg, float),
+                    "error_deg": nan.copy() if s is None else np.asarray(s.error_deg, float),
+                    "latency_ms": math.nan if s is None else float(s.latency_ms),
+                    "faults": "WAITING" if s is None else s.faults.names(),
+                    "connected": bool(link.connected), "states_rx": st.states_rx, "lost": st.lost,
+                    "dropped": st.dropped, "reconnect_attempts": st.reconnect_attempts,
+                    "reconnects": st.reconnects, "events": events, "error": self.twin_error}
 
     # ----- joint space --------------------------------------------------------------------
     def set_mode(self, mode: JointMode | str) -> None:
@@ -408,27 +532,36 @@ class PendantCore:
         return gcode_for_points(self.spec, self.points, feed_mm_min=self.config.feed,
                                 title=datetime.now().strftime("%Y-%m-%d %H:%M"))
 
-    def save_gcode(self, name: str) -> Path:
-        """Write the recorded points as ``<name>.ngc`` in the config's save folder.
+    def save_gcode(self, name: str) -> SaveResult:
+        """Write the recorded points as G-code into the config's save folder, under a plain file name.
 
-        ``name`` comes from the browser, so it must be a plain file name: no folder, no ``..``,
-        no leading dot; ``.ngc`` is added when missing. Nothing is written outside the save folder.
+        ``name`` comes from the browser, so it is checked by :func:`safe_file_name` (no folder,
+        no ``..``, not absolute, not hidden; ``.ngc`` added unless it ends in ``.ngc``, ``.nc`` or
+        ``.gcode``) and the file is opened without following a symbolic link: nothing is
+        written outside the save folder. An existing file of that name is replaced.
 
-        Raises:
-            ValueError: no points yet, or a name that is not a plain file name (the reason).
+        Returns:
+            A :class:`SaveResult`; a refused name, no points yet or a failed write are results
+            (``saved`` False, the reason in ``message``), not exceptions.
         """
-        if not self.points:
-            raise ValueError("no points recorded yet")
-        name = str(name).strip()
-        if not name or name in (".", "..") or name.startswith(".") or any(c in name for c in "/\\\0:"):
-            raise ValueError(f"{name!r} is not a plain file name (no folders; it is saved in {self.config.save_dir})")
-        if not name.lower().endswith(".ngc"):
-            name += ".ngc"
         folder = Path(self.config.save_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / name
-        path.write_text(self.gcode())
-        return path
+        safe, why = safe_file_name(name)
+        if safe is None:
+            return SaveResult(False, None, f"not saved: {why} (files go into {folder})")
+        if not self.points:
+            return SaveResult(False, None, "not saved: no points recorded yet")
+        path = folder / safe
+        text = self.gcode()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)  # the configured folder only, never one from the name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            why = "it is a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            return SaveResult(False, None, f"not saved: {path}: {why}")
+        n = len(self.points)
+        return SaveResult(True, path, f"saved {n} point{'s' if n != 1 else ''} to {path}")
 
     # ----- programs ---------------------------------------------------------------------------
     def list_programs(self) -> list[Path]:
@@ -597,9 +730,15 @@ class Pendant:
         self.spec = spec
         if not port:
             port = _free_port(host)
-        self.server = viser.ViserServer(host=host, port=int(port), verbose=verbose)
+        try:
+            self.server = viser.ViserServer(host=host, port=int(port), verbose=verbose)
+        except BaseException:
+            self.core.close()  # the world (and nothing else) is open so far
+            raise
         self.host, self.port = host, self.server.get_port()
         self._stop = threading.Event()
+        self._closed = False
+        self._close_lock = threading.Lock()
         self._last_version = -1
         self._status = "ready"
         self._uploaded: tuple[str, str] | None = None
@@ -637,6 +776,7 @@ class Pendant:
         q_disp = spec.to_display(self.core.q_target)
         self.readout_md = gui.add_markdown("…")
         self.status_md = gui.add_markdown("status: ready")
+        self.rig_md = gui.add_markdown("rig", visible=False)  # shown while a rig is attached
         with gui.add_folder("Joints"):
             self.sliders = []
             for i in range(spec.dof):
@@ -683,6 +823,7 @@ class Pendant:
             self.feed = gui.add_number("feed (mm/min)", initial_value=float(cfg.feed), min=1.0, max=60000.0, step=1.0)
             save = gui.add_button("save as G-code")
             save.on_click(lambda _e: self._guard(self._save))
+            self.save_md = gui.add_markdown("", visible=False)  # the outcome, next to the button
         with gui.add_folder("Program"):
             progs = [p.name for p in self.core.list_programs()]
             self.prog_dd = gui.add_dropdown("program", tuple(progs) or ("(no .ngc in examples/)",), initial_value=(progs or ["(no .ngc in examples/)"])[0])
@@ -830,8 +971,11 @@ class Pendant:
 
     def _save(self) -> None:
         self.core.config = _replace_feed(self.core.config, float(self.feed.value))
-        path = self.core.save_gcode(self.save_name.value.strip() or "taught.ngc")
-        self._set_status(f"saved {path}")
+        r = self.core.save_gcode(self.save_name.value)
+        text = r.message if r.saved else f"**⚠ {r.message}**"
+        self.save_md.content = text
+        self.save_md.visible = True
+        self._set_status(text)
 
     def _uploaded_cb(self) -> None:
         f = self.upload.value
@@ -855,9 +999,9 @@ class Pendant:
         period = 1.0 / self.core.config.rate
         steps = max(1, int(round(period / self.core.config.dt)))
         next_t = time.monotonic()
-        last_text = 0.0
+        last_text = last_rig = 0.0
         last_q: np.ndarray | None = None
-        shown = ""
+        shown = rig_shown = ""
         while not self._stop.is_set():
             try:
                 self.core.tick(steps)
@@ -883,6 +1027,14 @@ class Pendant:
                     if self.core.running_program:
                         self._snap_target()
                 now = time.monotonic()
+                if now - last_rig > 0.1:
+                    last_rig = now
+                    rig = rig_markdown(self.core.rig_status())
+                    if rig != rig_shown:  # attached, detached, a new sample or a fault
+                        rig_shown = rig
+                        if rig:
+                            self.rig_md.content = rig
+                        self.rig_md.visible = bool(rig)
                 if now - last_text > 0.1:
                     text = self._readout_text()
                     # the clock alone changes the text: refresh it once a second, the rest at once
@@ -909,7 +1061,7 @@ class Pendant:
         line = f"  \nprogram line {r['program_line']}" if r["program_line"] else ""
         warn = "  \n**unstable**" if not r["stable"] else ""
         return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s  \n{joints}  \n"
-                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}{_twin_text(r['twin'])}")
+                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
 
     # ----- life cycle -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -921,9 +1073,11 @@ class Pendant:
             self.close()
 
     def close(self) -> None:
-        """Stop the loop and the server, close the world (idempotent)."""
-        if self._stop.is_set() and not self._thread.is_alive():
-            return
+        """Stop the loop and the server; close the rig link and log (if attached) and the world (idempotent)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._stop.set()
         self._thread.join(timeout=5)
         try:
@@ -938,14 +1092,58 @@ class Pendant:
         self.close()
 
 
-def _twin_text(tw: dict | None) -> str:
-    """The readout's rig line (markdown; empty without a rig)."""
+#: what each fault flag means, for the person at the pendant
+_FAULT_TEXT = {
+    "LINK": "no state from the rig",
+    "POWER": "motor supply cut",
+    "WATCHDOG": "the rig stopped its motors (no frame for 100 ms)",
+    "STALL": "a motor is driven but does not move",
+    "RANGE": "a position did not fit the wire and was saturated",
+    "RX_ERROR": "the rig dropped a corrupt frame",
+    "LATE": "the host stalled",
+}
+
+
+def _deg(v: float, sign: bool = False) -> str:
+    return "—" if not math.isfinite(v) else (f"{v:+.2f}°" if sign else f"{v:.1f}°")
+
+
+def rig_markdown(tw: dict | None) -> str:
+    """The page's rig panel (markdown) for :meth:`PendantCore.rig_status`; "" without a rig.
+
+    Shows the port, the servo joints (deg), ΔE per joint (deg), the latency (ms) and a status
+    line: ``OK``, or each fault in bold with what it means — a lost link says whether the port
+    is gone (reconnecting) or open but silent — then the newest fault changes.
+    """
     if tw is None:
         return ""
-    servo = " ".join(f"J{j} {v:.1f}°" for j, v in zip(tw["joints"], tw["servo_deg"]))
-    err = " ".join(f"{e:+.2f}" for e in tw["error_deg"])
-    faults = tw["faults"] if tw["faults"] == "OK" else f"**{tw['faults']}**"
-    return f"  \nrig: {servo} · ΔE {err}° · latency {tw['latency_ms']:.1f} ms · {faults}"
+    joints = tw["joints"]
+    servo = " · ".join(f"J{j} {_deg(v)}" for j, v in zip(joints, tw["servo_deg"]))
+    err = " · ".join(f"J{j} {_deg(e, True)}" for j, e in zip(joints, tw["error_deg"]))
+    lat = "—" if not math.isfinite(tw["latency_ms"]) else f"{tw['latency_ms']:.1f} ms"
+    faults = tw["faults"]
+    if faults == "OK":
+        state = "rig OK"
+    elif faults == "WAITING":
+        state = "waiting for the first sample"
+    else:
+        parts = []
+        for name in faults.split("|"):
+            what = _FAULT_TEXT.get(name, "")
+            if name == "LINK":
+                what += (" — port open, the rig is silent" if tw["connected"]
+                         else f" — port gone, trying to reopen it ({tw['reconnect_attempts']} attempts so far)")
+                name = "LINK LOST"
+            parts.append(f"**⚠ {name}**" + (f": {what}" if what else ""))
+        state = "  \n".join(parts)
+    sample = f"sample #{tw['stt']}" if tw["stt"] >= 0 else "no sample yet"
+    lines = [f"**Rig** `{tw['port']}` · {sample}",
+             f"servo {servo}", f"ΔE {err}", f"latency {lat}", state]
+    if tw["error"]:
+        lines.append(f"**⚠ sample failed**: {tw['error']}")
+    if tw["events"]:
+        lines.append("recent faults: " + "; ".join(tw["events"]))
+    return "  \n".join(lines)
 
 
 def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:

@@ -5,18 +5,27 @@ joints and the tool, an IK target (dragged, or typed as X/Y/Z in mm) with a bran
 readouts, the joint model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
 ``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
 
+    armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]]
+
 With ``--rig PORT`` the pendant's simulated robot also commands the servo rig (virtual → real,
-``--joints`` mapped to the rig's two motors, optional ``--rig-log twin.csv``); the readout shows
-the servo joints, the twin error ΔE, the latency and the rig's and the link's faults.
+as ``armtwin sync --direction virtual-to-real`` with the pendant as the program): ``--joints``
+are mapped to the rig's two motors, one sample per pendant update (30 Hz), every sample in the
+optional ``--rig-log`` CSV. The page's rig panel shows the servo joints, the twin error ΔE (deg),
+the latency (ms) and the rig's and the link's faults (LINK LOST, POWER, …); a rig that goes
+away shows LINK LOST while the link tries to reopen the port. Ctrl-C or SIGTERM closes the
+link (the rig goes idle) and the log. Bad rig options or a port that cannot be opened end as
+one line on stderr with exit code 2, before anything is served.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
 from .cli import CliError, get_robot, output_file
+from .cmd_run import _same_file
 from .cmd_sync import parse_joints
 
 
@@ -30,10 +39,12 @@ def register(sub) -> None:
     p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
     p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")
     p.add_argument("--rig", default=None, metavar="PORT",
-                   help="also drive the servo rig on this pyserial port (virtual to real), e.g. the emulator's pty")
-    p.add_argument("--joints", default="1,2", help="with --rig: robot joints (1-based) mapped to rig motors 1,2 (default 1,2)")
-    p.add_argument("--baud", type=int, default=115200, help="with --rig: serial speed, bit/s (default 115200)")
-    p.add_argument("--rig-log", default=None, metavar="TWIN.csv", help="with --rig: log every sample (as armtwin sync does)")
+                   help="also drive the servo rig on this pyserial port (virtual to real): /dev/ttyUSB0, the "
+                        "emulator's pty (`armtwin rig emulate`), socket://host:port")
+    p.add_argument("--joints", default=None, help="with --rig: robot joints (1-based) mapped to rig motors 1,2 (default 1,2)")
+    p.add_argument("--baud", type=int, default=None, help="with --rig: serial speed, bit/s (default 115200)")
+    p.add_argument("--rig-log", default=None, metavar="TWIN.csv",
+                   help="with --rig: CSV log of every sample (the columns of `armtwin sync --log`)")
     p.set_defaults(func=run)
 
 
@@ -52,20 +63,50 @@ def _check_bindable(host: str, port: int) -> None:
             raise CliError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def _open_rig(args: argparse.Namespace, spec):
-    """The open RigLink of ``--rig`` after the checks of ``armtwin sync`` (CliError on bad input)."""
-    from ..envs.rig import LinkConfig, RigLink, RigLinkError
-    parse_joints(args.joints, spec)  # refused before the port is opened
+def _rig_options(args: argparse.Namespace, spec) -> tuple[int, ...] | None:
+    """The checked rig options: the mapped joints (0-based), or None without ``--rig`` (CliError on bad input).
+
+    Everything is checked before anything is opened, as ``armtwin sync`` does.
+    """
+    if args.rig is None:
+        for opt, v in (("--joints", args.joints), ("--baud", args.baud), ("--rig-log", args.rig_log)):
+            if v is not None:
+                raise CliError(f"{opt} needs --rig PORT (the serial port of the servo rig)")
+        return None
+    if not args.rig.strip():
+        raise CliError("--rig: give the rig's serial port, e.g. /dev/ttyUSB0")
+    joints = parse_joints(args.joints or "1,2", spec)
+    if args.baud is None:
+        args.baud = 115200
+    if not 300 <= args.baud <= 4_000_000:
+        raise CliError(f"--baud {args.baud}: must be between 300 and 4000000 bit/s")
     if args.rig_log:
+        if _same_file(args.rig_log, args.rig):
+            raise CliError(f"--rig-log {args.rig_log}: is the serial port itself")
         output_file(args.rig_log, "--rig-log")
+    return joints
+
+
+def _open_rig(args: argparse.Namespace):
+    """The open RigLink of ``--rig`` (CliError when the port cannot be opened or speaks another protocol)."""
+    from ..controllers import rigproto as rp
+    from ..envs.rig import LinkConfig, RigLink, RigLinkError
     try:
         link = RigLink(args.rig, LinkConfig(baudrate=args.baud)).open()
     except RigLinkError as exc:
         raise CliError(str(exc)) from None
-    if link.request_hello(timeout=3.0) is None:
-        print(f"armtwin: warning: no answer from the rig on {args.rig} yet; the readout shows LINK until it answers",
+    if link.request_hello(timeout=3.0) is None:  # an Arduino reboots when its port opens
+        if link.stats.dropped_by_kind.get("version"):
+            link.close()
+            raise CliError(f"--rig {args.rig}: the rig speaks another protocol version (this host speaks "
+                           f"version {rp.PROTOCOL_VERSION}; see docs/PROTOCOL.md)")
+        print(f"armtwin: warning: no answer from the rig on {args.rig} yet; the page shows LINK LOST until it answers",
               file=sys.stderr)
     return link
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the pendant as Ctrl-C does: the link and the log are closed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,23 +129,45 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--mode: {exc}") from None
     config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)
+    joints = _rig_options(args, spec)
     _check_bindable(args.host, args.port)
-    link = _open_rig(args, spec) if args.rig else None
+    link = log = pendant = None
     try:
-        pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
-                          low_graphics=args.low_graphics)
-    except OSError as exc:
+        if joints is not None:
+            from ..envs.rig import TwinLog
+            link = _open_rig(args)
+            try:
+                log = TwinLog(args.rig_log, joints) if args.rig_log else None
+            except OSError as exc:
+                raise CliError(f"--rig-log {args.rig_log}: {exc.strerror or exc}") from None
+        try:
+            pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
+                              low_graphics=args.low_graphics)
+        except OSError as exc:
+            raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        if link is not None:
+            pendant.core.attach_rig(link, joints, log)  # the pendant owns and closes them now
+            link = log = None
+            print(f"armtwin: the simulated {spec.name} drives the rig on {args.rig} "
+                  f"(robot joints {', '.join(str(j + 1) for j in joints)} -> rig motors "
+                  f"{', '.join(str(k + 1) for k in range(len(joints)))})", file=sys.stderr)
+    except BaseException:
+        if pendant is not None:
+            pendant.close()
+        if log is not None:
+            log.close()
         if link is not None:
             link.close()
-        raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    if link is not None:
-        from ..envs.rig import TwinLog
-        joints = parse_joints(args.joints, spec)
-        pendant.core.attach_rig(link, joints, TwinLog(args.rig_log, joints) if args.rig_log else None)
-        print(f"armtwin: the simulated {spec.name} drives the rig on {args.rig} (joints {args.joints})", file=sys.stderr)
+        raise
     print(f"armtwin teach pendant for {spec.title}: open {pendant.url}  (Ctrl-C stops)", flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"armtwin: warning: serving on {args.host}: anyone who can reach this port can move the simulated robot",
               file=sys.stderr)
-    pendant.serve_forever()
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        pendant.serve_forever()  # closes the pendant, its rig link and log on the way out
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the way to stop a server, not a failure
+        print("armtwin: teach pendant stopped", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, old)
     return 0

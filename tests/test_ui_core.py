@@ -9,7 +9,7 @@ import pytest
 from armtwin import robots
 from armtwin.controllers.gcode.interpreter import Motion, load_program
 from armtwin.controllers.kinematics import chain_of, fk
-from armtwin.envs.pendant import PendantConfig, PendantCore, gcode_for_points
+from armtwin.envs.pendant import PendantConfig, PendantCore, gcode_for_points, safe_file_name
 from armtwin.envs.sim import JointMode
 
 
@@ -95,14 +95,75 @@ def test_branch_selector_picks_the_asked_branch():
         c.close()
 
 
-def test_save_stays_in_the_save_folder(core, tmp_path):
+BAD_NAMES = ["../escape", "../../escape.ngc", "/tmp/abs.ngc", "/etc/passwd", "sub/dir.ngc", "sub\\dir.ngc", "..", ".",
+             "", "   ", ".hidden", "..ngc", "a..b", "c:x", "C:\\temp\\x.ngc", "bad\nname", "nul\0byte", "x" * 200]
+
+
+def _tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_save_refuses_a_name_that_is_not_a_plain_file_name(bad, tmp_path):
+    save_dir = tmp_path / "saves"
+    save_dir.mkdir()
+    c = PendantCore(robots.get("scara"), config=PendantConfig(save_dir=save_dir))
+    try:
+        c.record_point()
+        before = _tree(tmp_path)
+        r = c.save_gcode(bad)
+        assert not r.saved and r.path is None
+        assert r.message.startswith("not saved: ") and str(save_dir) in r.message, r.message
+        assert _tree(tmp_path) == before  # nothing written anywhere, not even a folder
+    finally:
+        c.close()
+
+
+def test_save_keeps_plain_names_in_the_save_folder_and_adds_ngc(core, tmp_path):
+    assert core.save_gcode("taught").message == "not saved: no points recorded yet"
     core.record_point()
-    for bad in ("../escape", "/tmp/abs.ngc", "sub/dir.ngc", "..", "", "  ", ".hidden", "a\\b", "c:x"):
-        with pytest.raises(ValueError, match="plain file name"):
-            core.save_gcode(bad)
-    assert not (core.config.save_dir.parent / "escape.ngc").exists()
-    assert core.save_gcode("cell 1.v2").name == "cell 1.v2.ngc"
-    assert core.save_gcode("Done.NGC").parent == core.config.save_dir
+    for name, written in (("cell 1.v2", "cell 1.v2.ngc"), ("  Done.NGC ", "Done.NGC"), ("part.nc", "part.nc"),
+                          ("job.gcode", "job.gcode"), ("notes.txt", "notes.txt.ngc")):
+        r = core.save_gcode(name)
+        assert r.saved and r.path == tmp_path / written and r.path.is_file(), (name, r)
+        assert r.message == f"saved 1 point to {r.path}"
+    assert _tree(tmp_path) == sorted(["cell 1.v2.ngc", "Done.NGC", "part.nc", "job.gcode", "notes.txt.ngc"])
+
+
+def test_save_never_follows_a_symbolic_link_out_of_the_folder(core, tmp_path):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.ngc"
+    outside.write_text("keep me\n")
+    try:
+        (tmp_path / "trap.ngc").symlink_to(outside)
+        core.record_point()
+        r = core.save_gcode("trap.ngc")
+        assert not r.saved and "symbolic link" in r.message
+        assert outside.read_text() == "keep me\n"
+    finally:
+        outside.unlink()
+
+
+def test_safe_file_name_results():
+    assert safe_file_name(" a b ") == ("a b.ngc", "")
+    assert safe_file_name("x.GCODE") == ("x.GCODE", "")
+    name, why = safe_file_name("../x")
+    assert name is None and "no folders" in why
+    name, why = safe_file_name("a..b")
+    assert name is None and "'..'" in why
+
+
+def test_page_shows_a_refused_file_name(tmp_path):
+    from armtwin.envs.pendant import Pendant
+    with Pendant("scara", port=0, config=PendantConfig(save_dir=tmp_path)) as p:
+        p.core.record_point()
+        p.save_name.value = "../../etc/cron.d/x"
+        p._guard(p._save)
+        assert p.status_md.content.startswith("status: **⚠ not saved: ") and "no folders" in p.status_md.content
+        assert p.save_md.visible and p.save_md.content == p.status_md.content[len("status: "):]  # next to the button too
+        p.save_name.value = "ok"
+        p._guard(p._save)
+        assert p.status_md.content == f"status: saved 1 point to {tmp_path / 'ok.ngc'}" == f"status: {p.save_md.content}"
+    assert _tree(tmp_path) == ["ok.ngc"]
 
 
 def test_record_save_and_run_the_taught_program(core):
@@ -114,7 +175,9 @@ def test_record_save_and_run_the_taught_program(core):
     core.jog_tool("z", -1, 15.0)
     core.record_point()
     taught = [T.copy() for T in core.points]
-    path = core.save_gcode("taught")
+    r = core.save_gcode("taught")
+    assert r.saved, r.message
+    path = r.path
     assert path.suffix == ".ngc" and path.parent == core.config.save_dir
     text = path.read_text()
     assert "G21" in text and "G90" in text and text.count("G1 ") == 2 and text.rstrip().endswith("M2")
