@@ -16,6 +16,7 @@ import contextlib
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +87,8 @@ from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
 
-__all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "camera_for_path", "World", "SimRobot", "JointState", "Instability", "SimulationError"]
+__all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "camera_for_path", "World", "SimRobot", "JointState", "Instability",
+           "SimulationError", "PyBulletIKSettings", "pybullet_ik"]
 
 
 class SimulationError(RuntimeError):
@@ -493,7 +495,6 @@ class SimRobot:
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
         self.joints = [by_name[n] for n in spec.joint_names]
         n = spec.dof
-        self._effort = spec.max_effort
         self._vmax = spec.max_velocity
         self._q_cmd = spec.home.copy()
         self._qd_cmd = np.zeros(n)
@@ -518,12 +519,13 @@ class SimRobot:
 
     # ----- configuration --------------------------------------------------------------
     def set_drive(self, drive: DriveGains) -> None:
-        """Replace the drive data (gains, friction, damping) of this robot."""
+        """Replace the drive data (gains, friction, damping, force limits) of this robot."""
         n = self.spec.dof
         for name in ("stiffness", "damping", "friction", "joint_damping"):
             if len(getattr(drive, name)) != n:
                 raise ValueError(f"drive.{name} needs {n} values for {self.spec.name}, got {len(getattr(drive, name))}")
         self.drive = drive
+        self._effort = self.spec.max_effort if drive.effort is None else np.array(drive.effort, dtype=float)
         self._kp = np.array(drive.stiffness, dtype=float)
         self._kd = np.array(drive.damping, dtype=float)
         self._friction = np.array(drive.friction, dtype=float)
@@ -769,3 +771,92 @@ class SimRobot:
     def stable(self) -> bool:
         """False once the stability guard has tripped (see :attr:`instability`)."""
         return self.instability is None
+
+# ----- PyBullet's numerical IK, the reference of ``armtwin bench ik`` ---------------------------
+# It works on a bare kinematic body (no world, no drives, no stepping), so it is a function of
+# its own rather than a World method. Nothing in armtwin solves IK with it; that is
+# :mod:`armtwin.controllers.ik`. Each call opens its own DIRECT client (never the global
+# connection), loads the robot's URDF with a fixed base, solves every pose seeded from the same
+# joint vector (the home pose by default; the joints are reset to it before each pose — passing
+# it as ``currentPositions`` instead converges far worse in PyBullet 3.2), and disconnects.
+
+@dataclass(frozen=True)
+class PyBulletIKSettings:
+    """Settings of ``pybullet.calculateInverseKinematics`` (damped least squares, IK_DLS).
+
+    Attributes:
+        max_iterations: ``maxNumIterations`` per call.
+        residual_threshold: ``residualThreshold`` (m) at which PyBullet stops iterating.
+        damping: ``jointDamping`` for every joint (dimensionless DLS damping).
+        null_space: pass the joint limits, ranges and the seed as rest pose (PyBullet's
+            null-space variant, which keeps joints inside their ranges).
+        restarts: extra calls per pose, each seeded from the previous answer (0: one call).
+        The defaults are the best of a small sweep on the IRB120 (``armtwin bench ik`` prints
+        them with the results).
+    """
+
+    max_iterations: int = 1000
+    residual_threshold: float = 1e-7
+    damping: float = 1e-4
+    null_space: bool = False
+    restarts: int = 0
+
+
+def _ik_tool_link(client: int, body: int, name: str) -> int:
+    for j in range(pybullet.getNumJoints(body, physicsClientId=client)):
+        info = pybullet.getJointInfo(body, j, physicsClientId=client)
+        if info[12].decode() == name:
+            return j
+    raise ValueError(f"link {name!r} not found in the URDF")
+
+
+def pybullet_ik(spec, T, q_seed=None, settings: PyBulletIKSettings = PyBulletIKSettings(),
+                link: str = "tool0") -> tuple[np.ndarray, float]:
+    """Solve N poses with ``pybullet.calculateInverseKinematics``.
+
+    Args:
+        spec: the robot (its generated URDF is loaded).
+        T: (N, 4, 4) flange poses in the robot's reporting base frame, metres.
+        q_seed: (n,) joints every pose starts from, rad / m; default the home pose.
+        settings: solver settings.
+        link: the target link of the URDF.
+
+    Returns:
+        (Q, seconds): (N, n) answers (rad / m; not checked — verify them with the FK) and the
+        wall time spent seeding and inside ``calculateInverseKinematics`` (s).
+    """
+    T = np.asarray(T, dtype=float).reshape(-1, 4, 4)
+    seed = (spec.home if q_seed is None else np.asarray(q_seed, dtype=float)).tolist()
+    from ..controllers.transforms import matrix_to_quat
+    T_root = spec.report_frame.matrix @ T                   # reporting frame -> URDF root
+    pos = T_root[:, :3, 3].tolist()
+    quat = matrix_to_quat(T_root[:, :3, :3]).tolist()
+    client = pybullet.connect(pybullet.DIRECT)
+    try:
+        body = pybullet.loadURDF(str(spec.urdf_path), useFixedBase=True, physicsClientId=client)
+        tool = _ik_tool_link(client, body, link)
+        n = spec.dof
+        damping = [settings.damping] * n
+        extra = {}
+        if settings.null_space:
+            extra = {"lowerLimits": spec.lower.tolist(), "upperLimits": spec.upper.tolist(),
+                     "jointRanges": (spec.upper - spec.lower).tolist(), "restPoses": seed}
+        movable = [j for j in range(pybullet.getNumJoints(body, physicsClientId=client))
+                   if pybullet.getJointInfo(body, j, physicsClientId=client)[2] != pybullet.JOINT_FIXED]
+        out = np.empty((len(T), n))
+        ik, reset = pybullet.calculateInverseKinematics, pybullet.resetJointState
+        its, thr = settings.max_iterations, settings.residual_threshold
+        spent = 0.0
+        for i in range(len(T)):
+            t0 = time.perf_counter()
+            cur = seed
+            for _ in range(settings.restarts + 1):
+                for j, v in zip(movable, cur):
+                    reset(body, j, v, physicsClientId=client)
+                cur = ik(body, tool, pos[i], quat[i], jointDamping=damping,
+                         maxNumIterations=its, residualThreshold=thr, physicsClientId=client, **extra)
+            spent += time.perf_counter() - t0
+            out[i] = cur[:n]
+        return out, spent
+    finally:
+        pybullet.disconnect(physicsClientId=client)

@@ -11,7 +11,7 @@ What is timed (per pose):
           same), and ``IKResult.solutions`` is not built.
   single + all solutions  the same, then reading ``.solutions`` (every branch and 2π
           equivalent as IKSolution objects), on the first 2,000 poses.
-  pybullet  ``calculateInverseKinematics`` (see ``armtwin.envs.ik_reference``).
+  pybullet  ``calculateInverseKinematics`` (``armtwin.envs.sim.pybullet_ik``).
 
 Every armtwin time is the best of ``--repeat`` runs, wall clock and process CPU time
 (``time.process_time``) side by side, each the best of its own; on a shared machine the CPU time
@@ -38,8 +38,8 @@ def register(sub) -> None:
     p = sub.add_parser("ik", help="closed-form IK (batch, single) vs pybullet.calculateInverseKinematics on IRB120 poses",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=10000, help="random reachable in-range poses (default 10000)")
-    p.add_argument("--pybullet-n", type=int, default=1000,
-                   help="how many of them PyBullet solves (default 1000; it is ~100x slower)")
+    p.add_argument("--pybullet-n", type=int, default=None,
+                   help="how many of them PyBullet solves (default: all --n, the same poses as armtwin)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the poses (default 0)")
     p.add_argument("--robot", default="irb120", help="robot id (default irb120)")
     p.add_argument("--repeat", type=int, default=5,
@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     from ..controllers.ik import branch_labels, solve, solve_batch
     from ..controllers.kinematics import chain_of, fk_batch
     from .cli import get_robot
+    if args.pybullet_n is None:
+        args.pybullet_n = args.n
     if args.n < 1 or args.pybullet_n < 0 or args.repeat < 1:
         raise CliError("--n and --repeat must be >= 1 and --pybullet-n >= 0")
     spec = get_robot(args.robot)
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     m = min(args.pybullet_n, n)
     if m:
-        from ..envs.ik_reference import PyBulletIKSettings, pybullet_ik
+        from ..envs.sim import PyBulletIKSettings, pybullet_ik
         settings = PyBulletIKSettings()
         log(f"pybullet.calculateInverseKinematics on the first {m} poses ({settings}) ...")
         c0 = time.process_time()

@@ -73,3 +73,14 @@ def test_urdf_that_does_not_load_names_the_path(tmp_path):
     with World() as w:
         with pytest.raises(SimulationError, match="broken.urdf"):
             w.add_robot(IRB, urdf_path=str(bad))
+
+
+def test_sim_is_the_only_module_that_imports_pybullet():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"^\s*(import pybullet|from pybullet)", re.M)
+    users = sorted(str(p.relative_to(root)) for d in ("envs", "controllers", "robots", "scripts")
+                   for p in (root / d).rglob("*.py") if pattern.search(p.read_text(encoding="utf-8")))
+    assert users == ["envs/sim.py"]
