@@ -136,6 +136,9 @@ class DriveGains:
         gravity_compensation: hinge model only: add the engine's gravity (and payload)
             torque at the measured joint positions to the spring torque (before the
             effort clamp). Off by default: the hinge model is the plain Unity-style spring.
+        effort: force limits of the drives, N·m (N), one per joint, or None for the robot's
+            rated efforts (``JointSpec.effort``, the URDF's). Both dynamic models clamp to them:
+            the hinge spring's torque and the articulation drive's ``force``.
     """
 
     stiffness: tuple[float, ...]
@@ -145,9 +148,14 @@ class DriveGains:
     position_gain: float = 0.3
     velocity_gain: float = 1.0
     gravity_compensation: bool = False
+    effort: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.stiffness)
+        if self.effort is not None:
+            v = np.asarray(self.effort, dtype=float)
+            if v.shape != (n,) or not np.all(np.isfinite(v) & (v > 0)):
+                raise ValueError(f"DriveGains.effort needs {n} finite values > 0 (N·m / N), got {self.effort}")
         for name in ("damping", "friction", "joint_damping"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"DriveGains.{name} has {len(getattr(self, name))} values, stiffness has {n}")

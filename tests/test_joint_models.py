@@ -131,6 +131,41 @@ def test_payload_increases_the_hinge_error_under_gravity():
     assert extra == pytest.approx(expected, rel=0.15)
 
 
+@pytest.mark.parametrize("mode", [JointMode.HINGE, JointMode.ARTICULATION])
+def test_a_per_run_force_limit_below_the_gravity_torque_lets_the_arm_drop(mode):
+    """DriveGains.effort overrides the rated efforts for one run: J3 cannot hold the forearm
+    horizontal with a third of its gravity torque, and its torque never exceeds the new limit."""
+    q = IRB.pose("zero")  # forearm and wrist horizontal: J3 carries them
+    with World() as w:
+        r = w.add_robot(IRB, JointMode.ARTICULATION, q0=q)
+        _hold(w, r, q, 0.5)
+        tau_g = abs(r.state().tau[2])
+    assert tau_g > 1.0  # N·m: the forearm's weight at its lever
+    limit = np.array(IRB.max_effort, float)
+    limit[2] = tau_g / 3
+    drive = replace(IRB.drive, effort=tuple(limit))
+    errors = {}
+    for name, d in (("rated", None), ("weak", drive)):
+        with World() as w:
+            r = w.add_robot(IRB, mode, q0=q, drive=d)
+            worst = 0.0
+            for _ in range(120):  # 0.5 s
+                _hold(w, r, q, H)
+                worst = max(worst, abs(r.state().tau[2]))
+            errors[name] = abs(np.degrees(r.q[2] - q[2]))
+            if name == "weak":
+                assert worst <= limit[2] * (1 + 1e-6)
+    assert errors["rated"] < 2.0
+    assert errors["weak"] > 10.0
+
+
+def test_drive_effort_must_be_positive_per_joint():
+    with pytest.raises(ValueError, match="effort"):
+        replace(IRB.drive, effort=(1.0,) * (IRB.dof - 1))
+    with pytest.raises(ValueError, match="effort"):
+        replace(IRB.drive, effort=(0.0,) * IRB.dof)
+
+
 # ----- time step and the stability guard -------------------------------------------------------
 def _swing(mode: JointMode, dt: float, drive=None):
     return run_motion(IRB, build_motion(IRB, "swing"), mode, dt=dt, drive=drive)
