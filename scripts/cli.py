@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: optional packages -> the setup.cfg extra that installs them (for a one-line message, not a traceback)
+_EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
+             "viser": "ui", "trimesh": "ui", "playwright": "test", "yourdfpy": "test", "hypothesis": "test"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``armtwin`` console command."""
     parser = build_parser()
@@ -65,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"armtwin: error: {exc}", file=sys.stderr)
         return exc.code
+    except ModuleNotFoundError as exc:  # an optional extra that is not installed
+        top = (exc.name or "").split(".")[0]
+        extra = _EXTRA_OF.get(top)
+        if extra is None:
+            raise
+        print(f"armtwin: error: this command needs the '{top}' package of the '{extra}' extra: "
+              f"pip install -e \".[{extra}]\" (from the repository)", file=sys.stderr)
+        return EXIT_USAGE
     except (ValueError, KeyError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"armtwin: error: {msg}", file=sys.stderr)

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"{args.program} on {spec.name} ({args.mode}): {res.lines_executed} lines executed, "
+        print(f"{args.program} on {spec.name} ({args.mode}): {res.lines_executed} motion and dwell lines executed, "
               f"program time {res.program_time:.2f} s ({res.samples} control periods, wall {res.wall_time:.1f} s)")
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
         if res.pauses:

@@ -111,3 +111,14 @@ def test_unwritable_video_path_is_one_line_before_anything_runs(capsys, argv):
     code, _, err = run(capsys, *argv)
     assert code == 2 and "cannot write the video file /proc/armtwin.mp4" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, package, extra", [
+    (["bench", "gcode", "--lines", "100"], "gcodeparser", "bench"),
+])
+def test_a_missing_optional_package_is_one_line_naming_its_extra(monkeypatch, capsys, argv, package, extra):
+    monkeypatch.setitem(__import__("sys").modules, package, None)  # import now raises ModuleNotFoundError
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert package in err and f".[{extra}]" in err

@@ -54,8 +54,10 @@ def test_dt_search_brackets_the_hinge_limit():
     assert s.first_unstable_dt / s.largest_stable_dt <= 2 ** 0.5 + 1e-9
 
 
-def test_cli_rejects_a_bad_step(capsys):
-    assert main(["compare", "irb120", "--dt", "-1"]) == 2
+@pytest.mark.parametrize("dt", ["-1", "0", "1e-9", "nan", "0.5"])
+def test_cli_rejects_a_bad_step(capsys, dt):
+    # 1e-9 s would ask for billions of steps (tens of GiB of arrays): refused before anything runs
+    assert main(["compare", "irb120", "--dt", dt]) == 2
     assert "--dt" in capsys.readouterr().err
 
 
