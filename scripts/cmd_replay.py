@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         a = world.add_robot(spec, JointMode.KINEMATIC)
         b = world.add_robot(spec, JointMode.KINEMATIC, position=(0.0, offset, 0.0))
         r = spec.reach
-        camera = Camera((0.2 * r, offset / 2, 0.45 * max(r, 0.6)), 2.6 * r + 0.6, azimuth=-20.0, elevation=18.0)
+        # a three-quarter view from the front right, far and narrow, so both twins are seen from
+        # nearly the same angle (a near, wide camera showed the left one end-on)
+        camera = Camera((0.25 * r, offset / 2, 0.3 * max(r, 0.6)), 3.6 * r + 0.6, azimuth=-40.0, elevation=20.0, fov=30.0)
         q_virtual, q_servo = spec.home.copy(), spec.home.copy()
         with VideoRecorder(world, a, args.video, camera=camera, fps=args.fps, trail=False,
                            expected_duration=float(t[-1] - t[0]), title=f"{spec.title} twin: virtual (left) | servo (right)") as rec:
