@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         x, y, z = T[:3, 3] * 1000
         print(f"{spec.title}: IK for flange at x={x:.3f} y={y:.3f} z={z:.3f} mm")
-        if spec.roll_only and abs(T[2, 2]) < 1.0 - 1e-9:
-            print("  note: the SCARA's tool axis is vertical; only the roll about z is used")
+        if spec.roll_only and T[2, 2] > -1.0 + 1e-9:  # anything but "tool pointing down"
+            print("  note: the SCARA's tool points straight down; only the roll about z (RZ) is used")
         if r.ok:
             print(f"  best ({r.best_branch}): {format_joints(spec, r.best)}")
             if r.singular:

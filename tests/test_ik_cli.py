@@ -135,3 +135,15 @@ def test_bench_ik_json_small(capsys):
         assert key in out
     assert out["armtwin_success"] == 1.0
     assert out["batch_equals_single"]
+
+
+@pytest.mark.parametrize("rpy, note", [(("180", "0", "30"), False), (("0", "0", "30"), True), (("90", "0", "30"), True)])
+def test_ik_scara_says_when_it_ignores_a_tilt(capsys, rpy, note):
+    # the SCARA's tool always points down: a tilted or upward orientation keeps only its roll
+    assert main(["ik", "scara", "400", "0", "250", "--rpy", *rpy, "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert main(["ik", "scara", "400", "0", "250", "--rpy", *rpy]) == 0
+    assert ("only the roll about z" in capsys.readouterr().out) == note
+    T = fk(chain_of(robots.get("scara")), robots.get("scara").from_display(np.array(best)))
+    assert T[2, 2] == pytest.approx(-1.0)  # tool down, with the roll asked for
+    assert np.degrees(np.arctan2(T[1, 0], T[0, 0])) == pytest.approx(30.0, abs=1e-3)
