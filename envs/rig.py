@@ -890,17 +890,23 @@ except ImportError:  # pragma: no cover - gymnasium is a core dependency
 
 
 class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
-    """Mirror an armtwin Gymnasium env's robot to the rig after every step (virtual → real).
+    """Couple an armtwin Gymnasium env's robot with the servo rig, in either direction.
 
-    Each ``step`` first lets the env step (the policy commands the simulated robot and the
-    world advances), then sends the mapped joints to the rig as targets and adds
-    ``info["twin"]`` = {"error_deg", "servo_deg", "latency_ms", "faults"}: ΔE, the servo
-    joints, the latency and the link/rig faults of that sample. ``reset`` re-sends the mode
-    (the rig may have rebooted); the log's sample numbers and clock run on across episodes.
-    The other direction, the rig's measured joints driving the simulated ones, is
-    :class:`TwinSync` with ``Direction.REAL_TO_VIRTUAL`` (``armtwin sync --direction
-    real-to-virtual``): in an env the policy commands those joints, so a wrapper cannot also
-    hand them to the rig without one overriding the other.
+    VIRTUAL_TO_REAL (default): each ``step`` first lets the env step (the policy commands the
+    simulated robot and the world advances), then sends the mapped joints to the rig as targets.
+
+    REAL_TO_VIRTUAL: the rig's measured joints drive the mapped simulated joints and the policy
+    drives the others. Every command the env gives its robot has the mapped joints replaced by
+    the rig's newest measurement (clipped to the joint ranges; the last one known while the
+    link is down), so the world steps with them; the observation therefore shows the rig as
+    of the start of the step. Use it to act with a policy on a robot whose first joints a
+    person moves on the rig by hand, or to check a policy against measured joint motion.
+    ``close`` gives the robot its own ``command`` back.
+
+    Both directions add ``info["twin"]`` = {"error_deg", "servo_deg", "latency_ms", "faults"}:
+    ΔE, the servo joints, the latency and the link/rig faults of that sample. ``reset``
+    re-sends the mode (the rig may have rebooted); the log's sample numbers and clock run on
+    across episodes.
 
     Assumption: ``env.unwrapped.robot`` is the env's :class:`armtwin.envs.sim.SimRobot`
     (true for the armtwin envs; any env exposing such an attribute works).
@@ -910,32 +916,59 @@ class TwinSyncWrapper(_WrapperBase):  # type: ignore[misc,valid-type]
         link: an open :class:`RigLink`.
         joints: 0-based robot joint indices mapped to the rig's motors.
         log: optional :class:`TwinLog`.
+        direction: :class:`Direction` (or its value, "virtual-to-real" / "real-to-virtual").
+        local_demo: REAL_TO_VIRTUAL: let the rig move its motors along its built-in sine.
 
     Raises:
-        ValueError: the env has no robot, or ``link`` is not open (every step would only
-            report LINK).
+        ValueError: the env has no robot, ``link`` is not open (every step would only
+            report LINK), or a joint the rig cannot stand for.
     """
 
-    def __init__(self, env, link: RigLink, joints: Sequence[int] = (0, 1), log: TwinLog | None = None) -> None:
+    def __init__(self, env, link: RigLink, joints: Sequence[int] = (0, 1), log: TwinLog | None = None, *,
+                 direction: Direction | str = Direction.VIRTUAL_TO_REAL, local_demo: bool = False) -> None:
         super().__init__(env)
         robot = getattr(env.unwrapped, "robot", None)
         if robot is None or not hasattr(robot, "command"):
             raise ValueError("TwinSyncWrapper needs env.unwrapped.robot to be a SimRobot")
         if not getattr(link, "is_open", False):
             raise ValueError("TwinSyncWrapper needs an open RigLink: call link.open() or use `with RigLink(...) as link`")
-        self.sync = TwinSync(robot, link, SyncConfig(tuple(joints), Direction.VIRTUAL_TO_REAL), log)
+        direction = Direction.parse(direction)
+        self.sync = TwinSync(robot, link, SyncConfig(tuple(joints), direction, local_demo=local_demo), log)
+        self._robot = robot
+        if direction is Direction.REAL_TO_VIRTUAL:
+            robot.command = self._rig_command(robot.command)  # an instance attribute over the method
+
+    def _rig_command(self, command):
+        idx, link, spec = self.sync.idx, self.sync.link, self._robot.spec
+        lo, hi = spec.lower[idx], spec.upper[idx]
+
+        def rig_command(q, qd=None) -> None:
+            q = np.array(q, dtype=float)
+            state = link.latest()
+            if state is not None:
+                q[idx] = np.clip(np.radians(state.degrees[:len(idx)]), lo, hi)
+                if qd is not None:
+                    qd = np.array(qd, dtype=float)
+                    qd[idx] = 0.0
+            command(q, qd)
+
+        return rig_command
+
+    def close(self):
+        self._robot.__dict__.pop("command", None)  # the robot's own command again
+        return super().close()
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.sync.start()  # the mode again (the rig may have rebooted); the log's clock keeps running
         info = dict(info)
-        info["twin"] = self._info(self.sync.step())
+        info["twin"] = self._info(self.sync.step(step_world=False))
         return obs, info
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         info = dict(info)
-        info["twin"] = self._info(self.sync.step())
+        info["twin"] = self._info(self.sync.step(step_world=False))
         return obs, reward, terminated, truncated, info
 
     @staticmethod
