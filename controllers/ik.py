@@ -43,8 +43,9 @@ with another one at the singularity and so does not exist there.
 
 Where a float pose does not determine a joint (singularities) the solvers keep ``q_near``'s
 value, so ``solve(spec, fk(q), q)`` gives ``q`` back: the free joint at a singularity (IRB120 J1
-on the J1 axis and J4 at theta5 = 0, AUBO J6 at theta5 = 0); a nearly free wrist joint where
-keeping it changes the pose by at most 1e-12 (:func:`.ik_spherical.kept_angle`); a stretched or
+on the J1 axis and J4 at theta5 = 0, AUBO J6 at theta5 = 0 unless J2–J4 have no in-range
+solution with it: then the value nearest ``q_near``'s where they have one); a nearly free wrist
+joint where keeping it changes the pose by at most 1e-12 (:func:`.ik_spherical.kept_angle`); a stretched or
 folded elbow (and the AUBO's shoulder angle near its singularity), known only to ~1e-8 rad,
 where ``q_near``'s elbow reproduces the reach to float precision, else exactly stretched /
 folded (:func:`.ik_spherical.elbow_angle`). Every solution reproduces the pose to 1e-9 m and
@@ -293,6 +294,8 @@ class _Context:
         self.upper_t = (spec.upper + LIMIT_TOL).tolist()
         self.prismatic = spec.prismatic.tolist()
         self.home = spec.home.tolist()
+        if hasattr(self.solver, "set_limits"):   # AUBO: its free J6 is placed where J2–J4 fit the ranges
+            self.solver.set_limits(self.lower, self.upper, LIMIT_TOL)
         self.weights = default_weights(spec).tolist()
         # revolute joints whose range is not inside (-pi, pi]: their 2*pi equivalents matter
         self.unwrap = tuple(j for j in range(self.n) if not self.prismatic[j]
@@ -374,8 +377,12 @@ class _Context:
                 worst, wv = j, ex
         return total, worst, wv
 
-    def singular_reason(self, flags: int, q) -> tuple[tuple[int, ...], str]:
-        """(free joints, "; "-joined description) of singularity ``flags`` for the joints ``q``."""
+    def singular_reason(self, flags: int, q, q_near=None) -> tuple[tuple[int, ...], str]:
+        """(free joints, "; "-joined description) of singularity ``flags`` for the joints ``q``.
+
+        A free joint is "kept at" its value when it has ``q_near``'s (or no ``q_near`` is given),
+        else "set to" it: the nearest value at which the rest of the arm reaches (AUBO-i5 J6).
+        """
         free, text = [], []
         for bit, (j, _merge, what) in self.sing_info.items():
             if flags & bit:
@@ -383,7 +390,14 @@ class _Context:
                     text.append(what)
                 else:
                     free.append(j)
-                    text.append(f"{what}: J{j + 1} kept at {self.fmt_joint(j, q[j])}")
+                    d = 0.0 if q_near is None else q[j] - q_near[j]
+                    if not self.prismatic[j]:
+                        d = math.remainder(d, 2.0 * math.pi)
+                    if abs(d) <= 1e-9:
+                        text.append(f"{what}: J{j + 1} kept at {self.fmt_joint(j, q[j])}")
+                    else:
+                        text.append(f"{what}: J{j + 1} set to {self.fmt_joint(j, q[j])}, the nearest value "
+                                    f"to {self.fmt_joint(j, q_near[j])} at which the arm reaches")
         return tuple(sorted(free)), "; ".join(text)
 
     def merged(self, flags: int) -> int:
@@ -553,7 +567,7 @@ def solve(spec, T, q_near=None, *, weights=None, stay_on_branch: bool = False) -
     best, code, flags = got
     # the other solutions are solved again only if someone asks for them
     if flags:
-        free, why = ctx.singular_reason(flags, best)
+        free, why = ctx.singular_reason(flags, best, qn)
         return _result(_SOLVED, np.array(best), ctx.labels[code], f"{ctx.solved_reason[code]}; singular: {why}",
                        0.0, None, ctx, (t, qn), True, free)
     return _result(_SOLVED, np.array(best), ctx.labels[code], ctx.solved_reason[code], 0.0, None, ctx, (t, qn))

@@ -18,10 +18,14 @@ Branch labels ``"<shoulder>/<elbow>/<wrist>"``:
     wrist: ``noflip`` for theta5 >= 0, ``flip`` for theta5 < 0.
 
 Near the edge of the workspace some branches have no real solution: only the real ones are
-returned. At theta5 = 0 (J6 axis parallel to J2..J4) J6 is free and keeps its ``q_near`` value;
-near it J6 is only known to ~1e-16 / |sin theta5| rad from a float pose, and it keeps its
-``q_near`` value too whenever that reproduces the pose as well as the float pose itself
-(:func:`.ik_spherical.kept_angle`).
+returned. At theta5 = 0 (J6 axis parallel to J2..J4) the pose fixes only the sum of J6 and the
+planar angle of J2..J4: J6 is free, and it moves the J4 origin on a circle of radius d5 about the
+J5 centre. J6 keeps its ``q_near`` value where J2..J4 then have a solution inside the joint ranges
+(:meth:`OffsetWristSolver.set_limits`), else it takes the value nearest ``q_near``'s where they
+have one (:meth:`OffsetWristSolver._free_j6`, in closed form); a pose from the FK of an in-range
+joint vector is always solved in range. Near theta5 = 0 J6 is only known to ~1e-16 / |sin theta5|
+rad from a float pose, and it keeps its ``q_near`` value whenever that reproduces the pose as well
+as the float pose itself (:func:`.ik_spherical.kept_angle`).
 """
 
 from __future__ import annotations
@@ -85,6 +89,22 @@ class OffsetWristSolver(BranchSolver):
         names = ("front", "back") if math.cos(self.off[0]) >= 0.0 else ("back", "front")
         self.labels: tuple[str, ...] = tuple(
             f"{s}/{e}/{w}" for s in names for e in ("up", "down") for w in ("noflip", "flip"))
+        self.limits: tuple | None = None   # see set_limits()
+
+    def set_limits(self, lower, upper, tol: float) -> None:
+        """Joint ranges (6,) rad, and the slack beyond them that still counts as inside.
+
+        Only the free J6 at the wrist singularity uses them (:meth:`_free_j6`): it is placed
+        where J2-J4 have an in-range solution. Without ranges it is placed where they reach.
+        """
+        lo = tuple(float(v) for v in lower)
+        hi = tuple(float(v) for v in upper)
+        lo_t = tuple(v - tol for v in lo)
+        hi_t = tuple(v + tol for v in hi)
+        # J6 within (-pi, pi]: a segment of the circle (travel is not taken across +-pi);
+        # else (wider than a turn) a whole turn centred on q_near's J6
+        narrow6 = lo[5] >= -math.pi - 1e-12 and hi[5] <= math.pi + 1e-12
+        self.limits = (lo, hi, lo_t, hi_t, narrow6)
 
     def _branches(self, t: list, qn: list, ch: Choice | None):
         """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
@@ -148,7 +168,12 @@ class OffsetWristSolver(BranchSolver):
                 # u = -s5 c6, v = s5 s6; J6 (nearly) free: q_near's
                 th6 = atan2(sg * v, -sg * u) if s5a > _SING else 0.0
                 t6 = qn[5] + off5   # kept_angle(), its common case inline
-                if s5a <= _SING or s5a * abs(th6 - t6) <= KEEP_TOL:
+                if s5a <= _SING:    # J6 free: q_near's, or the nearest value with J2-J4 in reach and range
+                    th6, m6 = self._free_j6(t, c1, s1, c5, s5, qn[5], b_near)
+                    if th6 is None:
+                        miss = min(miss, m6)
+                        continue
+                elif s5a * abs(th6 - t6) <= KEEP_TOL:
                     th6 = t6
                 elif not -pi <= th6 - t6 <= pi:
                     kept = kept_angle(s5a, th6, t6)
@@ -234,6 +259,146 @@ class OffsetWristSolver(BranchSolver):
         if ch is None:
             return out, (0.0 if out else miss), flags
         return None if best is None else (best, bcode, bflags)
+
+    def _free_j6(self, t: list, c1: float, s1: float, c5: float, s5: float, r5: float, b_near: float):
+        """theta6 at the wrist singularity (theta5 = 0 or pi), where the pose fixes only the sum of J6
+        and the planar angle of J2-J4, on the shoulder with angle theta1 (``c1``, ``s1``).
+
+        J6 moves the J4 origin on a circle of radius d5 about the J5 centre, in the arm plane.
+        q_near's J6 (``r5``, rad) is kept where J2-J4 then have an in-range solution (either
+        elbow); else J6 takes the value nearest ``r5`` where they have one. That set is closed
+        and bounded by values where the J4 origin is at the edge of the elbow's reach or one of
+        J2, J3, J4, J6 sits on a limit; each is the intersection of two circles in the arm plane,
+        so all are computed in closed form and the nearest one that qualifies wins. Without an
+        in-range solution anywhere, q_near's J6 if J2-J4 reach with it (the out-of-range solution
+        is reported), else the nearest value where they reach.
+
+        The J2-J4 formulas are those of :meth:`_branches` (same floats).
+
+        Returns:
+            (theta6 rad, 0.0), or (None, m) when J2-J4 reach with no J6: m is the distance (m) by
+            which the J4 origin misses the elbow's reach at best.
+        """
+        nx, ox, ax, px, ny, oy, ay, py, nz, oz, az, pz = t[:12]
+        d1, d5, d6, a2, a3 = self.d1, self.d5, self.d6, self.a2, self.a3
+        off1, off2, off3, off5 = self.off[1], self.off[2], self.off[3], self.off[5]
+        pi, tau = math.pi, 2.0 * math.pi
+        atan2, cos, sin, hypot = math.atan2, math.cos, math.sin, math.hypot
+        reach_out, reach_in = self.reach_out, self.reach_in
+        p5x, p5y, p5z = px - d6 * ax, py - d6 * ay, pz - d6 * az
+        lim = self.limits
+
+        def arms(th6):
+            """[(q2, q3, q4)] per elbow with J6 at th6 (no elbow: []), as _branches computes them."""
+            c6, s6 = cos(th6), sin(th6)
+            k, m = c5 * c6, c5 * s6
+            x4x, x4y, x4z = k * nx - m * ox + s5 * ax, k * ny - m * oy + s5 * ay, k * nz - m * oz + s5 * az
+            p4x = p5x - d5 * (s6 * nx + c6 * ox)
+            p4y = p5y - d5 * (s6 * ny + c6 * oy)
+            p4z = p5z - d5 * (s6 * nz + c6 * oz)
+            X = c1 * p4x + s1 * p4y
+            Z = p4z - d1
+            r = hypot(X, Z)
+            if r > reach_out + _REACH_TOL or r < reach_in - _REACH_TOL:
+                return []
+            b, D = elbow_angle((r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3), b_near)
+            delta = atan2(a3 * sin(b), a2 + a3 * D)
+            gam = atan2(Z, X)
+            ang4 = atan2(x4z, c1 * x4x + s1 * x4y)
+            out = []
+            for th3 in ((b, -b) if 0.0 < b < pi else (b,)):
+                al2 = gam - delta if th3 >= 0.0 else gam + delta
+                out.append((_wrap(-al2 - off1), _wrap(th3 - off2), _wrap(th3 + al2 - ang4 - off3)))
+            return out
+
+        def inside(v, j):   # some 2 pi equivalent of v within joint j's range (with the slack)
+            lo, hi = lim[2][j], lim[3][j]
+            return v + tau * math.ceil((lo - v) / tau) <= hi
+
+        # J6 as the value x of the joint (theta6 = x + off5) on a segment around r5 where travel
+        # is |x - r5|: J6's own range when it lies within (-pi, pi], else a turn centred on r5
+        if lim is not None and lim[4]:
+            lo6, hi6 = max(lim[2][5], -pi), min(lim[3][5], pi)
+
+            def as_x(th6):
+                return _wrap(th6 - off5)
+        else:
+            lo6, hi6 = r5 - pi, r5 + pi
+
+            def as_x(th6):
+                return r5 + _wrap(th6 - off5 - r5)
+
+        def good(x):    # J2-J4 (one elbow at least) and J6 in range
+            if not lo6 <= x <= hi6 or (lim is not None and not lim[4] and not inside(x, 5)):
+                return False
+            return any(inside(q2, 1) and inside(q3, 2) and inside(q4, 3) for q2, q3, q4 in arms(x + off5))
+
+        t6 = r5 + off5
+        if lim is None:
+            if arms(t6):
+                return t6, 0.0
+        elif good(r5):
+            return t6, 0.0
+        # in the arm plane (X from the J1 axis along the arm, Z up from J2): P the J5 centre, the
+        # J4 origin P - d5 u(mu) with mu = mu0 - kap * theta6, the J4 x axis at mu - dl
+        nX, nZ = c1 * nx + s1 * ny, nz
+        oX, oZ = c1 * ox + s1 * oy, oz
+        PX, PZ = c1 * p5x + s1 * p5y, p5z - d1
+        kap = 1.0 if nX * oZ - nZ * oX >= 0.0 else -1.0
+        mu0 = atan2(oZ, oX)
+        dl = mu0 - atan2(c5 * nZ, c5 * nX)
+        mus = []
+
+        def circles(cx, cz, rc, rp, shift=0.0):
+            """mu where a point on the circle (c, rc) is rp from P (P - point along mu + shift)."""
+            ex, ez = PX - cx, PZ - cz
+            dd = hypot(ex, ez)
+            if dd <= 0.0 or rc <= 0.0 or rp <= 0.0:
+                return
+            h2 = rc * rc - ((rc * rc - rp * rp + dd * dd) / (2.0 * dd)) ** 2
+            if h2 < 0.0:   # apart or nested; tangent to float precision: one point
+                if max(dd - rc - rp, abs(rc - rp) - dd) > 1e-12:
+                    return
+                h2 = 0.0
+            aa = (rc * rc - rp * rp + dd * dd) / (2.0 * dd)
+            h = math.sqrt(h2)
+            ux, uz = ex / dd, ez / dd
+            for sgn in (1.0, -1.0):
+                qx, qz = cx + aa * ux - sgn * h * uz, cz + aa * uz + sgn * h * ux
+                mus.append(atan2(PZ - qz, PX - qx) - shift)
+
+        circles(0.0, 0.0, reach_out, d5)             # J4 origin at the edge of the reach
+        circles(0.0, 0.0, reach_in, d5)
+        xs = [as_x(kap * (mu0 - mu)) for mu in mus]
+        if lim is not None:
+            lo, hi = lim[0], lim[1]
+            mus.clear()
+            for L in (lo[1], hi[1]):                 # J2 on a limit: the J3 origin is known
+                al2 = -(L + off1)
+                circles(a2 * cos(al2), a2 * sin(al2), a3, d5)
+            for L in (lo[2], hi[2]):                 # J3 on a limit: |J4 origin| is known
+                circles(0.0, 0.0, math.sqrt(max(a2 * a2 + a3 * a3 + 2.0 * a2 * a3 * cos(L + off2), 0.0)), d5)
+            for L in (lo[3], hi[3]):                 # J4 on a limit: J3 origin to P is rigid
+                c = L + off3 - dl
+                wx, wz = d5 + a3 * cos(c), a3 * sin(c)
+                circles(0.0, 0.0, a2, hypot(wx, wz), atan2(wz, wx))
+            cand = xs + [as_x(kap * (mu0 - mu)) for mu in mus]
+            if lim[4]:
+                cand += [max(lo[5], -pi), min(hi[5], pi)]   # J6 on a limit
+            cand.sort(key=lambda x: abs(x - r5))
+            for x in cand:
+                if good(x):
+                    return x + off5, 0.0
+            if arms(t6):   # no in-range solution anywhere: q_near's J6, as without the ranges
+                return t6, 0.0
+            # nearest where J2-J4 reach, on the turn around r5
+            xs = [r5 + _wrap(x - r5) for x in xs]
+        xs.sort(key=lambda x: abs(x - r5))
+        for x in xs:
+            if arms(x + off5):
+                return x + off5, 0.0
+        R = hypot(PX, PZ)
+        return None, max(abs(R - d5) - reach_out, reach_in - R - d5, 0.0)
 
     def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All 8 branches for N poses, vectorised.
@@ -332,7 +497,21 @@ class OffsetWristSolver(BranchSolver):
         distance = np.where(none, mm, distance)
         flags = ((asn >= 0.5 * math.pi) * SING_SHOULDER)[:, None, None, None] \
             | (sing * SING_WRIST)[:, :, None, None] | (folded * SING_ELBOW)[:, :, None, :]
-        return J, distance, np.broadcast_to(flags, (N, 2, 2, 2)).reshape(N, 8)
+        flags = np.broadcast_to(flags, (N, 2, 2, 2)).reshape(N, 8)
+        rows = np.flatnonzero(sing.any(axis=1)) if N else ()
+        if len(rows):
+            # wrist singular (J6 free): where it goes depends on the reach and ranges of J2-J4
+            # (_free_j6), a search done per pose; these (rare) rows are solved one by one
+            flags = flags.copy()
+            for i in rows.tolist():
+                cands, dist, fl = self._branches(T[i].ravel().tolist(), qn[i].tolist(), None)
+                J[:, i] = np.nan
+                flags[i] = 0
+                for (q, code), f in zip(cands, fl):
+                    J[:, i, code] = q
+                    flags[i, code] = f
+                distance[i] = dist
+        return J, distance, flags
 
     def branch_code(self, q) -> int:
         """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""

@@ -271,6 +271,60 @@ def test_aubo_wrist_singular_and_target_on_j1_axis():
     assert np.ptp([s.q[0] for s in r3.solutions]) < 1e-6
 
 
+def _aubo_check_singular_solved(spec, chain, T, r):
+    assert r.status is IKStatus.SOLVED, r.reason
+    assert np.all(np.isfinite(r.best)) and spec.within_limits(r.best)
+    dp, da = _pose_error(spec, fk(chain, r.best), T)
+    assert dp < POS_TOL and da < ROT_TOL, (dp, da)
+    _check_all_reach(spec, r, T, labels=False)
+
+
+def test_aubo_wrist_singular_moves_j6_where_the_arm_reaches():
+    """Issue 3: at q5 = 0 only J6 + (J2..J4) is fixed by the pose. Keeping q_near's J6 left the
+    planar J2-J4 problem out of reach (or out of range) for ~5 % of such poses; J6 now takes the
+    value nearest q_near's for which J2-J4 have an in-range solution."""
+    spec = robots.get("aubo_i5")
+    chain = chain_of(spec)
+    q = np.radians([40.8412, -57.7208, 33.2454, -25.1476, 0.0, -47.8964])
+    T = fk(chain, q)
+    r = solve(spec, T)   # from home (J6 = 0): with J6 kept at 0 the J4 origin was 31.4 mm out of reach
+    _aubo_check_singular_solved(spec, chain, T, r)
+    assert r.singular and r.free_joints == (5,)
+    assert abs(r.best[4]) < 1e-12
+    assert 0.0 < -r.best[5] < -q[5]   # moved from home's 0 toward the original, not past it
+    assert f"J6 set to {np.degrees(r.best[5]):.1f}°, the nearest value to 0.0° at which the arm reaches" in r.reason
+    # nearest: no J6 closer to home's has an in-range solution (none is kept from such a q_near)
+    for x in np.linspace(r.best[5], 0.0, 41)[1:]:
+        qn = spec.home.copy()
+        qn[5] = x
+        assert not any(s.within_limits and abs(s.q[5] - x) < 1e-12 for s in solve(spec, T, qn).solutions)
+    b = solve_batch(spec, T[None])
+    assert b.ok[0] and b.singular[0] and np.allclose(b.q[0], r.best, atol=1e-12) and b.branch[0] == r.best_branch
+    # where q_near's J6 works it is kept (q_near = q: q itself comes back)
+    r2 = solve(spec, T, q)
+    assert r2.ok and np.allclose(r2.best, q, atol=1e-9)
+
+
+@pytest.mark.parametrize("q5", [0.0, 1e-12, -1e-12])
+def test_aubo_wrist_singular_poses_are_all_solved(q5):
+    """FK of random in-range joints with J5 = 0 (or 1e-12, singular to float precision) is solved
+    in range from home and from random q_near, one by one and in a batch, alike."""
+    spec = robots.get("aubo_i5")
+    chain = chain_of(spec)
+    rng = np.random.default_rng(2024)
+    Q = rng.uniform(spec.lower, spec.upper, (500, 6))
+    Q[:, 4] = q5
+    T = fk_batch(chain, Q)
+    for QN in (np.broadcast_to(spec.home, Q.shape), rng.uniform(spec.lower, spec.upper, Q.shape)):
+        b = solve_batch(spec, T, QN)
+        assert b.ok.all()
+        for i in range(len(T)):
+            r = solve(spec, T[i], QN[i])
+            _aubo_check_singular_solved(spec, chain, T[i], r)
+            assert np.allclose(b.q[i], r.best, atol=1e-12) and b.branch[i] == r.best_branch
+            assert b.singular[i] == r.singular
+
+
 def test_scara_stretched_gives_one_solution():
     spec = robots.get("scara")
     T = fk(chain_of(spec), np.array([0.5, 0.0, 0.1, 0.2]))
