@@ -231,3 +231,41 @@ def test_control_trajectory_reports_a_sample_off_the_branch():
     q[:] = np.nan
     with pytest.raises(ValueError, match="joint path"):
         control_trajectory(replace(rep, q=q), spec, rep.machine.control_period)
+
+
+# ----- audit: --origin out of bounds, orientation-only moves, huge arcs, the fault cap -----------
+
+@pytest.mark.parametrize("cmd", ["check", "run"])
+@pytest.mark.parametrize("origin", [["1e300", "0", "0"], ["1e308", "1e308", "1e308"], ["10001", "0", "0"],
+                                    ["inf", "0", "0"]])
+def test_origin_far_away_or_overflowing_is_a_usage_error(tmp_path, capsys, cmd, origin):
+    p = tmp_path / "p.ngc"
+    p.write_text("G21 G90 G0 X0 Y0 Z0\n")
+    assert main([cmd, str(p), "--robot", "irb120", "--origin", *origin]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "--origin" in err, err
+
+
+@pytest.mark.parametrize("robot", ["irb120", "aubo_i5"])
+def test_check_orientation_only_moves_to_the_current_pose(tmp_path, capsys, robot):
+    p = tmp_path / "p.ngc"
+    p.write_text("G0 B0\nG0 C180\n")
+    assert main(["check", str(p), "--robot", robot]) == 0       # no motion at all: a warning, or a turn
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "clean" in out
+
+
+def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
+    p = tmp_path / "arcs.ngc"
+    p.write_text("G21 G90 G0 X0 Y0 Z0 F600\nG2 X10 Y0 I999999 J0\nG2 I999999 J0\n")
+    assert main(["check", str(p), "--robot", "irb120", "--json"]) == 1
+    faults = json.loads(capsys.readouterr().out)["faults"]
+    assert [(f["line"], f["column"], f["code"]) for f in faults] == [(2, 11, 36), (3, 4, 36)]
+    many = tmp_path / "many.ngc"
+    many.write_text("G21 G90\n" + "S1\n" * 150)
+    assert main(["check", str(many), "--robot", "irb120", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["faults"]) == 100 and data["truncated"]
+    last = data["faults"][-1]
+    assert (last["code"], last["name"], last["line"]) == (119, "too_many_faults", 101)   # first not shown
+    assert [f["code"] for f in data["faults"][:-1]] == [11] * 99

@@ -157,3 +157,97 @@ def test_machine_for_reads_the_robot_data_and_the_docs_agree():
     for bad in (dict(origin=(0, 0)), dict(origin=(0, 0, math.nan)), dict(rapid_speed=0.0), dict(acceleration=-1.0)):
         with pytest.raises(ValueError):
             WorkCell(**{"origin": (0.3, 0.0, 0.2), "rapid_speed": 0.5, "acceleration": 2.0, **bad})
+
+
+# ----- audit: origin bounds, overflow-safe distances, absurd arcs, the path-point cap -----------
+
+def test_origin_must_be_finite_and_within_10_m_of_the_base():
+    from armtwin.controllers.gcode.config import MachineConfig
+    for bad in ((1e300, 0, 0), (1e308, 1e308, 0), (10_000.001, 0, 0), (0, -7100, 7100)):
+        with pytest.raises(ValueError, match="from the robot base"):
+            machine_for(IRB, bad)
+    with pytest.raises(ValueError, match="finite"):
+        machine_for(IRB, (math.inf, 0, 0))
+    with pytest.raises(ValueError, match="from the robot base"):
+        MachineConfig(origin=(10.5, 0.0, 0.0))
+    assert machine_for(IRB, (9999.0, 0, 0)).origin == pytest.approx((9.999, 0, 0))
+
+
+def test_target_distance_never_overflows():
+    from armtwin.controllers.gcode import GcodeError
+    from armtwin.controllers.gcode.interpreter import Interpreter
+    it = Interpreter(IRB, M)
+
+    def fail(code, msg, letter=""):
+        raise GcodeError(code, msg, 1, 0)
+
+    for t in ([1e200, 0, 0], [1e308, 1e308, 1e308], [math.inf, 0, 0], [math.nan, 0, 0]):
+        with pytest.raises(GcodeError) as e:
+            it._check_target(t, fail)
+        assert e.value.code == 36
+    # offsets add up without bound in the program, the check still faults cleanly
+    prog = load_program("G10 L2 P1 X1000000\nG10 L2 P2 X-1000000\nG54 G0 X1000000\nG55 G0 X-1000000\n", IRB, M)
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(3, 36), (4, 36)]
+
+
+@pytest.mark.parametrize("text,col", [
+    ("G2 X10 Y0 I999999 J0", 11),           # end within tolerance of a 1 km circle
+    ("G2 I999999 J0", 4),                   # full circle
+    ("G3 I0 J-999999", 4),
+    ("G2 X10 Y0 R-999999", 11),             # the long way round a 1 km circle
+    ("G18 G2 I999999 K0", 8),
+    ("G19 G3 J0 K-9999 X5", 8),             # helix
+    ("G2 X0 Y-0.2 I0 J-5000", 13),          # both ends near the origin, the circle's far side 10 m away
+])
+def test_arcs_reaching_beyond_10_m_are_faults(text, col):
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nF600\n" + text + "\n", IRB, M)
+    (f,) = prog.faults
+    assert (f.line, f.column, int(f.code)) == (3, col, 36), str(f)
+    assert "from the robot base" in f.message and "arc" in f.message
+    assert sum(b.kind is MotionKind.ARC for b in prog.blocks if hasattr(b, "kind")) == 0
+
+
+def test_large_radius_short_arcs_stay_legal():
+    # a 1 km radius between two points 10 mm apart is almost a straight line: fine, and one chord
+    from armtwin.controllers.gcode.planner import plan
+    (a,) = _arc("G2 X10 Y0 R999999\n")
+    assert a.radius_start == pytest.approx(999.999) and abs(a.sweep) < 1e-4
+    assert plan([a], M).segment_count == 1
+    (b,) = _arc("G2 X0 Y-0.2 I0 J-4000\n")       # a 4 m circle whose far side stays within 10 m
+    assert abs(b.sweep) == pytest.approx(2 * math.pi, abs=1e-3)
+
+
+def test_path_point_cap_names_the_line_and_bounds_the_blocks():
+    # the moves need about 97 points (the rapid from home), then 23 per 100 mm line: line 5 passes 180
+    m = machine_for(IRB, (400.0, 10.0, 100.0), max_path_samples=180)
+    text = "G21 G90 G0 X0 Y0 Z0\nG1 X100 F3000\nG1 X0\nG1 X100\nG1 X0\nG1 X100\nG1 Q1\nG1 X0\n"
+    prog = load_program(text, IRB, m)
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(5, 105), (7, 11)]   # later faults still found
+    assert "180 interpolation points" in prog.faults[0].message
+    assert max(b.line for b in prog.blocks) == 4       # nothing from the line that passes the cap on
+    # the estimate bounds what the planner and the preflight really make
+    from armtwin.controllers.gcode.interpreter import Interpreter
+    from armtwin.controllers.gcode.preflight import preflight
+    text = ("G21 G90 G0 X0 Y0 Z0\nG1 C0 A10 B-5 F3000\nG2 X20 Y0 I10 J0 C90\nG3 X0 Y0 R10 Z5\nG1 X0.0001\n"
+            "G2 I0.001 J0\nG2 I100 J0 A0 B0\nG18 G3 X0 Z5 I30 K0 Y40\n")
+    it = Interpreter(IRB, M)
+    from armtwin.controllers.gcode import parse_program
+    for pl in parse_program(text).lines:
+        it.execute(pl)
+    rep = preflight(text, IRB, M)
+    assert it.points >= rep.plan.segment_count + len(rep.samples) + len(rep.program.blocks)
+
+
+def test_huge_arc_full_circle_costs_no_memory():
+    import tracemalloc
+    from armtwin.controllers.gcode.preflight import preflight
+    tracemalloc.start()
+    try:
+        for text in ("G21 G90 F600\nG2 I999999 J0\n", "G21 G90 F600\nG2 X10 Y0 I999999 J0\n",
+                     "G21 G90 F600\nG2 X10 Y0 R-999999\n"):
+            rep = preflight(text, IRB)
+            assert [int(f.code) for f in rep.faults] == [36]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB"

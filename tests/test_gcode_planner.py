@@ -109,3 +109,86 @@ def test_preflight_slows_rapids_that_a_joint_cannot_follow():
     # the same turn as a feed move too fast for J6 is a fault, not slowed
     rep = preflight("G1 C0 F100000\n", IRB)
     assert [f.code.value for f in rep.faults] == [102]
+
+
+# ----- audit: zero-length moves (orientation-only moves to the current pose) --------------------
+
+@pytest.mark.parametrize("robot", ["irb120", "aubo_i5"])
+@pytest.mark.parametrize("text", ["G0 B0", "G0 A0", "G0 C180", "G0 C90", "G1 B0 F600", "G0 X0 Y0 Z0 A0 B0\nG0 B0"])
+def test_orientation_only_moves_to_the_current_pose_are_no_motion(robot, text):
+    """On the IRB120 (home C180) and the AUBO-i5 (home C90) these are zero-length moves: no traceback."""
+    from armtwin.controllers.gcode.preflight import preflight
+    spec = robots.get(robot)
+    rep = preflight(text + "\n", spec)
+    assert not rep.errors(), [str(f) for f in rep.faults]
+    if rep.plan.segment_count == 0:
+        assert [f.code.value for f in rep.faults] == [106]          # the program has no motion: a warning
+        assert rep.lines_with_motion == 0
+
+
+def test_zero_length_moves_between_moves_and_dwells():
+    from armtwin.controllers.gcode.preflight import preflight
+    text = "G21 G90 G1 X0 Y0 Z0 F3000\nG0 B0\nG4 P0.5\nG0 A0\nG1 X10\nG0 C90 B0\nG0 C90\nG1 X20 C0\nG1 X20.0000000001\n"
+    rep = preflight(text, IRB)
+    assert rep.clean(), [str(f) for f in rep.faults]
+    lines = sorted(set(rep.plan.lines[rep.plan.block].tolist()))
+    assert lines == [1, 5, 6, 8] and rep.lines_with_motion == 4     # the zero-length lines have no chord
+    # the dwell still stops the tool and takes its time
+    (t0,), (t1,), (ln,) = rep.plan.hold_intervals()
+    assert ln == 3 and t1 - t0 == pytest.approx(0.5)
+    ps = rep.plan.sample([0.5 * (t0 + t1)])
+    assert ps.speed[0] == 0.0 and ps.line[0] == 3
+
+
+def test_plan_of_zero_length_blocks_only():
+    """Blocks made elsewhere (not by the interpreter) may have zero length: no chords, only the dwells."""
+    from armtwin.controllers.gcode import Dwell
+    from armtwin.controllers.gcode.interpreter import Motion, MotionKind
+    from armtwin.controllers.gcode.planner import retime
+    R = np.eye(3)
+    p = (0.3, 0.0, 0.3)
+    blocks = [Dwell(1, 0.5), Motion(2, MotionKind.LINEAR, p, p, R, R, 0.01), Dwell(3, 0.25),
+              Motion(4, MotionKind.RAPID, p, p, R, R.copy(), 0.0)]
+    pl = plan(blocks, M)
+    assert pl.segment_count == 0 and pl.duration == pytest.approx(0.75)
+    t0, t1, ln = pl.hold_intervals()
+    np.testing.assert_allclose(t0, [0.0, 0.5])
+    np.testing.assert_allclose(t1, [0.5, 0.75])
+    assert ln.tolist() == [1, 3]
+    assert len(pl.geometric_samples(0.005)) == 0
+    assert retime(pl, np.full(2, 0.5)).duration == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="no motion"):
+        pl.sample([0.1])
+    # with a real move after them: the dwells before the zero-length blocks come first
+    blocks.append(Motion(5, MotionKind.LINEAR, p, (0.31, 0.0, 0.3), R, R, 0.01))
+    pl = plan(blocks, M)
+    assert pl.segment_count == 1 and pl.t_start[0] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("robot,text", [("irb120", "G0 C90"), ("irb120", "G1 A10 B-10 F600"),
+                                        ("aubo_i5", "G0 C0"), ("aubo_i5", "G1 B15 F600"), ("scara", "G0 C0")])
+def test_orientation_only_moves_turn_about_a_fixed_tool_point(robot, text):
+    from armtwin.controllers.gcode.interpreter import abc_of, orientation_matrix
+    from armtwin.controllers.gcode.preflight import preflight
+    spec = robots.get(robot)
+    rep = preflight(text + "\n", spec)
+    assert rep.clean(), [str(f) for f in rep.faults]
+    ps = rep.plan.sample_every(rep.machine.control_period)
+    np.testing.assert_allclose(ps.position, np.broadcast_to(rep.program.start, ps.position.shape), atol=1e-12)
+    assert rep.duration > 0 and ps.speed.max() > 0
+    words = dict((w[0], float(w[1:])) for w in text.split()[1:] if w[0] in "ABC")
+    if spec.roll_only:
+        return
+    a, b, c = abc_of(rep.program.rot_start)
+    want = orientation_matrix(words.get("A", a), words.get("B", b), words.get("C", c))
+    np.testing.assert_allclose(ps.rotation[-1], want, atol=1e-9)
+    np.testing.assert_allclose(ps.rotation[0], rep.program.rot_start, atol=1e-9)
+
+
+def test_plan_refuses_more_chords_than_the_cap():
+    """Blocks that did not come through the interpreter's point count still cannot blow up the planner."""
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG1 X10 F600\nG2 I20 J0\n", IRB, M)
+    assert prog.ok
+    small = machine_for(IRB, max_path_samples=100)
+    with pytest.raises(ValueError, match=r"^line 3: .*more than 100 chords"):
+        plan(prog.blocks, small)

@@ -190,3 +190,79 @@ def test_long_programs_show_progress_but_not_under_json(tmp_path, capsys, monkey
     assert f"checking {p}: interpret" in err and "IK" in err or "limits" in err
     assert main(["check", str(p), "--robot", "irb120", "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+# ----- 6. the fault cap: TOO_MANY_FAULTS (119) names where the report stops ---------------------
+
+def test_too_many_faults_is_reported_once_at_the_first_fault_not_shown():
+    from armtwin.controllers.gcode import Severity, load_program, parse_program
+    # parser alone
+    res = parse_program("S1\n" * 50, max_faults=10)
+    assert [int(f.code) for f in res.faults] == [11] * 9 + [119] and res.truncated
+    assert res.faults[-1].line == 10 and "error 11 (unsupported_word) on line 10" in res.faults[-1].message
+    # exactly the cap: everything shown, no notice
+    res = parse_program("S1\n" * 10, max_faults=10)
+    assert [int(f.code) for f in res.faults] == [11] * 10 and not res.truncated
+    # parser and interpreter faults interleaved: the first ones in line order, whichever stage found them
+    text = "".join("G1 X1\n" if i % 2 == 0 else "S1\n" for i in range(40))
+    prog = load_program(text, IRB, max_faults=10)
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(i + 1, 20 if i % 2 == 0 else 11) for i in range(9)] + [
+        (10, 119)]
+    assert prog.truncated
+    # parser faults first in the file, interpreter faults later: the cap still counts in line order
+    prog = load_program("S1\n" * 8 + "G1 X1\n" * 8, IRB, max_faults=10)
+    assert [(f.line, int(f.code)) for f in prog.faults][-2:] == [(9, 20), (10, 119)]
+    assert [int(f.code) for f in prog.faults].count(119) == 1
+    assert load_program("S1\n" * 5 + "G1 X1\n" * 5, IRB, max_faults=10).truncated is False
+
+
+def test_too_many_faults_among_preflight_findings():
+    # 30 unreachable lines; the cap of 10 shows 9 and the notice at the 10th
+    text = "G21 G90 F600\n" + "".join(f"G1 X{5000 + i} Y0 Z0\n" for i in range(30))
+    rep = preflight(text, IRB, max_faults=10)
+    assert [int(f.code) for f in rep.faults] == [100] * 9 + [119] and rep.truncated
+    assert rep.faults[-1].line == 11 and rep.faults[-1].severity.value == "error"
+    assert not rep.clean()
+    # an earlier syntax fault is kept in line order, with the preflight's own findings after it
+    rep = preflight("G21 G90 F600\nQ1\n" + text.split("\n", 1)[1], IRB, max_faults=10)
+    assert [(f.line, int(f.code)) for f in rep.faults][:2] == [(2, 11), (3, 100)]
+    assert rep.faults[-1].code is ErrorCode.TOO_MANY_FAULTS and rep.faults[-1].line == 11
+    # the parser and interpreter alone reach the cap: no planning, the notice is there
+    rep = preflight("S1\n" * 200, IRB, max_faults=5)
+    assert rep.plan is None and [int(f.code) for f in rep.faults] == [11] * 4 + [119] and rep.faults[-1].line == 5
+    # exactly at the cap: every finding and no notice
+    text = "G21 G90 F600\n" + "".join(f"G1 X{5000 + i} Y0 Z0\n" for i in range(10))
+    rep = preflight(text, IRB, max_faults=10)
+    assert [int(f.code) for f in rep.faults] == [100] * 10 and not rep.truncated
+
+
+def test_only_warnings_cut_make_a_warning_notice():
+    from armtwin.controllers.gcode import Fault, Severity
+    from armtwin.controllers.gcode.errors import cap_faults
+    warn = [Fault(ErrorCode.NEAR_SINGULARITY, i, 0, "w", Severity.WARNING) for i in range(1, 8)]
+    shown, cut = cap_faults(warn, 5)
+    assert cut and shown[-1].code is ErrorCode.TOO_MANY_FAULTS and shown[-1].severity is Severity.WARNING
+    assert shown[-1].line == 5 and len(shown) == 5
+    err = warn[:6] + [Fault(ErrorCode.JOINT_LIMIT, 9, 0, "e")]
+    assert cap_faults(err, 5)[0][-1].severity is Severity.ERROR
+    assert cap_faults(warn, 1) == (warn[:1], True)          # no room for a notice
+    assert cap_faults(warn, 7) == (warn, False)
+
+
+# ----- 7. bounded memory whatever the input: huge arcs, the path-point cap ----------------------
+
+def test_many_large_legal_arcs_stop_at_the_path_point_cap():
+    machine = machine_for(IRB, max_path_samples=50_000)
+    # 4 m circles round a far centre: each needs ~5,000 IK samples and ~2,000 chords
+    text = "G21 G90 G0 X0 Y0 Z0 F600\n" + "G2 I0 J-4000\n" * 100
+    tracemalloc.start()
+    try:
+        rep = preflight(text, IRB, machine)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    (cap,) = [f for f in rep.faults if f.code is ErrorCode.PROGRAM_TOO_LONG]
+    assert 2 < cap.line < 20 and "50,000 interpolation points" in cap.message
+    assert rep.plan.segment_count + len(rep.samples) <= 50_000
+    assert max(rep.plan.lines) < cap.line
+    assert peak < 200e6, f"{peak / 1e6:.0f} MB"

@@ -17,7 +17,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["MachineConfig", "machine_for"]
+__all__ = ["MachineConfig", "machine_for", "MAX_TARGET_DISTANCE", "MAX_PATH_SAMPLES"]
+
+#: targets (and arc points, and the work origin) farther than this from the robot base are
+#: absurd for an arm, m
+MAX_TARGET_DISTANCE = 10.0
+#: default cap on the interpolation points of one program (arc chords + preflight IK samples)
+MAX_PATH_SAMPLES = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,10 @@ class MachineConfig:
         max_dwell: longest accepted G4 dwell, s (longer: fault 37).
         max_program_time: longest accepted planned program time (moves and dwells), s
             (longer: fault 105). Bounds what a run can be asked to simulate and log.
+        max_path_samples: most interpolation points of a program: arc chords plus preflight
+            IK samples (``sample_spacing`` apart), counted per move as the program is read
+            (more: fault 105 at the line that passes it, and nothing after it is planned).
+            Bounds the memory of planning and checking whatever the input.
     """
 
     origin: tuple[float, float, float]
@@ -58,12 +68,20 @@ class MachineConfig:
     max_rapid_slowdown_passes: int = 4
     max_dwell: float = 3600.0
     max_program_time: float = 86400.0
+    max_path_samples: int = MAX_PATH_SAMPLES
 
     def __post_init__(self) -> None:
         o = tuple(float(v) for v in self.origin)
         if len(o) != 3 or not all(math.isfinite(v) for v in o):
             raise ValueError(f"origin must be three finite numbers (m), got {self.origin}")
+        d = math.hypot(*o)
+        if not d <= MAX_TARGET_DISTANCE:
+            raise ValueError(f"origin ({', '.join(f'{v:g}' for v in o)}) m is {d:.6g} m from the robot base; "
+                             f"at most {MAX_TARGET_DISTANCE:g} m")
         object.__setattr__(self, "origin", o)
+        n = self.max_path_samples
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"max_path_samples must be a positive whole number, got {n!r}")
         for name in ("rapid_speed", "acceleration", "junction_deviation", "arc_tolerance", "control_period",
                      "sample_spacing", "rotation_scale", "singularity_margin", "max_dwell", "max_program_time"):
             v = getattr(self, name)
@@ -80,6 +98,10 @@ class MachineConfig:
         v = [float(a) for a in xyz_mm]
         if len(v) != 3 or not all(math.isfinite(a) for a in v):
             raise ValueError(f"origin needs three finite numbers (mm), got {xyz_mm}")
+        d = math.hypot(*v)
+        if not d <= MAX_TARGET_DISTANCE * 1000.0:
+            raise ValueError(f"origin ({', '.join(f'{a:g}' for a in v)}) mm is {d:.6g} mm from the robot base; "
+                             f"at most {MAX_TARGET_DISTANCE * 1000:g} mm")
         return replace(self, origin=tuple(a / 1000.0 for a in v))
 
 

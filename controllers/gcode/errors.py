@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["ErrorCode", "Severity", "Fault", "GcodeError", "MAX_FAULTS"]
+__all__ = ["ErrorCode", "Severity", "Fault", "GcodeError", "MAX_FAULTS", "cap_faults"]
 
-#: Default cap on the number of faults collected from one file.
+#: Default cap on the number of findings reported for one file (when there are more, the last
+#: one reported is a TOO_MANY_FAULTS notice: see :func:`cap_faults`).
 MAX_FAULTS = 100
 
 
@@ -215,7 +216,9 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "apply to the 6-axis arms only."),
     ErrorCode.TARGET_OUT_OF_RANGE: (
         "target absurdly far",
-        "The target lies more than 10 m from the robot base; it cannot be meant for an arm."),
+        "The target, or a point of an arc (its circle between start and end, helix included), "
+        "lies more than 10 m from the robot base; it cannot be meant for an arm. For arcs this "
+        "is usually a huge I/J/K or R (absolute coordinates given as offsets, or a unit mistake)."),
     ErrorCode.DWELL_TOO_LONG: (
         "dwell too long",
         "G4 P may be at most 3600 s (1 h; MachineConfig.max_dwell). Longer dwells are almost "
@@ -245,8 +248,10 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.PROGRAM_TOO_LONG: (
         "program too long",
         "The planned program time (moves and dwells) exceeds 86,400 s (24 h; "
-        "MachineConfig.max_program_time). The fault is reported at the line where the program "
-        "passes the limit; usually a feed rate or dwell in the wrong unit."),
+        "MachineConfig.max_program_time), or its path needs more than 5,000,000 interpolation "
+        "points (arc chords and IK samples 5 mm apart; MachineConfig.max_path_samples). The "
+        "fault is reported at the line where the program passes the limit; usually a feed rate "
+        "or dwell in the wrong unit. Past the point limit no motion is planned or checked."),
     ErrorCode.NO_MOTION: (
         "program has no motion",
         "Nothing in the program moves the robot (empty, comments only, or only settings and "
@@ -254,7 +259,9 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "(line 0); with --strict a fault."),
     ErrorCode.TOO_MANY_FAULTS: (
         "too many faults",
-        "The fault report was cut at the cap; fix the first faults and check again."),
+        "The program has more faults than the cap (100; max_faults): the report lists the first "
+        "ones and ends with this notice, at the line of the first fault not shown. Fix the first "
+        "faults and check again."),
 }
 
 
@@ -324,3 +331,30 @@ class GcodeError(ValueError):
         """The same fault attached to ``line`` (used when a line is parsed out of its file)."""
         f = self.fault
         return GcodeError(f.code, f.message, line, f.column)
+
+
+def cap_faults(faults, max_faults: int) -> tuple[list, bool]:
+    """At most ``max_faults`` findings of ``faults`` (already in report order).
+
+    When there are more, the report keeps the first ``max_faults - 1`` and ends with one
+    TOO_MANY_FAULTS notice at the line of the first fault not shown (an error if any fault
+    not shown is an error, else a warning). With ``max_faults`` < 2 there is no room for the
+    notice: the first fault alone is kept.
+
+    Returns:
+        (the findings to report, whether some were cut).
+    """
+    faults = list(faults)
+    max_faults = max(1, int(max_faults))
+    if len(faults) <= max_faults:
+        return faults, False
+    if max_faults < 2:
+        return faults[:max_faults], True
+    keep, cut = faults[:max_faults - 1], faults[max_faults - 1:]
+    first = cut[0]
+    sev = Severity.ERROR if any(f.severity is Severity.ERROR for f in cut) else Severity.WARNING
+    note = Fault(ErrorCode.TOO_MANY_FAULTS, first.line, 0,
+                 f"more than {max_faults} findings: the report stops here; the first one not shown is "
+                 f"{first.severity.value} {int(first.code)} ({first.code.slug})"
+                 + (f" on line {first.line}" if first.line else ""), sev)
+    return keep + [note], True

@@ -18,6 +18,7 @@ orientation.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
 from collections.abc import Sequence
@@ -28,8 +29,8 @@ import numpy as np
 
 from ..kinematics import chain_of, fk
 from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
-from .config import MachineConfig, machine_for
-from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError
+from .config import MAX_TARGET_DISTANCE, MachineConfig, machine_for
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 from .parser import ParsedLine, ParseResult, parse_program
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
@@ -39,8 +40,9 @@ MM_PER_INCH = 25.4
 #: arc end-radius check: absolute (mm) and relative tolerance (both must be exceeded)
 ARC_ABS_TOL_MM = 0.002
 ARC_REL_TOL = 0.001
-#: targets farther than this from the base are absurd, m
-MAX_TARGET_DISTANCE = 10.0
+#: a move shorter than this (mm) and turning the tool less than ZERO_ANGLE (rad) is no motion
+ZERO_LENGTH_MM = 1e-9
+ZERO_ANGLE = 1e-9
 _AXES = "XYZABC"
 _AXES_SET = frozenset(_AXES)
 _IJK_SET = frozenset("IJK")
@@ -117,9 +119,10 @@ class Program:
 
     Attributes:
         blocks: motion, dwell and stop blocks in order.
-        faults: parse and interpretation faults, in line order (one per faulty line).
+        faults: parse and interpretation faults, in line order (one per faulty line); with more
+            than the cap, the first ones and a TOO_MANY_FAULTS (119) notice.
         line_count: lines in the file.
-        truncated: the fault cap was reached.
+        truncated: there were more faults than the cap (the faults end with the 119 notice).
         start: (3,) flange position where the program starts (the robot's home), m.
         rot_start: (3, 3) flange orientation at the start.
         q_start: (n,) joints at the start, rad / m.
@@ -199,6 +202,10 @@ class Interpreter:
         self.ended = 0
         self._rot_cache: dict[tuple, np.ndarray] = {tuple(abc): self.start_rotation}
         self._rot = self.start_rotation
+        #: interpolation points of the blocks made so far (an upper estimate of the planner's
+        #: arc chords plus the preflight's IK samples, and one per block): bounds the memory of
+        #: planning (:attr:`MachineConfig.max_path_samples`, checked by :func:`interpret`)
+        self.points = 0
 
     # ----- helpers ------------------------------------------------------------------------
     def _m(self, p) -> tuple[float, float, float]:
@@ -366,14 +373,37 @@ class Interpreter:
             else:
                 out.append(Stop(ln, StopKind.END))
                 self.ended = ln
+        self.points += len(out)
         return out
 
     # ----- geometry -------------------------------------------------------------------------
     def _check_target(self, t, fail) -> None:
         o = self._origin_mm
-        d = math.sqrt((t[0] + o[0]) ** 2 + (t[1] + o[1]) ** 2 + (t[2] + o[2]) ** 2)
-        if d > MAX_TARGET_DISTANCE * 1000.0:
-            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"the target is {d / 1000:.1f} m from the robot base")
+        d = math.hypot(t[0] + o[0], t[1] + o[1], t[2] + o[2])   # no overflow (inf at worst)
+        if not d <= MAX_TARGET_DISTANCE * 1000.0:
+            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"the target is {d / 1000:.6g} m from the robot base "
+                 f"(at most {MAX_TARGET_DISTANCE:g} m)")
+
+    def _arc_reach(self, pos, target, plane, ci, cj, sweep, radius) -> float:
+        """Largest distance (mm) of the arc from the robot base (helix included; ``radius``: the larger one).
+
+        On a circle the distance from a point grows with the angle from that point's direction, so
+        the farthest point of the arc is the one opposite the base if the arc passes it, else an end.
+        """
+        a0, a1, an = plane
+        o = self._origin_mm
+        c0, c1 = pos[a0] + ci, pos[a1] + cj            # centre, in-plane, machine coordinates
+        b0, b1 = -o[a0] - c0, -o[a1] - c1              # the base seen from the centre
+        rho = math.hypot(b0, b1)
+        away = math.atan2(-b1, -b0)                    # direction of the point opposite the base
+        start = math.atan2(-cj, -ci)
+        u = ((away - start) * (1.0 if sweep >= 0 else -1.0)) % (2.0 * math.pi)
+        if u <= abs(sweep) or rho == 0.0:
+            d_in = rho + radius
+        else:
+            d_in = max(math.hypot(pos[a0] + o[a0], pos[a1] + o[a1]), math.hypot(target[a0] + o[a0], target[a1] + o[a1]))
+        d_n = max(abs(pos[an] + o[an]), abs(target[an] + o[an]))
+        return math.hypot(d_in, d_n)
 
     def _arc_geometry(self, w, pos, target, plane, motion, units, fail):
         a0, a1, an = _PLANES[plane]
@@ -428,6 +458,11 @@ class Interpreter:
             ang += 2.0 * math.pi
         if r1 < 1e-9:
             r1 = r0
+        reach = self._arc_reach(pos, target, (a0, a1, an), ci, cj, ang, max(r0, r1))
+        if not reach <= MAX_TARGET_DISTANCE * 1000.0:
+            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"the arc (radius {max(r0, r1) / units:.6g}) reaches {reach / 1000:.6g} m "
+                 f"from the robot base (at most {MAX_TARGET_DISTANCE:g} m): check the "
+                 + ("radius R" if "R" in w else "centre offsets " + "/".join(in_plane)), offs[0] if offs else "R")
         return (a0, a1, an), ci, cj, ang, r0, r1
 
     def _line_to(self, out: list, ln: int, kind: MotionKind, target: list[float], feed: float) -> None:
@@ -435,10 +470,21 @@ class Interpreter:
         if target == pos:
             return
         rot0 = self._rot
-        rot1 = rot0 if target[3:] == pos[3:] else self._rotation(target)
-        out.append(Motion(ln, kind, self._m(pos), self._m(target), rot0, rot1, feed))
+        turn = target[3:] != pos[3:]
+        rot1 = self._rotation(target) if turn else rot0
+        length = math.hypot(target[0] - pos[0], target[1] - pos[1], target[2] - pos[2])   # mm
+        angle = _angle_between(rot0, rot1) if turn else 0.0
         self.pos = target
+        if length <= ZERO_LENGTH_MM and angle <= ZERO_ANGLE:
+            return   # no motion (e.g. G0 B0 where B is already 0 up to round-off): the tool keeps its pose
+        out.append(Motion(ln, kind, self._m(pos), self._m(target), rot0, rot1, feed))
         self._rot = rot1
+        self.points += 1 + self._samples(length * 0.001, angle)
+
+    def _samples(self, length: float, angle: float) -> int:
+        """IK samples of a move ``length`` m long turning the tool by ``angle`` rad (upper estimate)."""
+        m = self.machine
+        return 1 + math.ceil((length + m.rotation_scale * angle) / m.sample_spacing)
 
     def _arc_to(self, out: list, ln: int, target, feed, plane, ci, cj, sweep, r0, r1) -> None:
         pos = self.pos
@@ -447,12 +493,25 @@ class Interpreter:
         c[a0] += ci
         c[a1] += cj
         rot0 = self._rot
-        rot1 = rot0 if target[3:] == pos[3:] else self._rotation(target)
+        turn = target[3:] != pos[3:]
+        rot1 = self._rotation(target) if turn else rot0
         out.append(Motion(ln, MotionKind.ARC, self._m(pos), self._m(target), rot0, rot1, feed,
                           centre=self._m(c), plane=plane, sweep=sweep, radius_start=r0 * 0.001,
                           radius_end=r1 * 0.001))
         self.pos = target
         self._rot = rot1
+        # chords as the planner makes them (planner.plan), and the IK samples along the helix
+        r = max(r0, r1) * 0.001
+        tol = self.machine.arc_tolerance
+        dth = min(2.0 * math.acos(max(-1.0, 1.0 - tol / r)) if tol < r else math.pi / 2, math.pi / 2)
+        chords = max(1, math.ceil(abs(sweep) / dth - 1e-9))
+        length = math.hypot(abs(sweep) * r, (target[an] - pos[an]) * 0.001)
+        self.points += chords + self._samples(length, _angle_between(rot0, rot1) if turn else 0.0)
+
+
+def _angle_between(r0: np.ndarray, r1: np.ndarray) -> float:
+    """Rotation angle (rad) from orientation ``r0`` to ``r1`` (accurate for small angles too)."""
+    return 2.0 * math.asin(min(1.0, float(np.linalg.norm(r1 - r0)) / (2.0 * math.sqrt(2.0))))
 
 
 #: lines interpreted between two progress reports
@@ -466,6 +525,13 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
 
     A faulty line is skipped without changing the state (grbl's rule), and the next lines are
     still checked; parse faults already in a :class:`ParseResult` are merged in line order.
+    With more than ``max_faults`` faults the program's faults end with a TOO_MANY_FAULTS (119)
+    notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
+
+    Memory is bounded whatever the input: when the blocks need more interpolation points than
+    ``machine.max_path_samples`` (arc chords and IK samples, :attr:`Interpreter.points`), the
+    line that passes the limit gets a PROGRAM_TOO_LONG (105) fault and the blocks from there on
+    are dropped (the lines are still checked for faults).
 
     Args:
         progress: called with ("interpret", fraction) every :data:`PROGRESS_LINES` lines.
@@ -474,16 +540,23 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
         The :class:`Program`.
     """
     it = Interpreter(spec, machine, q_start)
-    faults: list[Fault] = list(lines.faults) if isinstance(lines, ParseResult) else []
-    truncated = lines.truncated if isinstance(lines, ParseResult) else False
+    max_faults = max(1, int(max_faults))
+    if isinstance(lines, ParseResult):   # the parser's own faults, without its cap notice
+        parse_faults = [f for f in lines.faults if f.code is not ErrorCode.TOO_MANY_FAULTS] + list(lines.overflow)
+        parse_faults.sort(key=lambda f: f.line)
+    else:
+        parse_faults = []
+    parse_lines = [f.line for f in parse_faults]
     src = lines.lines if isinstance(lines, ParseResult) else lines
     count = lines.line_count if isinstance(lines, ParseResult) else 0
     if not isinstance(src, Sequence):  # parse_program's Lines is one (made line by line as it is read)
         src = list(src)
+    sem: list[Fault] = []
     blocks: list = []
     extend = blocks.extend
     execute = it.execute
-    n_sem = 0
+    max_points = it.machine.max_path_samples
+    full = False          # the point limit was passed: blocks are dropped from there on
     total = len(src)
     step = total if progress is None else PROGRESS_LINES
     stop = False
@@ -492,12 +565,23 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
             progress("interpret", a / total)
         for pl in src[a:a + step]:
             try:
-                extend(execute(pl))
+                new = execute(pl)
             except GcodeError as exc:
-                faults.append(exc.fault)
-                n_sem += 1
-                if len(faults) >= max_faults:
-                    truncated = True
+                sem.append(exc.fault)
+            else:
+                if full:
+                    pass
+                elif it.points <= max_points:
+                    extend(new)
+                else:
+                    full = True
+                    sem.append(Fault(ErrorCode.PROGRAM_TOO_LONG, pl.lineno, 0,
+                                     f"the path needs more than {max_points:,} interpolation points (arc chords and "
+                                     f"IK samples {it.machine.sample_spacing * 1000:g} mm apart) by this line; "
+                                     f"the program is planned and checked only up to the line before"))
+            if sem and sem[-1].line == pl.lineno:
+                # enough faults at or before this line: the later ones would not be reported
+                if len(sem) + bisect.bisect_right(parse_lines, pl.lineno) > max_faults:
                     stop = True
                     break
             if it.ended:
@@ -505,9 +589,10 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
                 break
         if stop:
             break
-    if n_sem and len(faults) > n_sem:
+    faults = parse_faults + sem
+    if sem and parse_faults:
         faults.sort(key=lambda f: f.line)
-    faults = faults[:max_faults]
+    faults, truncated = cap_faults(faults, max_faults)
     return Program(tuple(blocks), tuple(faults), count, truncated, it.start_position, it.start_rotation,
                    it.q_start, it.ended)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Iterable, NamedTuple
 
-from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "parse_line", "parse_program", "split_lines", "MAX_LINE_LENGTH",
            "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS"]
@@ -161,15 +161,21 @@ class ParseResult:
     Attributes:
         lines: parsed lines in file order (faulty and empty lines left out): a :class:`Lines`
             for a clean file, a tuple otherwise; either way a sequence of :class:`ParsedLine`.
-        faults: faults in file order; one per faulty line (its first fault).
+        faults: faults in file order; one per faulty line (its first fault). When the file
+            has more than the cap, the first ``max_faults - 1`` and a TOO_MANY_FAULTS (119)
+            notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
         line_count: number of lines in the text.
-        truncated: True if the cap stopped the collection of faults.
+        truncated: True if the cap stopped the collection of faults (``lines`` then ends at the
+            line of the last fault collected).
+        overflow: the faults collected but replaced by the notice (for the interpreter, which
+            merges its own faults in line order and applies the cap again).
     """
 
     lines: Sequence[ParsedLine]
     faults: tuple[Fault, ...]
     line_count: int
     truncated: bool = False
+    overflow: tuple[Fault, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -218,11 +224,13 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
     """Parse a whole program, collecting every faulty line's fault instead of raising.
 
     Each faulty line contributes its first fault (the line is rejected as a whole, as grbl
-    and LinuxCNC do); every line of the file is examined until ``max_faults`` is reached.
+    and LinuxCNC do); every line of the file is examined until more than ``max_faults``
+    faults are found.
 
     Args:
         text: program text (str or bytes), or an iterable of lines.
-        max_faults: stop collecting after this many faults (the result is then ``truncated``).
+        max_faults: the most faults reported; with more, the result is ``truncated`` and its
+            last fault is a TOO_MANY_FAULTS (119) notice at the line of the first fault not shown.
 
     Returns:
         The :class:`ParseResult`. Never raises on any content.
@@ -235,8 +243,12 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
     fast = _scan_clean(text, raw)
     if fast is not None:
         return ParseResult(fast, (), len(raw), False)
-    lines, faults, count, truncated = _scan(text, raw, 1, max(1, int(max_faults)))
-    return ParseResult(tuple(lines), tuple(faults), count, truncated)
+    cap = max(1, int(max_faults))
+    lines, faults, count, _ = _scan(text, raw, 1, cap + 1)   # one more: is anything cut, and where
+    shown, truncated = cap_faults(faults, cap)
+    kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
+    overflow = tuple(faults[kept:]) if truncated else ()
+    return ParseResult(tuple(lines), tuple(shown), count, truncated, overflow)
 
 
 def _prechecked(text: str, raw: list[str], first_lineno: int) -> dict[int, Fault]:

@@ -4,7 +4,10 @@ Knows nothing of G-code (grbl's split): it sees motion blocks in metres of the b
 
 1. **Geometry.** Lines stay lines; arcs are split into chords no farther than
    ``arc_tolerance`` from the circle (as grbl's ``mc_arc``). Orientation is interpolated along
-   each block (rotation about one axis, proportional to the block's path fraction).
+   each block (rotation about one axis, proportional to the block's path fraction). Chords of
+   zero length (a block to where the tool already is) are dropped; a block may have none and a
+   plan may have no chord at all (then only its dwells take time). At most
+   ``max_path_samples`` chords (the interpreter stops well before, fault 105).
 2. **Timing.** Each chord gets a trapezoidal speed profile with acceleration ``acceleration``
    and cruise speed F (G0: the rapid speed; arcs also at most sqrt(a·r), so the centripetal
    acceleration stays within a). Corner speeds follow grbl's junction deviation:
@@ -37,7 +40,7 @@ __all__ = ["Plan", "PathSamples", "plan", "retime", "junction_speed_sq"]
 def junction_speed_sq(d_prev: np.ndarray, d_next: np.ndarray, acceleration: float, deviation: float) -> np.ndarray:
     """grbl's junction speed² (m²/s²) between unit directions (N, k) and (N, k)."""
     cos_t = -np.einsum("ij,ij->i", d_prev, d_next)
-    cos_t = np.clip(cos_t, -1.0, 1.0)
+    cos_t = np.clip(np.nan_to_num(cos_t, nan=1.0), -1.0, 1.0)   # no direction (NaN): stop there
     sin_h = np.sqrt(0.5 * (1.0 - cos_t))
     with np.errstate(divide="ignore"):
         v2 = acceleration * deviation * sin_h / (1.0 - sin_h)
@@ -287,6 +290,10 @@ class Plan:
         seg_last = np.searchsorted(self.block, np.arange(B), side="right") - 1
         has = seg_last >= seg_first
         bl = np.flatnonzero(has)
+        if not len(bl):   # nothing moves (every block of zero length)
+            z = np.zeros(0)
+            zi = np.zeros(0, dtype=np.int64)
+            return PathSamples(z, z, np.zeros((0, 3)), np.zeros((0, 3, 3)), z, zi, zi, zi)
         b_s0 = s_start[seg_first[bl]]
         b_len = s_start[seg_last[bl]] + self.length[seg_last[bl]] - b_s0
         m = np.maximum(1, np.ceil(b_len / spacing - 1e-9).astype(np.int64))
@@ -388,6 +395,10 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
         dth = np.minimum(dth, math.pi / 2)
         nseg[arc_idx] = np.maximum(1, np.ceil(np.abs(sweep) / dth - 1e-9)).astype(np.int64)
     S = int(nseg.sum())
+    if S > machine.max_path_samples:   # the interpreter stops well before (fault 105); blocks made elsewhere
+        over = int(np.searchsorted(np.cumsum(nseg), machine.max_path_samples, side="right"))
+        raise ValueError(f"line {motions[over].line}: the path needs more than {machine.max_path_samples:,} "
+                         f"chords (MachineConfig.max_path_samples)")
     seg_block = np.repeat(np.arange(B), nseg)
     first = np.concatenate(([0], np.cumsum(nseg)[:-1]))
     k = np.arange(S) - first[seg_block]
@@ -475,6 +486,11 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
     scale = np.asarray(rapid_scale, dtype=float)
     v_nom = p._base_nominal * scale[p.block]
     S = len(v_nom)
+    if S == 0:   # no chord (nothing moves, or only zero-length moves): only the dwells take time
+        z = np.zeros(0)
+        return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, z, z, z, z, z, z, z,
+                    float(np.sum(p._delay)), a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay,
+                    p._junction, p._base_nominal, p._hold_node, p._hold_seconds, p._hold_line)
     vn2 = v_nom * v_nom
     J = p._junction.copy()
     if S > 1:

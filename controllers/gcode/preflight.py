@@ -16,7 +16,9 @@ Checks, without running physics:
   value of the scaled Jacobian (translation rows divided by the reach) below
   ``singularity_margin``, evaluated where the joints move fastest relative to the tool.
 * the planned program time against ``max_program_time`` — PROGRAM_TOO_LONG (105);
-* a program without any motion — NO_MOTION (106, a warning on line 0).
+* a program without any motion — NO_MOTION (106, a warning on line 0);
+* more findings than ``max_faults``: the first ``max_faults - 1`` in line order and
+  TOO_MANY_FAULTS (119) at the line of the first one not shown.
 
 IK uses the vectorised :func:`~armtwin.controllers.ik.solve_batch` (every branch of every
 sample at once) and follows the start branch through the samples in numpy; only branch
@@ -34,7 +36,7 @@ import numpy as np
 from ..ik import branch_labels, branch_of, solve_batch
 from ..kinematics import chain_of
 from .config import MachineConfig, machine_for
-from .errors import MAX_FAULTS, ErrorCode, Fault, Severity
+from .errors import MAX_FAULTS, ErrorCode, Fault, Severity, cap_faults
 from .interpreter import MotionKind, Program, load_program
 from .planner import PathSamples, Plan, plan, retime
 
@@ -257,7 +259,7 @@ class PreflightReport:
         joint_speed: (K, n) joint speeds on the interval ending at each sample, rad/s / m/s.
         faults: every finding (all codes), in line order.
         lines_with_motion: number of program lines that move the robot.
-        truncated: the fault cap was reached.
+        truncated: there were more findings than the cap: the faults end with a TOO_MANY_FAULTS (119) notice.
         machine: the settings used.
     """
 
@@ -321,8 +323,9 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
     it), so that one pass reports every fault of the file, up to ``max_faults``.
     """
     faults: list[Fault] = list(prog.faults)
-    if prog.truncated or len(faults) >= max_faults:
-        return PreflightReport(spec.name, prog, None, None, None, None, tuple(faults[:max_faults]), truncated=True,
+    if prog.truncated:   # more faults than the cap from the parser and the interpreter alone (ends with 119)
+        shown, _ = cap_faults(faults, max_faults)
+        return PreflightReport(spec.name, prog, None, None, None, None, tuple(shown), truncated=True,
                                machine=machine)
     if progress is not None:
         progress("plan", 0.0)
@@ -360,11 +363,14 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         t = pl.t_start[gs.segment] + pl._t_of_s(gs.segment, gs.s - pl.s_start[gs.segment])
         gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line)
     seen: set[tuple[int, int]] = set()
+    per_code: dict[int, int] = {}
 
     def add(code: ErrorCode, line: int, msg: str, sev: Severity = Severity.ERROR) -> None:
+        # each kind is found in line order: more than max_faults + 1 of one kind can never be shown
         key = (int(code), int(line))
-        if key not in seen and len(faults) < max_faults:
+        if key not in seen and per_code.get(key[0], 0) <= max_faults:
             seen.add(key)
+            per_code[key[0]] = per_code.get(key[0], 0) + 1
             faults.append(Fault(code, int(line), 0, msg, sev))
 
     unreachable: dict[int, list[int]] = {}      # line -> [first failing sample, worst sample]
@@ -408,18 +414,18 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         cand = np.unique(np.concatenate([cand, ends, [0, len(q) - 1]]))
         cand = cand[ok[cand]]
         if len(cand) > 50000:
-            cand = cand[np.argsort(-amp[np.maximum(cand - 1, 0)])[:50000]]
+            cand = np.sort(cand[np.argsort(-amp[np.maximum(cand - 1, 0)])[:50000]])
         if len(cand):
             sig = singularity_measure(spec, q[cand])
             for i, sv in zip(cand[sig < machine.singularity_margin], sig[sig < machine.singularity_margin]):
                 add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {machine.singularity_margin:g} "
                     f"at {_mm(gs.position[i])}", Severity.WARNING)
     faults.sort(key=lambda f: (f.line, int(f.code)))
-    faults = faults[:max_faults]
-    moving = len(np.unique(pl.lines))
+    faults, truncated = cap_faults(faults, max_faults)
+    moving = len(np.unique(pl.lines[pl.block]))   # lines with a chord (zero-length moves do not count)
     if progress is not None:
         progress("limits", 1.0)
-    return PreflightReport(spec.name, prog, pl, gs, q, qd, tuple(faults), moving, len(faults) >= max_faults, machine)
+    return PreflightReport(spec.name, prog, pl, gs, q, qd, tuple(faults), moving, truncated, machine)
 
 
 def _report_unreachable(spec, pl: Plan, gs: PathSamples, dist: np.ndarray, lines: dict[int, list[int]],
