@@ -185,5 +185,7 @@ def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m armtwin.scripts.cli: use the imported module, whose CliError the commands raise
+    from armtwin.scripts.cli import main as _main
+
+    raise SystemExit(_main())

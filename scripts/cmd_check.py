@@ -123,8 +123,6 @@ def run(args: argparse.Namespace) -> int:
 def print_report(name: str, rep, spec, machine, strict: bool) -> None:
     for f in rep.faults:
         print(f"{name}:{f}" if f.line else f"{name}: {f}")
-    if rep.truncated:
-        print(f"{name}: … more faults not shown (cap reached)")
     o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
     n_err = len(rep.errors(False))
     n_warn = len(rep.faults) - n_err

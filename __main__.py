@@ -1,0 +1,5 @@
+"""``python -m armtwin``: the ``armtwin`` command."""
+
+from .scripts.cli import main
+
+raise SystemExit(main())
