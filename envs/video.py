@@ -183,22 +183,51 @@ def draw_polyline(alpha: np.ndarray, pts: np.ndarray, width: float = 2.0, *, clo
 
 
 class _Layer:
-    """A coloured coverage layer composited over frames (only inside its bounding box)."""
+    """A coloured coverage layer composited over frames.
+
+    Only its covered pixels are blended (a trail is a thin line: a few thousand pixels, where
+    its bounding box can be most of the frame). Coverage only grows until the layer is
+    replaced, so each draw adds the pixels it newly covered inside its own small box.
+    """
 
     def __init__(self, w: int, h: int, style: TrailStyle) -> None:
         self.alpha = np.zeros((h, w), np.float32)
         self.style = style
         self.bbox = [w, h, 0, 0]
         self.color = np.asarray(style.color, np.float32)
+        self._w = w
+        self._covered = np.zeros((h, w), bool)
+        self._idx = np.empty(0, np.int64)  # flat indices of covered pixels
+        self._a = np.empty((0, 1), np.float32)  # their blend weights (coverage x opacity)
 
-    def composite(self, img: np.ndarray) -> None:
-        x0, y0, x1, y1 = self.bbox
+    def draw(self, px: np.ndarray) -> None:
+        """Add the polyline ``px`` ((k, 2) pixels) to the layer."""
+        box = [self._w, self.alpha.shape[0], 0, 0]
+        draw_polyline(self.alpha, px, self.style.width, bbox=box)
+        x0, y0, x1, y1 = box
         if x1 <= x0 or y1 <= y0:
             return
-        a = self.alpha[y0:y1, x0:x1, None] * np.float32(self.style.opacity)
-        region = img[y0:y1, x0:x1, :3].astype(np.float32)
-        region += (self.color - region) * a
-        img[y0:y1, x0:x1, :3] = region.astype(np.uint8)
+        b = self.bbox
+        b[0], b[1], b[2], b[3] = min(b[0], x0), min(b[1], y0), max(b[2], x1), max(b[3], y1)
+        yy, xx = np.nonzero((self.alpha[y0:y1, x0:x1] > 0) & ~self._covered[y0:y1, x0:x1])
+        if len(yy):
+            self._covered[yy + y0, xx + x0] = True
+            self._idx = np.concatenate([self._idx, (yy + y0) * self._w + (xx + x0)])
+        self._a = (self.alpha.reshape(-1)[self._idx] * np.float32(self.style.opacity))[:, None]
+
+    def composite(self, img: np.ndarray) -> None:
+        if not len(self._idx):
+            return
+        if not img.flags.c_contiguous:  # a reshape would copy: blend the box
+            x0, y0, x1, y1 = self.bbox
+            region = img[y0:y1, x0:x1, :3].astype(np.float32)
+            region += (self.color - region) * (self.alpha[y0:y1, x0:x1, None] * np.float32(self.style.opacity))
+            img[y0:y1, x0:x1, :3] = region.astype(np.uint8)
+            return
+        pix = img.reshape(-1, img.shape[2])
+        sub = pix[self._idx, :3].astype(np.float32)
+        sub += (self.color - sub) * self._a
+        pix[self._idx, :3] = sub.astype(np.uint8)
 
 
 # ----- overlay --------------------------------------------------------------------------
@@ -261,14 +290,45 @@ class _Overlay:
         region[y0:y1, x0:x1, :3] = sub.astype(np.uint8)
         return m.shape[1]
 
+    def _strip_mask(self, rows: list[str], strip_h: int) -> np.ndarray:
+        """(strip_h, w) uint8 coverage (0..255) of the white text rows on the strip."""
+        mask = np.zeros((strip_h, self.w), np.uint16)
+        for i, text in enumerate(rows):
+            m = self._row_mask8(text)
+            y, x = 4 + i * self.line_h, 8
+            hh, ww = min(m.shape[0], strip_h - y), min(m.shape[1], self.w - x)
+            if hh > 0 and ww > 0:
+                mask[y:y + hh, x:x + ww] = m[:hh, :ww]
+        return mask
+
+    def _row_mask8(self, text: str) -> np.ndarray:
+        key = "\0" + text  # the same cache, its own key space
+        m = self._rows_cache.get(key)
+        if m is None:
+            m = np.rint(self._row_mask(text) * 255.0).astype(np.uint16)
+            self._rows_cache[key] = m
+        return m
+
     def draw(self, img: np.ndarray, rows: Sequence[str], legend: Sequence[tuple[str, tuple[int, int, int]]]) -> None:
         rows = list(rows)
         strip_h = min(self.h, self.line_h * len(rows) + 8)
-        region = img[self.h - strip_h:, :, :3]
-        region >>= 1  # darken to 50 %
-        region -= region >> 2  # … to 37.5 %
-        for i, text in enumerate(rows):
-            self._put(region, text, 8, 4 + i * self.line_h, (255, 255, 255))
+        # darken the strip to 37.5 % (all channels of a contiguous block: the writers drop
+        # alpha), then blend white text only where the glyphs cover
+        strip = img[self.h - strip_h:]
+        dim = strip if strip.flags.c_contiguous else strip[..., :3]
+        dim >>= 1
+        dim -= dim >> 2
+        mask = self._strip_mask(rows, strip_h).reshape(-1)
+        on = np.flatnonzero(mask)
+        if len(on):
+            pix = strip.reshape(-1, strip.shape[-1]) if strip.flags.c_contiguous else None
+            if pix is None:
+                yy, xx = np.divmod(on, self.w)
+                d = strip[yy, xx, :3].astype(np.uint16)
+                strip[yy, xx, :3] = d + ((255 - d) * mask[on, None] + 127) // 255
+            else:
+                d = pix[on, :3].astype(np.uint16)
+                pix[on, :3] = d + ((255 - d) * mask[on, None] + 127) // 255
         if legend:  # top-right corner, on its own dark box
             widths = [self._row_mask(t).shape[1] for t, _ in legend]
             box_w = sum(widths) + 14 * (len(legend) - 1) + 12
@@ -583,7 +643,7 @@ class VideoRecorder:
                 self._followed = _Layer(*self.size, FOLLOWED_STYLE)
                 self._last_trail_px = None
             for px in job.planned:
-                draw_polyline(self._planned.alpha, px, PLANNED_STYLE.width, bbox=self._planned.bbox)
+                self._planned.draw(px)
             if len(job.trail):
                 pts = job.trail
                 px = np.full((len(pts), 2), np.nan)
@@ -592,7 +652,7 @@ class VideoRecorder:
                     px[fin] = self.camera.project(pts[fin], *self.size)
                 if self._last_trail_px is not None:
                     px = np.vstack([self._last_trail_px, px])
-                draw_polyline(self._followed.alpha, px, FOLLOWED_STYLE.width, bbox=self._followed.bbox)
+                self._followed.draw(px)
                 self._last_trail_px = px[-1:]
             self._planned.composite(img)
             self._followed.composite(img)

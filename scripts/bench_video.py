@@ -28,8 +28,8 @@ from .cli import CliError, add_json_flag, get_robot, print_json
 def register(sub) -> None:
     p = sub.add_parser("video", help="video recorder frames/s vs raw getCameraImage (overhead fraction)")
     p.add_argument("--robot", default="irb120", help="robot id (default irb120)")
-    p.add_argument("--frames", type=int, default=10, help="frames per method and round (default 10)")
-    p.add_argument("--rounds", type=int, default=8, help="interleaved rounds (default 8)")
+    p.add_argument("--frames", type=int, default=20, help="frames per method and round (default 20)")
+    p.add_argument("--rounds", type=int, default=12, help="interleaved rounds (default 12)")
     p.add_argument("--size", default="640x480", help="WIDTHxHEIGHT pixels (default 640x480)")
     p.add_argument("--renderer", default="auto", choices=("auto", "egl", "tiny"), help="PyBullet renderer (default auto)")
     add_json_flag(p)
