@@ -163,6 +163,20 @@ def safe_file_name(name: str) -> tuple[str | None, str]:
     return name, ""
 
 
+#: largest jog step accepted, mm or deg
+MAX_JOG_STEP = 1000.0
+
+
+def _checked_step(step, what: str) -> float:
+    """A jog step as a float: finite and within [0, MAX_JOG_STEP] (ValueError otherwise).
+
+    A NaN step stored in the target would break every later jog, so it is refused here."""
+    step = float(step)
+    if not (0.0 <= step <= MAX_JOG_STEP):
+        raise ValueError(f"{what} must be between 0 and {MAX_JOG_STEP:g}, got {step}")
+    return step
+
+
 def _axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
     axis = np.asarray(axis, float)
     n = np.linalg.norm(axis)
@@ -439,9 +453,10 @@ class PendantCore:
             raise ValueError(f"{self.spec.name} has joints 1..{self.spec.dof}, got J{i + 1}")
         if step is None:
             step = self.config.prismatic_step if self.spec.prismatic[i] else self.config.joint_step
+        step = _checked_step(step, "joint jog step")
         with self.lock:
             disp = self.spec.to_display(self.q_target)
-        disp[i] += float(np.sign(direction)) * float(step)
+        disp[i] += float(np.sign(direction)) * step
         q = self.spec.from_display(disp)
         if q[i] < self.spec.lower[i] - 1e-12 or q[i] > self.spec.upper[i] + 1e-12:
             with self.lock:
@@ -474,10 +489,11 @@ class PendantCore:
         T = self.target_pose()
         sgn = float(np.sign(direction))
         if axis in ("x", "y", "z"):
-            d = np.eye(3)["xyz".index(axis)] * sgn * (self.config.tool_step if step is None else step) / 1000.0
+            step = _checked_step(self.config.tool_step if step is None else step, "tool jog step")
+            d = np.eye(3)["xyz".index(axis)] * sgn * step / 1000.0
             T[:3, 3] += d if frame == "base" else T[:3, :3] @ d
         else:
-            a = math.radians(sgn * (self.config.turn_step if step is None else step))
+            a = math.radians(sgn * _checked_step(self.config.turn_step if step is None else step, "tool turn step"))
             R = _ROT[axis[1]](a)
             T[:3, :3] = R @ T[:3, :3] if frame == "base" else T[:3, :3] @ R
         return self.move_to_pose(T, branch=branch)
@@ -494,9 +510,12 @@ class PendantCore:
             A :class:`MoveResult`; unreachable or out-of-range targets are not applied.
         """
         from ..controllers.ik import solve
+        T = np.asarray(T, float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise ValueError("the target pose must be a finite 4x4 transform")
         with self.lock:
             q_near = self.q_target.copy()
-        r = solve(self.spec, np.asarray(T, float), q_near)
+        r = solve(self.spec, T, q_near)
         if branch:
             cands = [s for s in r.solutions if s.branch == branch and s.within_limits]
             if not cands:

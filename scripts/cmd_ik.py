@@ -53,6 +53,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: largest |X|, |Y|, |Z| accepted, m (as G-code's 10 m bound on targets)
+MAX_COORD_M = 10.0
+#: largest |angle| of --rpy accepted, deg (ten turns; beyond that a typo, not an orientation)
+MAX_ANGLE_DEG = 3600.0
+
+
 def _floats(values, what: str) -> np.ndarray:
     try:
         out = np.array([float(v) for v in values])
@@ -67,13 +73,20 @@ def target_pose(spec, xyz_mm, quat=None, rpy_deg=None) -> np.ndarray:
     """(4, 4) target (m) from CLI values; raises CliError for bad values or a missing orientation."""
     from ..controllers.ik import pose_from_quat, pose_from_rpy
     pos = _floats(xyz_mm, "X Y Z") / 1000.0
+    if np.max(np.abs(pos)) > MAX_COORD_M:
+        raise CliError(f"X Y Z must be within ±{MAX_COORD_M * 1000:g} mm (the robots reach less than 1 m), "
+                       f"got {' '.join(str(v) for v in xyz_mm)}")
     if quat is not None:
         qv = _floats(quat, "--quat")
-        if np.linalg.norm(qv) < 1e-9:
+        big = np.max(np.abs(qv))
+        if big == 0.0 or np.linalg.norm(qv / big) * big < 1e-9:  # scaled first: no overflow
             raise CliError("--quat has zero length")
-        return pose_from_quat(pos, qv)
+        return pose_from_quat(pos, qv / big)
     if rpy_deg is not None:
-        return pose_from_rpy(pos, np.radians(_floats(rpy_deg, "--rpy")))
+        rpy = _floats(rpy_deg, "--rpy")
+        if np.max(np.abs(rpy)) > MAX_ANGLE_DEG:
+            raise CliError(f"--rpy angles must be within ±{MAX_ANGLE_DEG:g}°, got {' '.join(rpy_deg)}")
+        return pose_from_rpy(pos, np.radians(rpy))
     if spec.roll_only:
         return pose_from_rpy(pos, (math.pi, 0.0, 0.0))   # tool down, roll 0
     raise CliError(f"{spec.name} needs an orientation: --quat QX QY QZ QW or --rpy RX RY RZ (degrees)")

@@ -147,3 +147,22 @@ def test_ik_scara_says_when_it_ignores_a_tilt(capsys, rpy, note):
     T = fk(chain_of(robots.get("scara")), robots.get("scara").from_display(np.array(best)))
     assert T[2, 2] == pytest.approx(-1.0)  # tool down, with the roll asked for
     assert np.degrees(np.arctan2(T[1, 0], T[0, 0])) == pytest.approx(30.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["1e308", "0", "300", "--rpy", "180", "0", "180"], "X Y Z"),
+    (["400", "0", "300", "--rpy", "1e308", "0", "0"], "--rpy"),
+    (["400", "0", "300", "--quat", "0", "0", "0", "0"], "--quat"),
+])
+def test_ik_refuses_absurd_numbers_in_one_line(capsys, argv, what):
+    assert main(["ik", "irb120", *argv]) == 2
+    err = capsys.readouterr().err
+    assert what in err and len(err.strip().splitlines()) == 1
+
+
+def test_ik_huge_quaternion_is_normalised_without_overflow(capsys, recwarn):
+    assert main(["ik", "irb120", "400", "0", "300", "--quat", "1e308", "1e308", "0", "0", "--json"]) == 0
+    same = json.loads(capsys.readouterr().out)["best"]
+    assert main(["ik", "irb120", "400", "0", "300", "--quat", "1", "1", "0", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] == same
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -281,3 +281,16 @@ def test_joint_reads_are_copies_taken_under_the_lock(core, monkeypatch):
     target = core.target_joints()
     target[:] = 99.0
     assert not np.any(core.robot.q == 99.0) and not np.any(core.q_target == 99.0)  # copies
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 1e9])
+def test_a_bad_jog_step_is_refused_and_the_pendant_keeps_working(core, bad):
+    q0 = core.q_target.copy()
+    for call in (lambda: core.jog_joint(0, +1, bad), lambda: core.jog_tool("x", +1, bad),
+                 lambda: core.jog_tool("rz", +1, bad)):
+        with pytest.raises(ValueError, match="step"):
+            call()
+    assert np.array_equal(core.q_target, q0)  # nothing stored
+    assert core.jog_joint(0, +1, 1.0).applied  # later jogs still work
+    with pytest.raises(ValueError, match="finite"):
+        core.move_to_pose(np.full((4, 4), np.nan))
