@@ -81,6 +81,8 @@ def print_table(spec, rows) -> None:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
+    """Every row of metrics; ``stable`` is the guard's verdict, ``settled_stable`` also needs the
+    joints to settle after the motion (the dt search's criterion, :func:`~armtwin.envs.compare.stable_run`)."""
     keys = list(rows[0].keys())
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
@@ -165,24 +167,25 @@ def plot_payload(path: Path, spec, rows, title: str) -> None:
 
 def plot_dt(path: Path, searches, title: str) -> None:
     """RMS flange error against the time step, unstable tries marked, the stability limit drawn."""
+    from ..envs.compare import stable_run
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(9, 4.8))
     ymax = 1.0
     for s in searches:
-        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if m.stable)
+        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if stable_run(m))
         if ok:
             ymax = max(ymax, max(v for _, v in ok))
     for s in searches:
         mode = s.mode.value
         c = MODE_COLORS[mode]
-        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if m.stable)
-        bad = sorted(m.dt for m in s.tried if not m.stable)
+        ok = sorted((m.dt, m.rms_flange_err_mm) for m in s.tried if stable_run(m))
+        bad = sorted(m.dt for m in s.tried if not stable_run(m))
         if ok:
             ax.plot([d * 1000 for d, _ in ok], [max(v, 1e-4) for _, v in ok], "o-", color=c, label=f"{mode}: stable")
         if bad:
-            ax.plot([d * 1000 for d in bad], [ymax * 3] * len(bad), "x", color=c, ms=9, mew=2, label=f"{mode}: guard tripped")
+            ax.plot([d * 1000 for d in bad], [ymax * 3] * len(bad), "x", color=c, ms=9, mew=2, label=f"{mode}: unstable")
         if np.isfinite(s.largest_stable_dt):
             lab = f"{mode} largest stable dt = {s.largest_stable_dt * 1000:.1f} ms" + (" (search cap)" if s.capped else "")
             ax.axvline(s.largest_stable_dt * 1000, color=c, ls="--", lw=1.2, label=lab)
@@ -192,7 +195,7 @@ def plot_dt(path: Path, searches, title: str) -> None:
     ax.set_ylabel("RMS flange position error (mm)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title + "\n(x at the top: runs the stability guard stopped)", fontsize=10)
+    ax.set_title(title + "\n(x at the top: unstable runs: stopped by the stability guard, or never settling)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -282,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{spec.title}: {args.motion} motion ({traj.duration:.2f} s), dt = {args.dt * 1000:.3g} ms")
         print_table(spec, main)
         if searches:
-            print("largest stable dt (stability guard, payload 0 kg):")
+            print("largest stable dt (not stopped by the stability guard, joints settle; payload 0 kg):")
             for s in searches:
                 cap = " (search cap; no instability found)" if s.capped else f" (unstable at {s.first_unstable_dt * 1000:.2f} ms)"
                 print(f"  {s.mode.value:13s} {s.largest_stable_dt * 1000:8.2f} ms{cap}")

@@ -9,7 +9,7 @@ import pytest
 
 from armtwin import robots
 from armtwin.controllers.kinematics import chain_of, fk_batch
-from armtwin.envs.compare import build_motion, dt_sweep, metrics, run_motion
+from armtwin.envs.compare import build_motion, dt_sweep, metrics, run_motion, stable_run
 from armtwin.envs.sim import JointMode
 from armtwin.scripts.cli import main
 
@@ -52,6 +52,10 @@ def test_dt_search_brackets_the_hinge_limit():
     s = dt_sweep(spec, build_motion(spec, "swing"), JointMode.HINGE, bisections=2)
     assert not s.capped and s.largest_stable_dt < s.first_unstable_dt
     assert s.first_unstable_dt / s.largest_stable_dt <= 2 ** 0.5 + 1e-9
+    # a step counted stable is a working drive, not a limit cycle at the effort limit
+    for m in s.tried:
+        if stable_run(m):
+            assert np.isfinite(m.settling_s) and m.peak_tau < 0.5 * spec.max_effort.max()
 
 
 @pytest.mark.parametrize("dt", ["-1", "0", "1e-9", "nan", "0.5"])
