@@ -146,7 +146,8 @@ def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, vide
         u = env.unwrapped
         if video_episodes > 0:
             from ..envs.video import VideoRecorder
-            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=min(60.0, 1.0 / u.dt), size=u.frame_size,
+            size = (max(640, u.frame_size[0]), max(480, u.frame_size[1]))  # the overlay's rows need 640 px
+            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=min(60.0, 1.0 / u.dt), size=size,
                                 gif=gif, progress=False, title=f"{u.robot_spec.title}  ·  {u.joint_mode.value} joints  ·  policy")
         for ep in range(episodes):
             obs, info = env.reset(seed=seed + 10_000 + ep)
