@@ -174,11 +174,42 @@ def output_file(path: str, opt: str, suffixes: tuple[str, ...] = ()) -> str:
     from pathlib import Path
     if suffixes and not path.lower().endswith(suffixes):
         raise CliError(f"{opt} {path}: use a {' or '.join(suffixes)} file name")
+    if Path(path).is_dir():
+        raise CliError(f"{opt} {path}: is a folder; give a file name")
     try:
         Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot create its folder: {exc.strerror or exc}") from None
+    _check_writable_folder(Path(path).resolve().parent, f"{opt} {path}")
     return path
+
+
+def output_folder(path: str, opt: str):
+    """Create an output folder option's folder and check that files can be written in it, before
+    anything runs (a long experiment must not find out at the end). Returns it as a Path.
+
+    Raises:
+        CliError: a file in the way, or a folder that cannot be created or written (naming ``opt``).
+    """
+    from pathlib import Path
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"{opt} {path}: is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot create the folder: {exc.strerror or exc}") from None
+    _check_writable_folder(out, f"{opt} {path}")
+    return out
+
+
+def _check_writable_folder(folder, what: str) -> None:
+    import tempfile
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise CliError(f"{what}: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
 def add_json_flag(p: argparse.ArgumentParser) -> None:

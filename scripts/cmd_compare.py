@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CliError, add_json_flag, get_robot, print_json
+from .cli import CliError, add_json_flag, get_robot, output_folder, print_json
 
 MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
 
@@ -233,11 +233,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--dt must be in [{MIN_DT:g}, 0.1] s (at most 10 kHz physics), got {args.dt:g}")
     if args.payload is not None and not (np.isfinite(args.payload) and 0 <= args.payload <= 10 * spec.payload):
         raise CliError(f"--payload must be in [0, {10 * spec.payload:g}] kg for {spec.name}, got {args.payload}")
-    out = Path(args.out or f"out/compare_{spec.name}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
+    out = output_folder(args.out or f"out/compare_{spec.name}", "--out")
     t_start = time.perf_counter()
     _progress(f"building the {args.motion} motion for {spec.title}")
     traj = build_motion(spec, args.motion)

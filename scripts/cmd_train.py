@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CliError, add_json_flag, print_json
+from .cli import CliError, add_json_flag, output_folder, print_json
 
 EXTRA_HINT = "stable-baselines3 is not installed; install the rl extra: pip install 'armtwin[rl]' (CPU torch first: pip install torch==2.13.0)"
 
@@ -192,13 +192,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"unknown environment {args.env_id!r}; known: {', '.join(registration.ENV_IDS)}")
     if args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
+    if not 0 <= args.seed < 2 ** 32:
+        raise CliError(f"--seed must be between 0 and 2**32 - 1, got {args.seed}")
     if args.eval_episodes < 1 or args.video_episodes < 0:
         raise CliError("--eval-episodes must be >= 1 and --video-episodes >= 0")
     env_kwargs = _parse_env_kwargs(args.env_kw)
     if "render_mode" in env_kwargs:
         raise CliError("--env-kw render_mode: train renders its evaluation video itself; leave render_mode out")
-    out = Path(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{args.seed}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{args.seed}", "--out")
     torch.set_num_threads(1)
 
     def make_env(**extra):

@@ -109,7 +109,7 @@ def test_unwritable_video_path_is_one_line_before_anything_runs(capsys, argv):
     root = Path(__file__).resolve().parents[1]
     argv = [str(root / a) if a.startswith("examples/") else a for a in argv]
     code, _, err = run(capsys, *argv)
-    assert code == 2 and "cannot write the video file /proc/armtwin.mp4" in err
+    assert code == 2 and "--video /proc/armtwin.mp4: cannot write in /proc" in err
     assert "Traceback" not in err
 
 
@@ -122,3 +122,27 @@ def test_a_missing_optional_package_is_one_line_naming_its_extra(monkeypatch, ca
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert package in err and f".[{extra}]" in err
+
+
+def test_output_options_are_checked_before_anything_runs(tmp_path, capsys):
+    f = tmp_path / "a_file"
+    f.write_text("keep me")
+    # a file where a folder is expected, a folder where a file is expected: one line, exit 2
+    assert main(["compare", "scara", "--out", str(f), "--no-sweeps"]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    (tmp_path / "v.mp4").mkdir()
+    assert main(["show", "scara", "--video", str(tmp_path / "v.mp4")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert f.read_text() == "keep me"
+
+
+def test_an_unwritable_output_folder_is_found_before_the_run(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    def refuse(*_a, **_k):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)  # what a read-only mount answers
+    assert main(["compare", "scara", "--out", str(tmp_path / "cmp"), "--no-sweeps"]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "Read-only file system" in err
+    assert not (tmp_path / "cmp" / "metrics.csv").exists()
