@@ -222,7 +222,7 @@ def gcode_for_points(spec: RobotSpec, poses: list[np.ndarray], *, feed_mm_min: f
     origin = np.asarray(machine_for(spec).origin if origin_m is None else origin_m, float)
     scara = spec.roll_only
     o_mm = origin * 1000.0
-    lines = [f"(armtwin teach pendant: {spec.name}, {len(poses)} points{', ' + title if title else ''})",
+    lines = [f"(armtwin teach pendant: {spec.name}, {len(poses)} point{'s' if len(poses) != 1 else ''}{', ' + title if title else ''})",
              f"(work origin X{o_mm[0]:.3f} Y{o_mm[1]:.3f} Z{o_mm[2]:.3f} mm in the base frame; XYZ below are relative to it)",
              "G21 G90 G17 G94"]
     for k, T in enumerate(poses):

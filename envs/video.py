@@ -594,7 +594,7 @@ class VideoRecorder:
         line = info.pop("line", None)
         if line is not None:
             rows.append(f"G-code: {str(line).strip()[:90]}")
-        joints = "  ".join(f"J{i + 1} {v:7.1f}{'mm' if u == 'mm' else '°'}" for i, (v, u) in enumerate(zip(q, self._units)))
+        joints = "  ".join(f"J{i + 1} {v:7.1f}{' mm' if u == 'mm' else '°'}" for i, (v, u) in enumerate(zip(q, self._units)))
         rows.append(joints)
         rows.append(f"tool  x {xyz[0]:7.1f}  y {xyz[1]:7.1f}  z {xyz[2]:7.1f} mm   "
                     f"rpy {rpy[0]:6.1f}  {rpy[1]:6.1f}  {rpy[2]:6.1f}°")

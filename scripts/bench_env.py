@@ -107,6 +107,8 @@ def _render_rate(make, frames: int) -> dict:
 def run(args: argparse.Namespace) -> int:
     if args.steps < ROUNDS:
         raise CliError(f"--steps must be at least {ROUNDS}, got {args.steps}")
+    if args.frames < 0:
+        raise CliError(f"--frames must be >= 0 (0: no rendering), got {args.frames}")
     import gymnasium as gym
 
     from ..envs import registration  # noqa: F401 - registers the ids

@@ -22,7 +22,7 @@ from .cli import CliError, get_robot, output_file, print_json
 def register(sub) -> None:
     p = sub.add_parser("show", help="render a video of the robot sweeping every joint (headless)")
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
-    p.add_argument("--video", metavar="FILE", help="output file: .mp4 (H.264) or .gif")
+    p.add_argument("--video", metavar="FILE", help="output file, required (show renders headless): .mp4 (H.264) or .gif")
     p.add_argument("--gif", action="store_true", help="also write a GIF next to the MP4")
     p.add_argument("--camera", default="iso", choices=("iso", "front", "side", "top"), help="camera preset (default iso)")
     p.add_argument("--seconds", type=float, default=8.0, help="length of the sweep, simulated s (default 8)")
@@ -133,5 +133,5 @@ def run(args: argparse.Namespace) -> int:
                     "renderer": renderer, "mode": mode.value, "wall_time_s": result.wall_time})
         return 0
     for p in result.paths:
-        print(p)
+        print(f"wrote {p}")
     return 0
