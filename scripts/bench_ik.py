@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         args.pybullet_n = args.n
     if args.n < 1 or args.pybullet_n < 0 or args.repeat < 1:
         raise CliError("--n and --repeat must be >= 1 and --pybullet-n >= 0")
+    if args.pybullet_n > args.n:
+        raise CliError(f"--pybullet-n {args.pybullet_n}: PyBullet solves some of the --n {args.n} poses; at most {args.n}")
     spec = get_robot(args.robot)
     chain = chain_of(spec)
     rng = np.random.default_rng(args.seed)
