@@ -37,6 +37,28 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
+    _own_extra_arguments(p)
+
+
+def _own_extra_arguments(p: argparse.ArgumentParser) -> None:
+    """Report words left over after this subcommand's arguments with its own usage (argparse
+    leaves them to the top-level parser, which shows the top-level usage), and say when they
+    follow ``--origin``'s three numbers (``--origin 350 0 200 1``)."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        ns, extra = parse(args, namespace)
+        if extra:
+            words = list(args or ())
+            hint = ""
+            if "--origin" in words:
+                i = len(words) - 1 - words[::-1].index("--origin")
+                if words[i + 4:i + 5] == extra[:1]:
+                    hint = " (--origin takes three numbers: X Y Z, mm)"
+            p.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return ns, extra
+
+    p.parse_known_args = parse_known_args
 
 
 def load(args: argparse.Namespace):

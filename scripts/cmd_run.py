@@ -8,12 +8,14 @@ lines executed, program time, RMS and max path error (mm).
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import stat
 import sys
 from pathlib import Path
 
 from .cli import CliError, StderrProgress, add_json_flag, output_file, print_json
-from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
+from .cmd_check import _KINDS, EXIT_FAULTY, add_program_args, check, print_report, report_dict
 
 
 def register(sub) -> None:
@@ -25,9 +27,41 @@ def register(sub) -> None:
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
     p.add_argument("--camera", default="work", choices=["work", "iso", "front", "side", "top"],  # = envs.runner.CAMERAS
                    help="video camera: work (default) frames the program's path, the others the whole robot")
-    p.add_argument("--fps", type=float, default=30.0, help="video frames per second (default 30)")
+    p.add_argument("--fps", type=float, default=30.0,
+                   help=f"video frames per second, {MIN_FPS:g} to {MAX_FPS:g} (default 30; as `armtwin show`)")
     add_json_flag(p)
     p.set_defaults(func=run)
+
+
+#: --fps range (the same as ``armtwin show``): below 1 frame/s a video is a slide show whose frames
+#: claim to last for seconds (0.001 made one frame "lasting" 1000 s); above 120 no player shows more
+MIN_FPS, MAX_FPS = 1.0, 120.0
+#: the file name endings of the outputs
+LOG_SUFFIXES = (".csv",)
+VIDEO_SUFFIXES = (".mp4", ".gif")
+
+
+def check_output_name(path: str, opt: str, suffixes: tuple[str, ...]) -> None:
+    """CliError (naming ``opt``) unless ``path`` is a file name with one of ``suffixes`` (any case)
+    and something before it: ``--log other.ngc`` would overwrite a G-code program with the log,
+    ``--video .mp4`` is only an ending."""
+    what = " or ".join(suffixes)
+    if not path.strip():
+        raise CliError(f"{opt}: needs a file name ending in {what}")
+    name = os.path.basename(path.rstrip("/" + os.sep))
+    if path.endswith(("/", os.sep)) or Path(path).is_dir():
+        raise CliError(f"{opt} {path}: names a folder; give a file name ending in {what}")
+    if not name.lower().endswith(suffixes):
+        raise CliError(f"{opt} {path}: must end in {what}")
+    if name.lower() in suffixes:
+        raise CliError(f"{opt} {path}: needs a file name before {name} (e.g. out{name.lower()})")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return   # not there yet (its folder is checked by output_file)
+    if not stat.S_ISREG(st.st_mode):   # a FIFO would block the run, a device is no file to keep
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise CliError(f"{opt} {path}: is {kind}, not a regular file")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -51,16 +85,31 @@ def check_outputs(program: str, outputs: dict[str, str | None]) -> None:
                 raise CliError(f"{opt} {path}: is the same file as {opt2}; give them different names")
 
 
+def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
+    """One line for an OSError of the run, naming the output option whose file it is about."""
+    why = exc.strerror or str(exc)
+    name = exc.filename
+    for opt, path in outputs.items():
+        if path and name is not None and (os.fspath(name) == path or _same_file(os.fspath(name), path)):
+            return f"{opt} {path}: cannot write it: {why}"
+    named = [f"{opt} {path}" for opt, path in outputs.items() if path]
+    where = f" ({', '.join(named)})" if named else ""
+    return f"cannot write the run's output{where}: {why}" + (f" ({os.fspath(name)})" if name is not None else "")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
     from ..envs.sim import JointMode
-    check_outputs(args.program, {"--log": args.log, "--video": args.video})
+    check_outputs(args.program, {"--log": args.log, "--video": args.video})     # first: the gravest mistake
+    for opt, path, suffixes in (("--log", args.log, LOG_SUFFIXES), ("--video", args.video, VIDEO_SUFFIXES)):
+        if path is not None:
+            check_output_name(path, opt, suffixes)
     if args.video:
-        output_file(args.video, "--video", (".mp4", ".gif"))
+        output_file(args.video, "--video", VIDEO_SUFFIXES)
     if args.log:
-        output_file(args.log, "--log")
-    if not (0 < args.fps <= 240):
-        raise CliError("--fps must be in (0, 240]")
+        output_file(args.log, "--log", LOG_SUFFIXES)
+    if not (math.isfinite(args.fps) and MIN_FPS <= args.fps <= MAX_FPS):
+        raise CliError(f"--fps must be between {MIN_FPS:g} and {MAX_FPS:g}, got {args.fps:g}")
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
@@ -82,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     except ControlTrajectoryError as exc:
         print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
+    except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
+        raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:
         if progress is not None:
             progress.done()

@@ -250,9 +250,13 @@ def test_origin_far_away_or_overflowing_is_a_usage_error(tmp_path, capsys, cmd, 
 def test_check_orientation_only_moves_to_the_current_pose(tmp_path, capsys, robot):
     p = tmp_path / "p.ngc"
     p.write_text("G0 B0\nG0 C180\n")
-    assert main(["check", str(p), "--robot", robot]) == 0       # no motion at all: a warning, or a turn
+    rc = main(["check", str(p), "--robot", robot])
     out = capsys.readouterr().out
-    assert "Traceback" not in out and "clean" in out
+    assert "Traceback" not in out
+    if robot == "irb120":    # home A0 B0 C180: no motion at all, error 106 (nothing to run), not a traceback
+        assert rc == 1 and "error 106 (no_motion)" in out and "FAULTY" in out
+    else:                    # home C90: C180 is a turn
+        assert rc == 0 and "clean" in out
 
 
 def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
@@ -269,3 +273,18 @@ def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
     last = data["faults"][-1]
     assert (last["code"], last["name"], last["line"]) == (119, "too_many_faults", 101)   # first not shown
     assert [f["code"] for f in data["faults"][:-1]] == [11] * 99
+
+
+@pytest.mark.parametrize("cmd", ["check", "run"])
+def test_a_fourth_origin_number_is_named_with_the_subcommands_usage(tmp_path, capsys, cmd):
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G21 G90 G0 X0 Y0 Z20\n")
+    with pytest.raises(SystemExit) as e:
+        main([cmd, str(prog), "--robot", "irb120", "--origin", "350", "0", "200", "1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"usage: armtwin {cmd}" in err and "Traceback" not in err
+    assert f"armtwin {cmd}: error: unrecognized arguments: 1 (--origin takes three numbers: X Y Z, mm)" in err
+    with pytest.raises(SystemExit):
+        main([cmd, str(prog), "--robot", "irb120", "stray"])
+    assert "unrecognized arguments: stray\n" in capsys.readouterr().err

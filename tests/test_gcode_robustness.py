@@ -125,6 +125,76 @@ def test_run_refuses_outputs_that_overwrite_the_program_or_each_other(tmp_path, 
     assert p.read_text() == text and not (tmp_path / "same.mp4").exists() and not (tmp_path / "sub").exists()
 
 
+def _one_line_error(capsys, *needles) -> str:
+    err = capsys.readouterr().err
+    err = "\n".join(ln for ln in err.splitlines() if not ln.startswith("checking "))   # the progress note
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def test_run_log_must_be_a_csv_file_name(tmp_path, capsys):
+    """--log other.ngc would overwrite another G-code program with the CSV log: refused, naming --log."""
+    prog = _write(tmp_path, "prog.ngc", "G21 G90 G0 X0 Y0 Z20\n")
+    other = _write(tmp_path, "other.ngc", "G0 X1\n")
+    (tmp_path / "adir.ngc").mkdir()
+    (tmp_path / "dir.csv").mkdir()
+    os.mkfifo(tmp_path / "fifo.csv")                  # opening it for writing would block the run
+    (tmp_path / "null.csv").symlink_to("/dev/null")
+    cases = [(str(other), "must end in .csv"), (str(tmp_path / "log.CSV.ngc"), "must end in .csv"),
+             (str(tmp_path / "adir.ngc"), "names a folder"), (str(tmp_path / "dir.csv"), "names a folder"),
+             (str(tmp_path / "new.csv") + "/", "names a folder"), (str(tmp_path / "fifo.csv"), "FIFO"),
+             (str(tmp_path / "null.csv"), "character device"), (".csv", "needs a file name before .csv"),
+             (str(tmp_path / ".CSV"), "needs a file name"), ("", "needs a file name")]
+    for log, why in cases:
+        assert main(["run", str(prog), "--robot", "irb120", "--log", log]) == 2, log
+        _one_line_error(capsys, f"--log {log}".strip(), why)
+    assert other.read_text() == "G0 X1\n" and not (tmp_path / "new.csv").exists()
+
+
+def test_run_video_needs_a_file_name(tmp_path, capsys):
+    prog = _write(tmp_path, "prog.ngc", "G21 G90 G0 X0 Y0 Z20\n")
+    (tmp_path / "adir.ngc").mkdir()
+    for video, why in ((".mp4", "needs a file name before .mp4 (e.g. out.mp4)"), (".GIF", "needs a file name"),
+                       (str(tmp_path / "v.avi"), "must end in .mp4 or .gif"),
+                       (str(tmp_path / "adir.ngc"), "names a folder")):
+        assert main(["run", str(prog), "--robot", "irb120", "--video", video]) == 2, video
+        _one_line_error(capsys, f"--video {video}", why)
+
+
+def test_run_accepts_outputs_in_any_case_and_names_an_output_that_fails_later(tmp_path, capsys, monkeypatch):
+    prog = _write(tmp_path, "prog.ngc", "G21 G90\nG1 X0 Y0 Z10 F3000\nG1 X2\n")
+    log = tmp_path / "LOG.CSV"
+    assert main(["run", str(prog), "--robot", "irb120", "--log", str(log)]) == 0
+    capsys.readouterr()
+    assert log.read_text().startswith("time_s,line,")
+    from armtwin.envs import runner
+
+    def fail(*_a, log_path=None, **_k):
+        raise IsADirectoryError(21, "Is a directory", log_path)
+    monkeypatch.setattr(runner, "run_program", fail)
+    assert main(["run", str(prog), "--robot", "irb120", "--log", str(tmp_path / "l.csv")]) == 2
+    _one_line_error(capsys, f"--log {tmp_path / 'l.csv'}: cannot write it: Is a directory")
+
+
+@pytest.mark.parametrize("fps", ["0.001", "0.5", "0", "-1", "121", "240", "nan", "inf"])
+def test_run_fps_is_bounded_as_for_show(tmp_path, capsys, fps):
+    """--fps 0.001 wrote a one-frame video "lasting" 1000 s: run takes 1 to 120, as `armtwin show`."""
+    prog = _write(tmp_path, "prog.ngc", "G21 G90 G0 X0 Y0 Z20\n")
+    assert main(["run", str(prog), "--robot", "irb120", "--fps", fps, "--video", str(tmp_path / "v.mp4")]) == 2
+    _one_line_error(capsys, "--fps must be between 1 and 120")
+    assert not (tmp_path / "v.mp4").exists()
+
+
+@pytest.mark.parametrize("fps", ["1", "120"])
+def test_run_fps_limits_are_accepted(tmp_path, capsys, fps):
+    prog = _write(tmp_path, "prog.ngc", "")          # refused by the preflight (106) after the settings passed
+    assert main(["run", str(prog), "--robot", "irb120", "--fps", fps]) == 1
+    err = capsys.readouterr().err
+    assert "--fps" not in err and "refused" in err
+
+
 # ----- 3. all faults in one pass -------------------------------------------------------------
 
 def test_syntax_faults_do_not_hide_preflight_faults(tmp_path, capsys):
@@ -171,15 +241,21 @@ def test_check_names_what_a_non_file_is(tmp_path, capsys):
         assert what in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_check_warns_about_a_program_without_motion(tmp_path, capsys):
-    p = _write(tmp_path, "empty.ngc", "")
-    assert main(["check", str(p), "--robot", "irb120"]) == 0
+@pytest.mark.parametrize("text", ["", "\n\n", "(only a comment)\n; and another\n", "%\nG21 G90 G54\n%\n",
+                                  "G21\nG4 P1\nM0\nM30\n", "G0 B0\n", "G10 L2 P1 X5\nG92 X0\n"])
+def test_check_and_run_agree_on_a_program_without_motion(tmp_path, capsys, text):
+    """Nothing moves: error 106. `check` must not call clean (exit 0) what `run` refuses: both exit 1."""
+    p = _write(tmp_path, "empty.ngc", text)
+    assert main(["check", str(p), "--robot", "irb120"]) == 1
     out = capsys.readouterr().out
-    assert f"{p}: warning 106 (no_motion)" in out and "clean" in out
-    assert main(["check", str(p), "--robot", "irb120", "--strict"]) == 1
-    capsys.readouterr()
-    assert main(["run", str(p), "--robot", "irb120"]) == 2
-    assert "does not move the robot" in capsys.readouterr().err
+    assert f"{p}: error 106 (no_motion): nothing in the program moves the robot" in out and "FAULTY" in out
+    assert main(["check", str(p), "--robot", "irb120", "--json"]) == 1
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["clean"] is False and [f["code"] for f in rep["faults"]] == [106]
+    assert rep["faults"][0]["severity"] == "error"
+    assert main(["run", str(p), "--robot", "irb120"]) == 1
+    cap = capsys.readouterr()
+    assert "error 106 (no_motion)" in cap.out and "refused" in cap.err and "Traceback" not in cap.err
 
 
 def test_long_programs_show_progress_but_not_under_json(tmp_path, capsys, monkeypatch):
@@ -266,3 +342,46 @@ def test_many_large_legal_arcs_stop_at_the_path_point_cap():
     assert rep.plan.segment_count + len(rep.samples) <= 50_000
     assert max(rep.plan.lines) < cap.line
     assert peak < 200e6, f"{peak / 1e6:.0f} MB"
+
+
+def _points(text: str) -> int:
+    """The path points a program counts against ``max_path_samples`` (the interpreter's count)."""
+    from armtwin.controllers.gcode import Interpreter, parse_program
+    it = Interpreter(IRB, machine_for(IRB))
+    for line in parse_program(text).lines:
+        it.execute(line)
+    return it.points
+
+
+@pytest.mark.parametrize("name,make,sizes", [
+    # the audit's full circles (chords), long lines (IK samples), 0.01 mm moves (blocks)
+    ("circles", lambda n: "G21 G90 G17\nG0 X0 Y-100\nG1 Z0 F30000\n" + "G2 X0 Y-100 I0 J100\n" * n, (200, 1000)),
+    ("lines", lambda n: "G21 G90\nG0 X0 Y-200\nG1 Z0 F30000\n" + "G1 Y200\nG1 Y-200\n" * (n // 2), (1500, 7500)),
+    ("short", lambda n: "G21 G90\nG1 X0 Y0 Z0 F30000\n" + "G1 X0.01\nG1 X0\n" * (n // 2), (30_000, 90_000)),
+])
+def test_preflight_memory_per_path_point_keeps_the_cap_under_a_gigabyte(name, make, sizes):
+    """Planning, IK and limit checks work in chunks: the memory a check adds per path point
+    counted against the cap (measured between two sizes, so the fixed IK batch does not count;
+    the blocks, made while reading, are not in it) is small enough that
+    MAX_PATH_SAMPLES points stay well under 1 GB (it was 360-600 B per point, and 11,000 full
+    circles took 2 GB)."""
+    from armtwin.controllers.gcode.config import MAX_PATH_SAMPLES
+    from armtwin.controllers.gcode.interpreter import load_program
+    from armtwin.controllers.gcode.preflight import preflight_program
+    machine = machine_for(IRB)
+    res = []
+    for n in sizes:
+        text = make(n)
+        prog = load_program(text, IRB, machine)
+        tracemalloc.start()
+        try:
+            rep = preflight_program(prog, IRB, machine)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert rep.clean(), [str(f) for f in rep.faults][:3]
+        res.append((_points(text), peak))
+    (p1, m1), (p2, m2) = res
+    per_point = (m2 - m1) / (p2 - p1)
+    assert per_point < 330, f"{name}: {per_point:.0f} B per point"
+    assert MAX_PATH_SAMPLES * per_point < 0.7e9

@@ -22,8 +22,12 @@ __all__ = ["MachineConfig", "machine_for", "MAX_TARGET_DISTANCE", "MAX_PATH_SAMP
 #: targets (and arc points, and the work origin) farther than this from the robot base are
 #: absurd for an arm, m
 MAX_TARGET_DISTANCE = 10.0
-#: default cap on the interpolation points of one program (arc chords + preflight IK samples)
-MAX_PATH_SAMPLES = 5_000_000
+#: default cap on the interpolation points of one program (arc chords + preflight IK samples +
+#: one per block). A check needs at most about 380 bytes per point at its peak (planning, IK,
+#: limits; measured: chords ~250 B, IK samples ~330 B, 0.01 mm G1 lines ~370 B per point), so
+#: 2,000,000 points keep the worst program under about 0.75 GB (1 GB with a 200 MB file read in).
+#: The 100,000-line ``armtwin bench gcode`` program needs about 1.23 million.
+MAX_PATH_SAMPLES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,8 @@ class MachineConfig:
         max_path_samples: most interpolation points of a program: arc chords plus preflight
             IK samples (``sample_spacing`` apart), counted per move as the program is read
             (more: fault 105 at the line that passes it, and nothing after it is planned).
-            Bounds the memory of planning and checking whatever the input.
+            Bounds the memory of planning and checking whatever the input (see
+            :data:`MAX_PATH_SAMPLES`).
     """
 
     origin: tuple[float, float, float]

@@ -101,7 +101,10 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "non-ASCII character",
         "G-code is ASCII. Characters outside ASCII (accents, typographic quotes, a byte-order "
         "mark, binary junk) are faults even inside comments, because they usually mean the file "
-        "is not what it claims to be."),
+        "is not what it claims to be. The message names the character when the line is UTF-8 "
+        "(U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS)), else the byte (byte 0xF6); a byte-order "
+        "mark at the start of the file (UTF-8 EF BB BF, UTF-16 FF FE / FE FF) is reported as one, "
+        "not skipped: save the file as plain ASCII."),
     ErrorCode.UNEXPECTED_CHARACTER: (
         "unexpected character",
         "Only words (a letter followed by a number), white space and comments may appear on a "
@@ -248,15 +251,16 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.PROGRAM_TOO_LONG: (
         "program too long",
         "The planned program time (moves and dwells) exceeds 86,400 s (24 h; "
-        "MachineConfig.max_program_time), or its path needs more than 5,000,000 interpolation "
-        "points (arc chords and IK samples 5 mm apart; MachineConfig.max_path_samples). The "
+        "MachineConfig.max_program_time), or its path needs more than 2,000,000 interpolation "
+        "points (arc chords, IK samples 5 mm apart and one per block; MachineConfig.max_path_samples, "
+        "which keeps the memory of a check under about 1 GB). The "
         "fault is reported at the line where the program passes the limit; usually a feed rate "
         "or dwell in the wrong unit. Past the point limit no motion is planned or checked."),
     ErrorCode.NO_MOTION: (
         "program has no motion",
         "Nothing in the program moves the robot (empty, comments only, or only settings and "
-        "dwells), so `armtwin run` refuses it (exit code 2). A warning, not tied to a line "
-        "(line 0); with --strict a fault."),
+        "dwells): there is nothing to run. An error, not tied to a line (line 0): `armtwin check` "
+        "calls the program faulty and `armtwin run` refuses it, both with exit code 1."),
     ErrorCode.TOO_MANY_FAULTS: (
         "too many faults",
         "The program has more faults than the cap (100; max_faults): the report lists the first "

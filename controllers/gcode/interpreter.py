@@ -31,7 +31,7 @@ from ..kinematics import chain_of, fk
 from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
 from .config import MAX_TARGET_DISTANCE, MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
-from .parser import ParsedLine, ParseResult, parse_program
+from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
            "interpret", "load_program", "orientation_matrix", "ARC_ABS_TOL_MM", "ARC_REL_TOL"]
@@ -539,56 +539,74 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     Returns:
         The :class:`Program`.
     """
-    it = Interpreter(spec, machine, q_start)
-    max_faults = max(1, int(max_faults))
     if isinstance(lines, ParseResult):   # the parser's own faults, without its cap notice
         parse_faults = [f for f in lines.faults if f.code is not ErrorCode.TOO_MANY_FAULTS] + list(lines.overflow)
         parse_faults.sort(key=lambda f: f.line)
+        src, count = lines.lines, lines.line_count
     else:
-        parse_faults = []
-    parse_lines = [f.line for f in parse_faults]
-    src = lines.lines if isinstance(lines, ParseResult) else lines
-    count = lines.line_count if isinstance(lines, ParseResult) else 0
+        parse_faults, src, count = [], lines, 0
     if not isinstance(src, Sequence):  # parse_program's Lines is one (made line by line as it is read)
         src = list(src)
+    return _interpret_chunks([ParseChunk(src, tuple(parse_faults))], count, spec, machine, q_start, max_faults,
+                             progress)
+
+
+def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q_start, max_faults: int,
+                      progress: Callable[[str, float], None] | None) -> Program:
+    """:func:`interpret` over the pieces of a program (one, or :func:`~.parser.parse_chunks`'
+    pieces, each dropped when it is done); ``count``: the program's line count."""
+    it = Interpreter(spec, machine, q_start)
+    max_faults = max(1, int(max_faults))
+    parse_faults: list[Fault] = []
+    parse_lines: list[int] = []
     sem: list[Fault] = []
     blocks: list = []
     extend = blocks.extend
     execute = it.execute
     max_points = it.machine.max_path_samples
     full = False          # the point limit was passed: blocks are dropped from there on
-    total = len(src)
-    step = total if progress is None else PROGRESS_LINES
     stop = False
-    for a in range(0, total, max(step, 1)):
-        if progress is not None:
-            progress("interpret", a / total)
-        for pl in src[a:a + step]:
-            try:
-                new = execute(pl)
-            except GcodeError as exc:
-                sem.append(exc.fault)
-            else:
-                if full:
-                    pass
-                elif it.points <= max_points:
-                    extend(new)
+    chunks = iter(chunks)
+    for src, chunk_faults in chunks:
+        parse_faults.extend(chunk_faults)
+        parse_lines.extend(f.line for f in chunk_faults)
+        total = len(src)
+        step = total if progress is None else PROGRESS_LINES
+        for a in range(0, total, max(step, 1)):
+            if progress is not None:
+                progress("interpret", src[a].lineno / count if count else a / total)
+            for pl in src[a:a + step]:
+                try:
+                    new = execute(pl)
+                except GcodeError as exc:
+                    sem.append(exc.fault)
                 else:
-                    full = True
-                    sem.append(Fault(ErrorCode.PROGRAM_TOO_LONG, pl.lineno, 0,
-                                     f"the path needs more than {max_points:,} interpolation points (arc chords and "
-                                     f"IK samples {it.machine.sample_spacing * 1000:g} mm apart) by this line; "
-                                     f"the program is planned and checked only up to the line before"))
-            if sem and sem[-1].line == pl.lineno:
-                # enough faults at or before this line: the later ones would not be reported
-                if len(sem) + bisect.bisect_right(parse_lines, pl.lineno) > max_faults:
+                    if full:
+                        pass
+                    elif it.points <= max_points:
+                        extend(new)
+                    else:
+                        full = True
+                        sem.append(Fault(ErrorCode.PROGRAM_TOO_LONG, pl.lineno, 0,
+                                         f"the path needs more than {max_points:,} interpolation points (arc chords "
+                                         f"and IK samples {it.machine.sample_spacing * 1000:g} mm apart) by this "
+                                         f"line; the program is planned and checked only up to the line before"))
+                if sem and sem[-1].line == pl.lineno:
+                    # enough faults at or before this line: the later ones would not be reported
+                    if len(sem) + bisect.bisect_right(parse_lines, pl.lineno) > max_faults:
+                        stop = True
+                        break
+                if it.ended:
                     stop = True
                     break
-            if it.ended:
-                stop = True
+            if stop:
                 break
+        src = pl = None      # let the piece go before the next one is parsed
         if stop:
             break
+    if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported
+        for _, chunk_faults in chunks:
+            parse_faults.extend(chunk_faults)
     faults = parse_faults + sem
     if sem and parse_faults:
         faults.sort(key=lambda f: f.line)
@@ -601,7 +619,16 @@ def load_program(text, spec, machine: MachineConfig | None = None, *, q_start=No
                  max_faults: int = MAX_FAULTS, progress: Callable[[str, float], None] | None = None) -> Program:
     """Parse and interpret a program text (str, bytes or lines). Never raises on content.
 
-    ``progress`` (optional) is called with (stage, fraction): "parse" then "interpret".
+    A text (str or bytes) is parsed and interpreted a piece at a time
+    (:func:`~.parser.parse_chunks`): the parsed lines of a long file never exist all at once, so
+    memory grows only with what the program makes (blocks, bounded by
+    ``machine.max_path_samples``), not with the file. The result is the same as
+    ``interpret(parse_program(text))``.
+
+    ``progress`` (optional) is called with (stage, fraction): "interpret".
     """
+    if isinstance(text, (str, bytes, bytearray, memoryview)):
+        return _interpret_chunks(parse_chunks(text, max_faults=max_faults), count_lines(text), spec, machine,
+                                 q_start, max_faults, progress)
     return interpret(parse_program(text, max_faults=max_faults), spec, machine, q_start=q_start,
                      max_faults=max_faults, progress=progress)

@@ -29,15 +29,17 @@ program delimiter. No exponents, parameters (#), expressions or block delete (/)
 from __future__ import annotations
 
 import re
+import unicodedata
 from array import array
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 
-__all__ = ["Lines", "ParsedLine", "ParseResult", "parse_line", "parse_program", "split_lines", "MAX_LINE_LENGTH",
-           "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS"]
+__all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
+           "count_lines", "split_lines", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
+           "CHUNK_BYTES"]
 
 #: Longest accepted line, characters (LinuxCNC's limit).
 MAX_LINE_LENGTH = 256
@@ -45,6 +47,9 @@ MAX_LINE_LENGTH = 256
 MAX_ABS_VALUE = 1.0e6
 #: Largest N word.
 MAX_LINE_NUMBER = 99999
+#: :func:`parse_chunks` parses this many bytes (characters) at a time, rounded up to a whole line:
+#: the parser's memory then does not grow with the file (the parsed lines of one piece at a time)
+CHUNK_BYTES = 1 << 18
 
 # G-code value -> modal group name (RS-274/NGC groups; "nonmodal" is group 0).
 G_CODES: dict[float, str] = {
@@ -183,7 +188,9 @@ class ParseResult:
 
 
 def split_lines(text: str | bytes) -> list[str]:
-    """Lines of a program: split at LF only (CR LF tolerated); bytes decoded as Latin-1.
+    """Lines of a program: split at LF only (CR LF tolerated); bytes decoded as Latin-1 (one
+    character per byte: the columns are byte columns; non-ASCII bytes are faults, see
+    :func:`parse_program`).
 
     Other characters that Python's ``splitlines`` treats as breaks (FS, GS, RS, NEL, ...) stay
     inside their line so that line numbers match what editors show (and they are faults).
@@ -234,8 +241,14 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
 
     Returns:
         The :class:`ParseResult`. Never raises on any content.
+
+    Non-ASCII text is fault 2 at its first non-ASCII character. Bytes are read as UTF-8 where
+    the line is valid UTF-8 (the fault names the character: ``U+00F6 (LATIN SMALL LETTER O
+    WITH DIAERESIS)``), else the byte is named (``byte 0xF6``); a byte-order mark at the start
+    of the file gets its own message.
     """
-    if isinstance(text, (bytes, bytearray)):
+    from_bytes = isinstance(text, (bytes, bytearray, memoryview))
+    if from_bytes:
         text = bytes(text).decode("latin-1")
     elif not isinstance(text, str):
         text = "\n".join(str(s).rstrip("\n") for s in text)
@@ -244,14 +257,104 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
     if fast is not None:
         return ParseResult(fast, (), len(raw), False)
     cap = max(1, int(max_faults))
-    lines, faults, count, _ = _scan(text, raw, 1, cap + 1)   # one more: is anything cut, and where
+    lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes)   # one more: is anything cut, and where
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
     overflow = tuple(faults[kept:]) if truncated else ()
     return ParseResult(tuple(lines), tuple(shown), count, truncated, overflow)
 
 
-def _prechecked(text: str, raw: list[str], first_lineno: int) -> dict[int, Fault]:
+class ParseChunk(NamedTuple):
+    """One piece of a program from :func:`parse_chunks`.
+
+    Attributes:
+        lines: the parsed lines of the piece (faulty and empty lines left out), file line numbers.
+        faults: the faults found in the piece, in line order (one per faulty line; no 119 notice).
+    """
+
+    lines: Sequence[ParsedLine]
+    faults: tuple[Fault, ...]
+
+
+def count_lines(text: str | bytes) -> int:
+    """Number of lines of a program text, as :func:`split_lines` counts them (without splitting)."""
+    nl = b"\n" if isinstance(text, (bytes, bytearray, memoryview)) else "\n"
+    text = bytes(text) if isinstance(text, memoryview) else text
+    return text.count(nl) + (1 if len(text) and not text.endswith(nl) else 0)
+
+
+def parse_chunks(text: str | bytes, *, max_faults: int = MAX_FAULTS,
+                 chunk_bytes: int | None = None) -> Iterator[ParseChunk]:
+    """Parse a program a piece at a time: the same lines and faults as :func:`parse_program`.
+
+    The text is cut after a line break every ``chunk_bytes`` (default :data:`CHUNK_BYTES`) bytes (bytes are decoded piece by
+    piece), so only one piece's parsed lines exist at a time if the consumer (the interpreter,
+    :func:`~.interpreter.load_program`) drops them: memory does not grow with the file. As
+    :func:`parse_program`, at most ``max_faults + 1`` faults are collected in all; the pieces
+    end at the line of the last one.
+    """
+    from_bytes = isinstance(text, (bytes, bytearray, memoryview))
+    if isinstance(text, memoryview):
+        text = bytes(text)
+    nl = b"\n" if from_bytes else "\n"
+    n = len(text)
+    chunk_bytes = max(1, int(CHUNK_BYTES if chunk_bytes is None else chunk_bytes))
+    budget = max(1, int(max_faults)) + 1
+    pos, lineno = 0, 1
+    while pos < n:
+        end = n if n - pos <= chunk_bytes else text.find(nl, pos + chunk_bytes - 1) + 1
+        if end <= 0:
+            end = n
+        piece = text[pos:end]
+        if from_bytes:
+            piece = bytes(piece).decode("latin-1")
+        raw = split_lines(piece)
+        pos = end
+        count = len(raw)
+        out = _scan_clean(piece, raw, lineno)
+        if out is not None:
+            out = ParseChunk(out, ())
+        else:
+            lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes)
+            budget -= len(faults)
+            out = ParseChunk(tuple(lines), tuple(faults))
+            del lines
+        del piece, raw
+        yield out
+        out = None       # hold no piece while the consumer works on the next one
+        if budget <= 0:
+            return
+        lineno += count
+
+
+def _non_ascii(line: str, i: int, lineno: int, from_bytes: bool) -> str:
+    """Message of fault 2 for the first non-ASCII character ``line[i]`` (everything before it is ASCII).
+
+    ``from_bytes``: the line holds bytes decoded as Latin-1; it is read as UTF-8 if it is valid
+    UTF-8 (then the character is named), else the byte is named.
+    """
+    if from_bytes:
+        data = line.encode("latin-1")
+        if lineno == 1 and i == 0:
+            for mark, what in ((b"\xef\xbb\xbf", "a UTF-8"), (b"\xff\xfe", "a UTF-16 (little-endian)"),
+                               (b"\xfe\xff", "a UTF-16 (big-endian)")):
+                if data.startswith(mark):
+                    return (f"the file starts with {what} byte-order mark (bytes {mark.hex(' ').upper()}); "
+                            f"G-code is ASCII: save the file as plain text without it")
+        try:
+            ch = data.decode("utf-8")[i]
+        except UnicodeDecodeError:
+            return f"byte 0x{data[i]:02X} is not ASCII (and the line is not UTF-8 text)"
+    else:
+        ch = line[i]
+        if lineno == 1 and i == 0 and ch == "\ufeff":
+            return ("the text starts with a byte-order mark (U+FEFF); G-code is ASCII: save the file as plain "
+                    "text without it")
+    name = unicodedata.name(ch, "") or ("a control character" if unicodedata.category(ch) == "Cc" else "")
+    return f"character U+{ord(ch):04X}" + (f" ({name})" if name else "") + " is not ASCII"
+
+
+def _prechecked(text: str, raw: list[str], first_lineno: int, from_bytes: bool = False) -> dict[int, Fault]:
     """Faults of whole lines found before tokenising: too long, non-ASCII (rare; fast when absent)."""
     bad: dict[int, Fault] = {}
     if not text.isascii():
@@ -259,7 +362,7 @@ def _prechecked(text: str, raw: list[str], first_lineno: int) -> dict[int, Fault
             if not line.isascii():
                 col = next(k for k, ch in enumerate(line) if ord(ch) > 127) + 1
                 bad[i + first_lineno] = Fault(ErrorCode.NON_ASCII, i + first_lineno, col,
-                                              f"character U+{ord(line[col - 1]):04X} is not ASCII")
+                                              _non_ascii(line, col - 1, i + first_lineno, from_bytes))
     if raw and max(map(len, raw)) > MAX_LINE_LENGTH:
         for i, line in enumerate(raw):
             if len(line.rstrip("\r")) > MAX_LINE_LENGTH and i + first_lineno not in bad:
@@ -282,7 +385,7 @@ def _without_percent_lines(t: str, raw: list[str]) -> str | None:
     return t.replace("%", " ")
 
 
-def _scan_clean(text: str, raw: list[str]) -> Lines | None:
+def _scan_clean(text: str, raw: list[str], first_lineno: int = 1) -> Lines | None:
     """Fast path for a file without faults: C-level checking and splitting, one short Python loop per word.
 
     Returns None as soon as anything is unusual (a fault, a stray ``%`` or parenthesis, ...);
@@ -312,7 +415,7 @@ def _scan_clean(text: str, raw: list[str]) -> Lines | None:
     cols: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
     a_line, a_n, a_g, a_m, a_words, a_text = (c.append for c in cols)
     value_letters, g_codes, m_codes = WORD_LETTERS, G_CODES, M_CODES
-    lineno = 0
+    lineno = first_lineno - 1
     # the word letters of each line (one value each, in order)
     for letters in t.translate(_KEEP_LETTERS).split("\n"):
         lineno += 1
@@ -349,17 +452,19 @@ def _scan_clean(text: str, raw: list[str]) -> Lines | None:
         a_g(g)
         a_m(m)
         a_words(words)
-        a_text(raw[lineno - 1])
+        a_text(raw[lineno - first_lineno])
     return Lines(cols)
 
 
-def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int):
+def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_bytes: bool = False):
     """The tokeniser and per-line checker over a whole text: one regex pass, one Python loop.
 
     Returns:
         (lines, faults, line_count, truncated).
     """
-    bad = _prechecked(text, raw, first_lineno)
+    bad = _prechecked(text, raw, first_lineno, from_bytes)
+    if bad:   # those lines are rejected whole: do not tokenise them (a huge line would make millions of tokens)
+        text = "\n".join("" if i + first_lineno in bad else line for i, line in enumerate(raw))
     out: list[ParsedLine] = []
     faults: list[Fault] = []
     append = out.append

@@ -21,6 +21,10 @@ Knows nothing of G-code (grbl's split): it sees motion blocks in metres of the b
    :meth:`Plan.geometric_samples` gives points at most ``sample_spacing`` apart (for the
    preflight IK) with their times.
 
+Memory: chords and samples of a long program are built and evaluated :data:`EVAL_CHUNK` at a
+time into arrays made once, and the timing passes work in place, so planning a program needs
+little more than the plan itself (no (N, 3) or (N, 3, 3) temporaries of the whole path).
+
 Units: m, s, rad; speeds m/s; accelerations m/s².
 """
 
@@ -35,6 +39,9 @@ from .config import MachineConfig
 from .interpreter import Dwell, Motion, MotionKind, Stop, StopKind
 
 __all__ = ["Plan", "PathSamples", "plan", "retime", "junction_speed_sq"]
+
+#: path points evaluated (and chords built) per chunk: bounds the temporaries of long programs
+EVAL_CHUNK = 65_536
 
 
 def junction_speed_sq(d_prev: np.ndarray, d_next: np.ndarray, acceleration: float, deviation: float) -> np.ndarray:
@@ -76,11 +83,13 @@ class PathSamples:
     def __len__(self) -> int:
         return len(self.t)
 
-    def poses(self) -> np.ndarray:
-        """(K, 4, 4) homogeneous flange poses."""
-        T = np.zeros((len(self.t), 4, 4))
-        T[:, :3, :3] = self.rotation
-        T[:, :3, 3] = self.position
+    def poses(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """(K, 4, 4) homogeneous flange poses (of the samples ``start … stop - 1``, default all)."""
+        sl = slice(start, stop)
+        rot = self.rotation[sl]
+        T = np.zeros((len(rot), 4, 4))
+        T[:, :3, :3] = rot
+        T[:, :3, 3] = self.position[sl]
         T[:, 3, 3] = 1.0
         return T
 
@@ -304,14 +313,34 @@ class Plan:
         s_glob = b_s0[which] + b_len[which] * (k / m[which])
         s_glob = np.concatenate(([0.0], s_glob))
         blk = np.concatenate(([bl[0]], bl[which]))
+        del which, first, k
         seg = np.searchsorted(s_start, s_glob, side="right") - 1
-        seg = np.clip(seg, seg_first[blk], seg_last[blk])
-        s_loc = np.clip(s_glob - s_start[seg], 0.0, self.length[seg])
-        t = self.t_start[seg] + self._t_of_s(seg, s_loc)
-        pos, rot = self._points(seg, s_loc)
-        _, v = self._s_of_t(seg, t - self.t_start[seg])
+        np.clip(seg, seg_first[blk], seg_last[blk], out=seg)
+        del blk
+        # the points, in chunks: the temporaries of the evaluation stay small however long the path
+        K = len(seg)
+        t, v = np.empty(K), np.empty(K)
+        pos, rot = np.empty((K, 3)), np.empty((K, 3, 3))
+        for a in range(0, K, EVAL_CHUNK):
+            sg = seg[a:a + EVAL_CHUNK]
+            s_loc = np.clip(s_glob[a:a + EVAL_CHUNK] - s_start[sg], 0.0, self.length[sg])
+            s_glob[a:a + EVAL_CHUNK] = s_start[sg] + s_loc
+            t0 = self.t_start[sg]
+            tt = t0 + self._t_of_s(sg, s_loc)
+            t[a:a + EVAL_CHUNK] = tt
+            pos[a:a + EVAL_CHUNK], rot[a:a + EVAL_CHUNK] = self._points(sg, s_loc)
+            v[a:a + EVAL_CHUNK] = self._s_of_t(sg, tt - t0)[1]
         b = self.block[seg]
-        return PathSamples(t, s_start[seg] + s_loc, pos, rot, v, seg, b, self._lines[b])
+        return PathSamples(t, s_glob, pos, rot, v, seg, b, self._lines[b])
+
+    def times_at(self, segment: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """(K,) times (s) of the path points at path parameter ``s`` (K,) m on chords ``segment`` (K,)."""
+        out = np.empty(len(segment))
+        s_start = self.s_start
+        for a in range(0, len(segment), EVAL_CHUNK):
+            sg = segment[a:a + EVAL_CHUNK]
+            out[a:a + EVAL_CHUNK] = self.t_start[sg] + self._t_of_s(sg, s[a:a + EVAL_CHUNK] - s_start[sg])
+        return out
 
 
 # ----- building a plan ---------------------------------------------------------------------
@@ -401,45 +430,66 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
                          f"chords (MachineConfig.max_path_samples)")
     seg_block = np.repeat(np.arange(B), nseg)
     first = np.concatenate(([0], np.cumsum(nseg)[:-1]))
-    k = np.arange(S) - first[seg_block]
-    f0 = k / nseg[seg_block]
-    f1 = (k + 1) / nseg[seg_block]
-    p0 = start[seg_block] + f0[:, None] * (end - start)[seg_block]
-    p1 = start[seg_block] + f1[:, None] * (end - start)[seg_block]
-    if len(arc_idx):
-        rows = np.flatnonzero(is_arc[seg_block])
-        ab = seg_block[rows]
-        planes = np.array([m.plane for m in motions])[ab]          # (R, 3)
-        centre = np.array([motions[i].centre if motions[i].centre is not None else motions[i].start
-                           for i in range(B)])[ab]
-        r0 = np.array([m.radius_start for m in motions])[ab]
-        r1 = np.array([m.radius_end for m in motions])[ab]
-        sw = np.array([m.sweep for m in motions])[ab]
-        st = start[ab]
-        en = end[ab]
-        i0, i1, ino = planes[:, 0], planes[:, 1], planes[:, 2]
+    f0 = np.arange(S, dtype=float)
+    f0 -= first[seg_block]
+    f1 = f0 + 1.0
+    den = nseg[seg_block].astype(float)
+    f0 /= den
+    f1 /= den
+    del den, first
+    p0, p1 = np.empty((S, 3)), np.empty((S, 3))
+    if len(arc_idx):   # per block: plane axes, centre, radii, sweep, start angle
+        planes = np.array([m.plane if m.kind is MotionKind.ARC else (0, 1, 2) for m in motions])      # (B, 3)
+        centre = np.array([m.centre if m.centre is not None else m.start for m in motions])
+        r0_b = np.array([m.radius_start if m.kind is MotionKind.ARC else 0.0 for m in motions])
+        r1_b = np.array([m.radius_end if m.kind is MotionKind.ARC else 0.0 for m in motions])
+        sw_b = np.array([m.sweep if m.kind is MotionKind.ARC else 0.0 for m in motions])
+        bb = np.arange(B)
+        phi0_b = np.arctan2(start[bb, planes[:, 1]] - centre[bb, planes[:, 1]],
+                            start[bb, planes[:, 0]] - centre[bb, planes[:, 0]])
+    delta = end - start
+    # the chord end points, in chunks (small temporaries however many chords)
+    for ca in range(0, S, EVAL_CHUNK):
+        sb = seg_block[ca:ca + EVAL_CHUNK]
+        st, dl = start[sb], delta[sb]
+        for fr, P in ((f0[ca:ca + EVAL_CHUNK], p0), (f1[ca:ca + EVAL_CHUNK], p1)):
+            P[ca:ca + EVAL_CHUNK] = st + fr[:, None] * dl
+        if not len(arc_idx):
+            continue
+        rows = np.flatnonzero(is_arc[sb])
+        if not len(rows):
+            continue
+        ab = sb[rows]
+        i0, i1, ino = planes[ab, 0], planes[ab, 1], planes[ab, 2]
         rr = np.arange(len(rows))
-        phi0 = np.arctan2(st[rr, i1] - centre[rr, i1], st[rr, i0] - centre[rr, i0])
-        for fr, P in ((f0[rows], p0), (f1[rows], p1)):
+        c, st_r, dl_r = centre[ab], st[rows], dl[rows]
+        r0, r1, sw, phi0 = r0_b[ab], r1_b[ab], sw_b[ab], phi0_b[ab]
+        for fr, P in ((f0[ca:ca + EVAL_CHUNK][rows], p0), (f1[ca:ca + EVAL_CHUNK][rows], p1)):
             phi = phi0 + fr * sw
             rad = r0 + fr * (r1 - r0)
             pts = np.empty((len(rows), 3))
-            pts[rr, i0] = centre[rr, i0] + rad * np.cos(phi)
-            pts[rr, i1] = centre[rr, i1] + rad * np.sin(phi)
-            pts[rr, ino] = st[rr, ino] + fr * (en[rr, ino] - st[rr, ino])
-            P[rows] = pts
+            pts[rr, i0] = c[rr, i0] + rad * np.cos(phi)
+            pts[rr, i1] = c[rr, i1] + rad * np.sin(phi)
+            pts[rr, ino] = st_r[rr, ino] + fr * dl_r[rr, ino]
+            P[ca + rows] = pts
         # exact end points (no round-off drift at block ends)
-        last = rows[f1[rows] == 1.0]
-        p1[last] = end[seg_block[last]]
-    dp = p1 - p0
-    lin = np.sqrt(np.einsum("ij,ij->i", dp, dp))
+        last = rows[f1[ca:ca + EVAL_CHUNK][rows] == 1.0]
+        p1[ca + last] = end[sb[last]]
+    lin = np.empty(S)
+    for ca in range(0, S, EVAL_CHUNK):
+        dp = p1[ca:ca + EVAL_CHUNK] - p0[ca:ca + EVAL_CHUNK]
+        lin[ca:ca + EVAL_CHUNK] = np.sqrt(np.einsum("ij,ij->i", dp, dp))
     rho = machine.rotation_scale
-    rot_len = rho * angle[seg_block] * (f1 - f0)
-    length = np.sqrt(lin * lin + rot_len * rot_len)
+    rot_len = rho * angle[seg_block]
+    rot_len *= f1 - f0
+    length = lin * lin
+    length += rot_len * rot_len
+    np.sqrt(length, out=length)
+    del lin
     keep = length > 1e-12
     if not np.all(keep):
-        seg_block, f0, f1, p0, p1, dp, length, rot_len = (x[keep] for x in (seg_block, f0, f1, p0, p1, dp, length,
-                                                                              rot_len))
+        seg_block, f0, f1, p0, p1, length, rot_len = (x[keep] for x in (seg_block, f0, f1, p0, p1, length, rot_len))
+    del keep
     S = len(length)
     # --- nominal speeds ---
     vnom_block = np.where(is_rapid, machine.rapid_speed, feed)
@@ -450,10 +500,14 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
     # --- junctions ---
     # 6-D unit directions: translation and rotation (world axis, scaled)
     world_axis = np.einsum("bij,bj->bi", rot0, axis)
-    d6 = np.concatenate([dp, world_axis[seg_block] * rot_len[:, None]], axis=1) / length[:, None]
     J = np.zeros(S + 1)
-    if S > 1:
-        J[1:S] = junction_speed_sq(d6[:-1], d6[1:], a, machine.junction_deviation)
+    for c0 in range(0, S - 1, EVAL_CHUNK):   # junctions c0 + 1 … c1 (between chords c - 1 and c), in chunks
+        c1 = min(c0 + EVAL_CHUNK, S - 1)
+        sl = slice(c0, c1 + 1)
+        d6 = np.concatenate([p1[sl] - p0[sl], world_axis[seg_block[sl]] * rot_len[sl, None]], axis=1)
+        d6 /= length[sl, None]
+        J[c0 + 1:c1 + 1] = junction_speed_sq(d6[:-1], d6[1:], a, machine.junction_deviation)
+    del rot_len
     # rest at block boundaries after dwells/stops, and at the program start and end
     rest = np.zeros(S + 1, dtype=bool)
     delay = np.zeros(S + 1)
@@ -491,6 +545,7 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
         return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, z, z, z, z, z, z, z,
                     float(np.sum(p._delay)), a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay,
                     p._junction, p._base_nominal, p._hold_node, p._hold_seconds, p._hold_line)
+    # in place where possible: long programs have millions of chords (same arithmetic, fewer temporaries)
     vn2 = v_nom * v_nom
     J = p._junction.copy()
     if S > 1:
@@ -498,26 +553,52 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
     J[0] = min(J[0], vn2[0])
     J[S] = min(J[S], vn2[-1])
     twoaL = 2.0 * a * p.length
-    C = np.concatenate(([0.0], np.cumsum(twoaL)))
+    C = np.empty(S + 1)
+    C[0] = 0.0
+    np.cumsum(twoaL, out=C[1:])
     # backward pass: Bk[i] = min_{j >= i} (J[j] + C[j]) - C[i]
-    Bk = np.minimum.accumulate((J + C)[::-1])[::-1] - C
+    J += C
+    Bk = np.minimum.accumulate(J[::-1])[::-1]
+    del J
+    Bk -= C
     # forward pass: F[i] = C[i] + min_{j <= i} (Bk[j] - C[j])
-    F = C + np.minimum.accumulate(Bk - C)
-    F = np.clip(np.minimum(F, Bk), 0.0, None)
+    F = Bk - C
+    np.minimum.accumulate(F, out=F)
+    F += C
+    del C
+    np.minimum(F, Bk, out=F)
+    del Bk
+    np.clip(F, 0.0, None, out=F)
     F[p._rest] = 0.0
-    v0 = np.sqrt(F[:-1])
-    v1 = np.sqrt(F[1:])
-    vc2 = np.minimum(vn2, (twoaL + F[:-1] + F[1:]) / 2.0)
-    vc2 = np.maximum(vc2, np.maximum(F[:-1], F[1:]))
+    sqrt_f = np.sqrt(F)
+    v0 = sqrt_f[:-1]
+    v1 = sqrt_f[1:]
+    vc2 = twoaL + F[:-1]
+    del twoaL
+    vc2 += F[1:]
+    vc2 /= 2.0
+    np.minimum(vn2, vc2, out=vc2)
+    del vn2
+    np.maximum(vc2, np.maximum(F[:-1], F[1:]), out=vc2)
     vc = np.sqrt(vc2)
-    da = (vc2 - F[:-1]) / (2 * a)
-    dd = (vc2 - F[1:]) / (2 * a)
-    dc = np.maximum(p.length - da - dd, 0.0)
-    t_acc = (vc - v0) / a
-    t_dec = (vc - v1) / a
-    t_cru = dc / vc
-    dur = t_acc + t_cru + t_dec
-    t_start = np.cumsum(p._delay[:-1]) + np.concatenate(([0.0], np.cumsum(dur)[:-1]))
+    da = vc2 - F[:-1]
+    da /= 2 * a
+    dd = vc2 - F[1:]
+    dd /= 2 * a
+    del vc2, F
+    dc = p.length - da
+    dc -= dd
+    del da, dd
+    np.maximum(dc, 0.0, out=dc)
+    t_acc = vc - v0
+    t_acc /= a
+    t_dec = vc - v1
+    t_dec /= a
+    t_cru = np.divide(dc, vc, out=dc)
+    dur = t_acc + t_cru
+    dur += t_dec
+    t_start = np.cumsum(p._delay[:-1])
+    t_start[1:] += np.cumsum(dur)[:-1]
     total = float(t_start[-1] + dur[-1] + p._delay[-1]) if S else float(p._delay[-1])
     return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, v0, v1, vc, t_start, t_acc, t_cru,
                 t_dec, total, a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay, p._junction,

@@ -16,13 +16,16 @@ Checks, without running physics:
   value of the scaled Jacobian (translation rows divided by the reach) below
   ``singularity_margin``, evaluated where the joints move fastest relative to the tool.
 * the planned program time against ``max_program_time`` — PROGRAM_TOO_LONG (105);
-* a program without any motion — NO_MOTION (106, a warning on line 0);
+* a program without any motion — NO_MOTION (106, an error on line 0: there is nothing to run);
 * more findings than ``max_faults``: the first ``max_faults - 1`` in line order and
   TOO_MANY_FAULTS (119) at the line of the first one not shown.
 
 IK uses the vectorised :func:`~armtwin.controllers.ik.solve_batch` (every branch of every
 sample at once) and follows the start branch through the samples in numpy; only branch
-changes are handled one by one.
+changes are handled one by one. Memory: the poses are made, solved and compared
+:data:`IK_CHUNK` samples at a time (no (K, 4, 4) poses or (K, branches, joints) differences of
+the whole path), and the joint speeds are computed in place, so a check needs a few hundred
+bytes per path point (see :data:`~.config.MAX_PATH_SAMPLES`).
 """
 
 from __future__ import annotations
@@ -82,25 +85,41 @@ def _arm_part(label: str) -> str:
     return "/".join(parts[:2]) if len(parts) >= 3 else label
 
 
-def _solve_all(spec, T: np.ndarray, q_start: np.ndarray, cand: list[int], progress: Progress | None) -> _Batch:
-    """IK of the poses ``T`` (K, 4, 4) in batches of :data:`IK_CHUNK`, keeping the branches ``cand``."""
+def _poses(T, a: int, b: int) -> np.ndarray:
+    """(b - a, 4, 4) poses ``a … b - 1`` of ``T``: an array of poses or a :class:`PathSamples` (made per chunk)."""
+    return T.poses(a, b) if isinstance(T, PathSamples) else T[a:b]
+
+
+def _solve_all(spec, T, q_start: np.ndarray, cand: list[int], progress: Progress | None) -> _Batch:
+    """IK of the poses ``T`` (K, 4, 4), or of a :class:`PathSamples`' poses, in batches of
+    :data:`IK_CHUNK`, keeping the branches ``cand``; the results are written into arrays made
+    once (no list of chunks to concatenate: the peak stays near the result's size)."""
     K = len(T)
-    sols, found, dist = [], [], []
+    n = spec.dof
+    sols = np.empty((K, len(cand), n))
+    found = None
+    dist = np.empty(K)
     for a in range(0, K, IK_CHUNK):
         if progress is not None and K > IK_CHUNK:
             progress("IK", a / K)
-        b = solve_batch(spec, T[a:a + IK_CHUNK], q_start)
-        sols.append(b.solutions[:, cand, :])
-        found.append(~np.isnan(b.solutions[..., 0]))
-        dist.append(np.asarray(b.distance, dtype=float))
-    if len(sols) == 1:
-        return _Batch(sols[0], found[0], dist[0])
-    return _Batch(np.concatenate(sols), np.concatenate(found), np.concatenate(dist))
+        b = solve_batch(spec, _poses(T, a, min(a + IK_CHUNK, K)), q_start)
+        if found is None:
+            found = np.empty((K, b.solutions.shape[1]), dtype=bool)
+        sols[a:a + IK_CHUNK] = b.solutions[:, cand, :]
+        np.logical_not(np.isnan(b.solutions[..., 0]), out=found[a:a + IK_CHUNK])
+        dist[a:a + IK_CHUNK] = np.asarray(b.distance, dtype=float)
+        del b
+    if found is None:
+        found = np.zeros((0, len(branch_labels(spec))), dtype=bool)
+    return _Batch(sols, found, dist)
 
 
-def track_path(spec, T: np.ndarray, q_start, *, max_step: float = MAX_JOINT_STEP,
+def track_path(spec, T, q_start, *, max_step: float = MAX_JOINT_STEP,
                progress: Progress | None = None) -> PathTrack:
     """Follow the start configuration of ``q_start`` through the poses ``T`` (K, 4, 4).
+
+    ``T`` may also be a :class:`~.planner.PathSamples`: its poses are then made one IK batch
+    at a time (a (K, 4, 4) array of a long program would be large).
 
     Unlike :func:`~armtwin.controllers.ik.solve_path` this does not stop at the first
     problem: after a stretch without a solution it picks up again at the next reachable
@@ -125,9 +144,16 @@ def track_path(spec, T: np.ndarray, q_start, *, max_step: float = MAX_JOINT_STEP
             col[good] = np.unwrap(col[good])
             Q[:, c, j] = col[1:]
     finite = ~np.isnan(Q[..., 0])                            # (K, C)
-    prev_all = np.concatenate([np.broadcast_to(q_start, (1, C, n)), Q[:-1]], axis=0)
-    step = np.where(rev, np.abs(Q - prev_all), 0.0).max(axis=2)          # (K, C) step on the same track
-    cont = finite & (step <= max_step)
+    cont = np.empty((K, C), dtype=bool)                      # step on the same track within max_step
+    revj = np.flatnonzero(rev)
+    for c0 in range(0, K, IK_CHUNK):                         # in chunks: no (K, C, n) temporaries
+        c1 = min(c0 + IK_CHUNK, K)
+        cur = Q[c0:c1][..., revj]
+        prev = np.concatenate([np.broadcast_to(q_start[revj], (1, C, len(revj))), Q[:c1 - 1][..., revj]]) \
+            if c0 == 0 else Q[c0 - 1:c1 - 1][..., revj]
+        d = np.abs(np.subtract(cur, prev, out=cur), out=cur)
+        step = d.max(axis=2) if len(revj) else np.zeros((c1 - c0, C))
+        cont[c0:c1] = finite[c0:c1] & (step <= max_step)
     q = np.full((K, n), np.nan)
     code = np.zeros(K, dtype=np.int64)
     reason = np.full(K, "", dtype=object)
@@ -332,11 +358,11 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
     pl = plan(prog.blocks, machine)
     if pl.segment_count == 0:
         if not faults:
-            faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot; "
-                                "`armtwin run` refuses it", Severity.WARNING))
+            faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot, so there "
+                                "is nothing to run"))
         return PreflightReport(spec.name, prog, pl, None, None, None, tuple(faults), machine=machine)
     gs = pl.geometric_samples(machine.sample_spacing)
-    track = track_path(spec, gs.poses(), prog.q_start, progress=progress)
+    track = track_path(spec, gs, prog.q_start, progress=progress)
     if progress is not None:
         progress("limits", 0.0)
     q = track.q
@@ -346,13 +372,19 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
     is_rapid = np.array([m.kind is MotionKind.RAPID for m in pl.motions])
     seg_blk = gs.block[1:]
     scale = np.ones(B)
-    qd = None
+    dq = np.diff(q, axis=0)
+    np.abs(dq, out=dq)
+    qd = np.empty_like(dq)
+    ratio = np.empty(len(dq))
     for _ in range(machine.max_rapid_slowdown_passes + 1):
         dt = np.diff(gs.t)
-        dq = np.abs(np.diff(q, axis=0))
         with np.errstate(invalid="ignore", divide="ignore"):
-            qd = np.where(dt[:, None] > 1e-9, dq / np.maximum(dt, 1e-12)[:, None], 0.0)
-        ratio = np.nan_to_num(qd / vmax, nan=0.0).max(axis=1)
+            np.divide(dq, np.maximum(dt, 1e-12)[:, None], out=qd)
+        qd[dt <= 1e-9] = 0.0
+        del dt
+        for c0 in range(0, len(qd), IK_CHUNK):      # speed / limit per sample, in chunks (no (K, n) temporaries)
+            r = qd[c0:c0 + IK_CHUNK] / vmax
+            ratio[c0:c0 + IK_CHUNK] = np.nan_to_num(r, nan=0.0, copy=False).max(axis=1)
         worst = np.zeros(B)
         np.maximum.at(worst, seg_blk, ratio)
         slow = is_rapid & (worst > 1.0)
@@ -360,7 +392,7 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
             break
         scale[slow] *= 0.97 / worst[slow]
         pl = retime(pl, scale)
-        t = pl.t_start[gs.segment] + pl._t_of_s(gs.segment, gs.s - pl.s_start[gs.segment])
+        t = pl.times_at(gs.segment, gs.s)
         gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line)
     seen: set[tuple[int, int]] = set()
     per_code: dict[int, int] = {}
@@ -385,14 +417,13 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         add(code, ln, f"{track.reason[i]} at {_mm(gs.position[i])}")
     if unreachable:
         _report_unreachable(spec, pl, gs, dist, unreachable, prog.q_start, add)
-    # joint speeds (feed moves; rapids were slowed)
-    ratio_j = np.nan_to_num(qd / vmax, nan=0.0)
-    over = np.flatnonzero(ratio_j.max(axis=1) > 1.0 + 1e-6)
+    # joint speeds (feed moves; rapids were slowed); ratio is of the last qd
+    over = np.flatnonzero(ratio > 1.0 + 1e-6)
     for i in over:
         blk = seg_blk[i]
         if is_rapid[blk]:
             continue
-        j = int(np.argmax(ratio_j[i]))
+        j = int(np.argmax(np.nan_to_num(qd[i] / vmax, nan=0.0)))
         unit = "mm/s" if spec.prismatic[j] else "deg/s"
         disp = spec.to_display(qd[i])[j]
         lim = spec.to_display(vmax)[j]
@@ -407,8 +438,12 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         ok = ~np.isnan(q[:, 0])
         # candidates: the samples where the joints move most per tool motion, and every block end
         ds = np.diff(gs.s)
+        step = np.empty(len(dq))
+        for c0 in range(0, len(dq), IK_CHUNK):
+            step[c0:c0 + IK_CHUNK] = np.nan_to_num(dq[c0:c0 + IK_CHUNK]).max(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            amp = np.where(ds > 1e-9, np.nan_to_num(np.abs(np.diff(q, axis=0))).max(axis=1) / ds, 0.0)
+            amp = np.where(ds > 1e-9, step / ds, 0.0)
+        del step
         cand = np.flatnonzero(amp > 4.0 / spec.reach) + 1
         ends = np.flatnonzero(np.diff(gs.block) != 0)
         cand = np.unique(np.concatenate([cand, ends, [0, len(q) - 1]]))
