@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import io
 
 import math
 import os
@@ -39,7 +40,7 @@ from ..controllers import rigproto as rp
 from ..controllers.servo import PULSES_PER_DEG
 
 __all__ = ["LinkConfig", "RigState", "LatencyWindow", "LinkStats", "RigLink", "Direction", "SyncConfig", "SyncSample",
-           "FaultEvent", "PowerCommand", "SyncReport", "TwinLog", "TwinSync", "TwinSyncWrapper", "smooth_motion", "RigLinkError", "build_emulator", "Emulator", "FIRMWARE_DIR"]
+           "FaultEvent", "PowerCommand", "SyncReport", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "TwinSync", "TwinSyncWrapper", "smooth_motion", "RigLinkError", "build_emulator", "Emulator", "FIRMWARE_DIR"]
 
 
 class RigLinkError(OSError):
@@ -649,6 +650,164 @@ class TwinLog:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# ----- reading a twin log back ------------------------------------------------------------
+
+class TwinLogError(ValueError):
+    """A file that is not a valid :class:`TwinLog`: the message names the file and, for a bad
+    value, its line (1-based, as an editor shows it) and column."""
+
+
+#: largest |joint angle| a twin log may carry, deg (the rig's int16 encoder positions stay
+#: within ±874°; anything far beyond is not a measurement)
+LOG_MAX_JOINT_DEG = 1e4
+#: largest latency a twin log may carry, ms
+LOG_MAX_LATENCY_MS = 1e6
+#: the names the log's Fault column is made of (``OK``, or these joined by ``|``)
+FAULT_NAMES = tuple(f.name for f in rp.Fault if f and f.name)
+
+
+class TwinLogData(dict):
+    """The columns of a twin log, ``{name: values}``: ``STT`` as int64, ``Fault`` as a list
+    of str, the rest as float64 (NaN where the log has ``nan`` or nothing). Also:
+
+    Attributes:
+        path: the file read.
+        labels: the joint labels of the columns (``["j1", "j2"]``).
+        lines: the 1-based line in the file of every row (int64).
+    """
+
+    def __init__(self, path: str = "", labels: Sequence[str] = (), lines: np.ndarray | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.labels = list(labels)
+        self.lines = np.zeros(0, dtype=np.int64) if lines is None else lines
+
+    def line_of(self, row: int) -> int:
+        """The 1-based line in the file of row ``row`` (0-based)."""
+        return int(self.lines[row])
+
+
+def read_twin_log(path: str | os.PathLike) -> TwinLogData:
+    """Read a :class:`TwinLog` CSV back, checking every value.
+
+    The header must be ``STT, Time, Error_<j>…, Virtual_<j>…, Servo_<j>…, Latency_ms, Fault``
+    (the same joint labels in each group). A row is checked as :class:`TwinLog` writes it:
+
+    * STT: integers >= 0 that count up by 1 from row to row;
+    * Time: finite, >= 0 and never going back;
+    * Virtual_<j>: finite, |v| <= :data:`LOG_MAX_JOINT_DEG`;
+    * Servo_<j>: the same, or ``nan`` / empty (no rig state, the link down);
+    * Error_<j>: |v| <= 2 × :data:`LOG_MAX_JOINT_DEG`, or ``nan`` / empty (no servo value);
+    * Latency_ms: 0..:data:`LOG_MAX_LATENCY_MS`, or ``nan`` / empty (none measured yet, LINK);
+    * Fault: ``OK``, or fault names (:data:`FAULT_NAMES`) joined by ``|``.
+
+    Blank lines are skipped, and so is a last row cut short by a crash (the file does not end
+    with a line break and the row has too few fields); any other row with the wrong number of
+    fields is an error.
+
+    Raises:
+        OSError: the file cannot be read.
+        TwinLogError: not a twin log, no samples, or a bad value (naming its line and column).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            text = f.read()
+        reader = csv.reader(io.StringIO(text))
+        head = next(reader, None)
+        records = []
+        for row in reader:
+            if row:
+                records.append((reader.line_num, row))
+    except (UnicodeDecodeError, csv.Error):
+        raise TwinLogError(f"{path}: not a twin log (not a text CSV file)") from None
+    want = "STT, Time, Error_j…, Virtual_j…, Servo_j…, Latency_ms, Fault"
+    if not head or head[:2] != ["STT", "Time"] or head[-1] != "Fault":
+        raise TwinLogError(f"{path}: not a twin log (expected a header {want})")
+    if not any(c.startswith("Virtual_") for c in head):
+        raise TwinLogError(f"{path}: not a twin log: the header has no Virtual_jN columns (expected {want})")
+    mid = head[2:-2]
+    k = len(mid) // 3
+    labels = [c[len("Virtual_"):] for c in mid[k:2 * k]] if len(mid) % 3 == 0 else []
+    if (head[-2] != "Latency_ms" or not labels or len(set(labels)) != k or not all(labels)
+            or mid != [f"{g}_{l}" for g in ("Error", "Virtual", "Servo") for l in labels]):
+        raise TwinLogError(f"{path}: not a twin log: header {', '.join(head)} (expected {want}, "
+                           f"the same joints in each group)")
+    n_fields = len(head)
+    if records and len(records[-1][1]) < n_fields and not text.endswith(("\n", "\r")):
+        records.pop()  # the last row, cut short by a crash while it was being written
+    for line, row in records:
+        if len(row) != n_fields:
+            raise TwinLogError(f"{path}: line {line}: {len(row)} fields, the header has {n_fields}")
+    if not records:
+        raise TwinLogError(f"{path}: the log has no samples")
+    lines = np.array([line for line, _ in records], dtype=np.int64)
+
+    def bad(i: int, col: str, why: str) -> TwinLogError:
+        return TwinLogError(f"{path}: line {lines[i]}, column {col}: {why}")
+
+    def numbers(c: int, col: str, empty_ok: bool) -> np.ndarray:
+        cells = [row[c] for _, row in records]
+        out = np.empty(len(cells))
+        for i, v in enumerate(cells):
+            try:
+                out[i] = float(v)
+            except ValueError:
+                if empty_ok and not v.strip():
+                    out[i] = math.nan
+                else:
+                    raise bad(i, col, f"{v!r} is not a number") from None
+        return out
+
+    def first(mask: np.ndarray) -> int | None:
+        hits = np.flatnonzero(mask)
+        return int(hits[0]) if hits.size else None
+
+    out = TwinLogData(path, labels, lines)
+    # STT: consecutive integers
+    stt = np.empty(len(records), dtype=np.int64)
+    for i, (_, row) in enumerate(records):
+        try:
+            stt[i] = int(row[0])
+        except ValueError:
+            raise bad(i, "STT", f"{row[0]!r} is not a sample number (an integer)") from None
+    if stt[0] < 0:
+        raise bad(0, "STT", f"{stt[0]} is negative")
+    if (i := first(np.diff(stt) != 1)) is not None:
+        raise bad(i + 1, "STT", f"{stt[i + 1]} after {stt[i]} (the sample numbers count up by 1; rows lost or mixed up)")
+    out["STT"] = stt
+    # Time: finite, >= 0, never going back
+    t = numbers(1, "Time", False)
+    if (i := first(~np.isfinite(t) | (t < 0))) is not None:
+        raise bad(i, "Time", f"{records[i][1][1]!r} is not a time (finite, >= 0 s)")
+    if (i := first(np.diff(t) < 0)) is not None:
+        raise bad(i + 1, "Time", f"{t[i + 1]:g} s goes back (the row before has {t[i]:g} s)")
+    out["Time"] = t
+    for c, col in enumerate(head[2:-1], start=2):
+        group = col.split("_", 1)[0]
+        v = numbers(c, col, group != "Virtual")
+        missing = np.isnan(v)
+        if group == "Virtual" and (i := first(missing)) is not None:
+            raise bad(i, col, f"{records[i][1][c]!r} is not a number (the virtual joint is always known)")
+        limit, unit = {"Latency": (LOG_MAX_LATENCY_MS, "ms"), "Error": (2 * LOG_MAX_JOINT_DEG, "deg")}.get(
+            group, (LOG_MAX_JOINT_DEG, "deg"))
+        wrong = ~missing & ~(np.abs(v) <= limit)
+        if group == "Latency":
+            wrong |= ~missing & (v < 0)
+        if (i := first(wrong)) is not None:
+            rng = f"0..{limit:.0f}" if group == "Latency" else f"±{limit:.0f}"
+            raise bad(i, col, f"{records[i][1][c]!r} is not a value in {rng} {unit}"
+                      + ("" if group == "Virtual" else " (or nan)"))
+        out[col] = v
+    faults = [row[-1] for _, row in records]
+    known = set(FAULT_NAMES)
+    for i, f in enumerate(faults):
+        if f != "OK" and not all(p in known for p in f.split("|")):
+            raise bad(i, "Fault", f"{f!r} is not OK or fault names joined by | ({', '.join(FAULT_NAMES)})")
+    out["Fault"] = faults
+    return out
 
 
 def smooth_motion(spec, joints: Sequence[int], amplitude_deg: float = 30.0, move_s: float = 1.5,

@@ -3,31 +3,51 @@
 Runs the rig emulator (firmware core on the host, bytes paced at 10 bits per byte) and a
 virtual→real sync of an IRB120's J1, J2 along the built-in smooth motion, then prints the
 loop rate, latency p50/p99, the steady-state twin error (max |ΔE| over the last 0.5 s of each
-hold, after the move settled), the samples lost, the control ticks skipped by host stalls,
-the share of the wire's frame limit used, and the power-cut detection time (wall clock and
-rig clock) of a short power test after the sync — beside the published rig's figures
-(165 Hz, 30 ms, ±2°). Wall-clock figures live here, not in the tests.
+hold, after the move settled — the first such window ends 2.5 s in, so a shorter run shows
+``n/a``), the samples lost, the control ticks skipped by host stalls, the share of the wire's
+frame limit used, and the power-cut detection time (wall clock and rig clock) of a short power
+test after the sync — beside the published rig's figures (165 Hz, 30 ms, ±2°). Wall-clock
+figures live here, not in the tests.
+
+Options are bounded so that a run always ends: --seconds 1..3600, --rate 10..2000 Hz,
+--baud 300..4000000. A figure that could not be measured is ``n/a`` with the reason (``null``
+in the JSON output, the reason under ``"notes"``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
 import numpy as np
 
-from .cli import CliError, add_json_flag, print_json
+from .cli import add_json_flag, print_json
+from .cmd_rig import BAUD_MAX, BAUD_MIN, SECONDS_MAX, check_baud, check_range
 
 PUBLISHED = {"rate_hz": 165.0, "latency_ms": 30.0, "error_deg": 2.0}
 TARGETS = {"rate_hz": 500.0, "latency_p50_ms": 5.0, "error_deg": 0.5, "samples_lost": 0}
+#: the built-in motion: 1.5 s moves, 1 s holds; the steady-state error is taken over the last
+#: 0.5 s of each hold, so the first window ends this long after the start, s
+MOVE_S, HOLD_S = 1.5, 1.0
+STEADY_MIN_S = MOVE_S + HOLD_S
+RATE_MIN, RATE_MAX = 10.0, 2000.0
+SECONDS_MIN = 1.0
+#: the power test after the sync: cut, restore and end this long after its start, s
+#: (100, 250 and 400 samples at the default 500 Hz)
+POWER_TEST_S = (0.2, 0.5, 0.8)
 
 
 def register(sub) -> None:
     p = sub.add_parser("rig", help="emulated 115200-baud rig: loop rate, latency, twin error, wire share")
-    p.add_argument("--seconds", type=float, default=10.0, help="sync duration, s (default 10)")
-    p.add_argument("--baud", type=int, default=115200, help="emulated serial speed (default 115200)")
-    p.add_argument("--rate", type=float, default=500.0, help="host loop rate, Hz (default 500)")
+    p.add_argument("--seconds", type=float, default=10.0,
+                   help=f"sync duration, {SECONDS_MIN:g}..{SECONDS_MAX:g} s (default 10; the steady-state error "
+                        f"needs at least {STEADY_MIN_S:g} s)")
+    p.add_argument("--baud", type=int, default=115200,
+                   help=f"emulated serial speed, {BAUD_MIN}..{BAUD_MAX} bit/s (default 115200)")
+    p.add_argument("--rate", type=float, default=500.0,
+                   help=f"host loop rate, {RATE_MIN:g}..{RATE_MAX:g} Hz (default 500)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -71,9 +91,10 @@ def _log_detection_ms(samples, cmd, fault, present: bool) -> float:
 def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> dict:
     """Run the benchmark and return the figures (keys as in the JSON output).
 
-    After the timed sync, a short power test (cut 100 samples in, restore 150 samples later)
-    measures the power-fault detection on the host's wall clock (command sent -> flagged in
-    the log) and on the rig's clock (cut applied -> state carrying the flag).
+    After the timed sync, a short power test (cut 0.2 s in, restore 0.3 s later, end 0.3 s after
+    that: 100, 250, 400 samples at 500 Hz) measures the power-fault detection on the host's wall
+    clock (command sent -> flagged in the log) and on the rig's clock (cut applied -> state
+    carrying the flag). Figures that could not be measured are NaN (see :func:`not_measured`).
     """
     from ..controllers import rigproto as rp
     from ..envs.rig import Emulator, RigLink, LinkConfig, SyncConfig, TwinSync, smooth_motion
@@ -81,7 +102,8 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
     from ..robots import get
     spec = get("irb120")
     joints = (0, 1)
-    move_s, hold_s = 1.5, 1.0
+    move_s, hold_s = MOVE_S, HOLD_S
+    n_cut, n_restore, n_end = (max(round(x * rate), 2 * i + 1) for i, x in enumerate(POWER_TEST_S))
     samples, power_samples = [], []
     with Emulator(baud) as emu, World(PhysicsConfig(dt=1.0 / rate)) as world:
         robot = world.add_robot(spec)
@@ -98,19 +120,19 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
             targets_skipped = st.targets_skipped
             n0 = sync.stt  # the power test
             hold = motion(0.0)
-            prep = sync.run(None, source=lambda t: hold, max_samples=n0 + 400,
-                            power_schedule={n0 + 100: False, n0 + 250: True}, on_sample=power_samples.append)
+            prep = sync.run(None, source=lambda t: hold, max_samples=n0 + n_end,
+                            power_schedule={n0 + n_cut: False, n0 + n_restore: True}, on_sample=power_samples.append)
             history = list(link.history)
         finally:
             link.close()
-    cut, restore = prep.power_commands
+    cut, restore = (prep.power_commands + [None, None])[:2]
     t = np.array([s.time for s in samples])
     err = np.array([s.error_deg for s in samples])
     seg = move_s + hold_s
     phase = np.mod(t, seg)
     steady = (phase >= seg - 0.5) & (t > 0.5)  # last 0.5 s of every hold
-    ok_rows = np.array([not (s.faults & ~rp.Fault.RX_ERROR) for s in samples])
-    sel = steady & ok_rows & np.all(np.isfinite(err), axis=1)
+    ok_rows = np.array([not (s.faults & ~rp.Fault.RX_ERROR) for s in samples], dtype=bool)
+    sel = steady & ok_rows & np.all(np.isfinite(err), axis=1) if len(samples) else np.zeros(0, dtype=bool)
     frame_limit = baud / 10.0 / rp.wire_bytes(rp.MsgType.JOINT_STATES)  # state frames/s the wire can carry
     states_rate = states_rx / rep.seconds if rep.seconds > 0 else 0.0
     P = rp.Fault.POWER
@@ -133,42 +155,89 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
         "wire_frame_limit_hz": frame_limit,
         "samples": rep.samples,
         "targets_skipped": targets_skipped,
-        "power_detect_ms": _log_detection_ms(power_samples, cut, P, True),
-        "power_recover_ms": _log_detection_ms(power_samples, restore, P, False),
-        "power_detect_rig_ms": _rig_detection_ms(history, cut, P, True),
-        "power_recover_rig_ms": _rig_detection_ms(history, restore, P, False),
+        "power_detect_ms": _log_detection_ms(power_samples, cut, P, True) if cut else float("nan"),
+        "power_recover_ms": _log_detection_ms(power_samples, restore, P, False) if restore else float("nan"),
+        "power_detect_rig_ms": _rig_detection_ms(history, cut, P, True) if cut else float("nan"),
+        "power_recover_rig_ms": _rig_detection_ms(history, restore, P, False) if restore else float("nan"),
         "load_avg_1min": os.getloadavg()[0],
         "stale_samples": rep.stale_samples,
         "baud": baud,
         "seconds": rep.seconds,
+        "seconds_asked": float(seconds),
         "published": PUBLISHED,
         "targets": TARGETS,
     }
 
 
+def not_measured(r: dict) -> dict[str, str]:
+    """{figure: why it is missing} for the figures of :func:`measure` that are NaN."""
+    why = {}
+    for k, v in r.items():
+        if not (isinstance(v, float) and math.isnan(v)):
+            continue
+        if k == "error_deg":
+            why[k] = (f"no steady-state window: the run is shorter than the {STEADY_MIN_S:g} s the first one needs"
+                      if r.get("seconds_asked", STEADY_MIN_S) < STEADY_MIN_S
+                      else "no fault-free sample in a steady-state window")
+        elif k.startswith("latency"):
+            why[k] = "no command was echoed back by the rig"
+        elif k.startswith("power"):
+            why[k] = "the power test's fault change was not seen"
+        elif k == "max_sample_gap_ms":
+            why[k] = "fewer than 2 samples"
+        else:
+            why[k] = "not measured"
+    return why
+
+
+def _fmt(v: float, spec: str, width: int = 10) -> str:
+    """``v`` formatted, or ``n/a`` when it could not be measured."""
+    return f"{v:{width}{spec}}" if isinstance(v, (int, float)) and math.isfinite(v) else f"{'n/a':>{width}s}"
+
+
+def _ms(v: float) -> str:
+    return f"{v:.1f} ms" if math.isfinite(v) else "n/a"
+
+
 def run(args: argparse.Namespace) -> int:
-    if not args.seconds > 0:
-        raise CliError(f"--seconds {args.seconds}: must be > 0")
-    print(f"armtwin: bench rig: emulator at {args.baud} baud, {args.seconds:g} s virtual→real sync…", file=sys.stderr)
+    check_range(args.seconds, "--seconds", SECONDS_MIN, SECONDS_MAX, "s")
+    check_range(args.rate, "--rate", RATE_MIN, RATE_MAX, "Hz")
+    check_baud(args.baud)
+    print(f"armtwin: bench rig: emulator at {args.baud} baud, {args.seconds:g} s virtual→real sync at {args.rate:g} Hz…",
+          file=sys.stderr)
+    if args.seconds < STEADY_MIN_S:
+        print(f"armtwin: bench rig: note: --seconds {args.seconds:g} is shorter than the {STEADY_MIN_S:g} s the first "
+              f"steady-state window needs: the steady-state error will be n/a", file=sys.stderr)
     r = measure(args.seconds, args.baud, args.rate)
+    why = not_measured(r)
     if args.json:
-        print_json(r)
+        print_json({**{k: (None if k in why else v) for k, v in r.items()}, "notes": why})
         return 0
     p = PUBLISHED
+
+    def note(*keys: str) -> str:
+        reasons = list(dict.fromkeys(why[k] for k in keys if k in why))
+        return f"  (n/a: {'; '.join(reasons)})" if reasons else ""
+
+    lat = r["latency_p50_ms"]
+    lat_ratio = f"{p['latency_ms'] / lat:.1f}x lower" if math.isfinite(lat) and lat > 0 else ""
     print(f"rig twin over an emulated {r['baud']}-baud serial link ({r['seconds']:.1f} s, {r['samples']} samples, "
           f"machine load {r['load_avg_1min']:.1f} on {os.cpu_count()} CPUs)")
     print(f"  {'':28s} {'armtwin':>10s} {'published':>10s} {'target':>8s}  ratio")
-    print(f"  {'loop rate, Hz':28s} {r['rate_hz']:10.1f} {p['rate_hz']:10.0f} {'>= 500':>8s}  {r['rate_hz'] / p['rate_hz']:.1f}x")
-    print(f"  {'latency p50, ms':28s} {r['latency_p50_ms']:10.2f} {p['latency_ms']:10.0f} {'<= 5':>8s}  "
-          f"{p['latency_ms'] / r['latency_p50_ms']:.1f}x lower")
-    print(f"  {'latency p99, ms':28s} {r['latency_p99_ms']:10.2f} {'':>10s} {'':>8s}")
-    print(f"  {'steady-state error, deg':28s} {r['error_deg']:10.3f} {p['error_deg']:10.1f} {'<= 0.5':>8s}")
+    print(f"  {'loop rate, Hz':28s} {_fmt(r['rate_hz'], '.1f')} {p['rate_hz']:10.0f} {'>= 500':>8s}  "
+          f"{r['rate_hz'] / p['rate_hz']:.1f}x")
+    print(f"  {'latency p50, ms':28s} {_fmt(lat, '.2f')} {p['latency_ms']:10.0f} {'<= 5':>8s}  {lat_ratio}"
+          f"{note('latency_p50_ms')}")
+    print(f"  {'latency p99, ms':28s} {_fmt(r['latency_p99_ms'], '.2f')} {'':>10s} {'':>8s}")
+    print(f"  {'steady-state error, deg':28s} {_fmt(r['error_deg'], '.3f')} {p['error_deg']:10.1f} {'<= 0.5':>8s}"
+          f"{note('error_deg')}")
     print(f"  {'samples lost':28s} {r['samples_lost']:10d} {'':>10s} {'0':>8s}")
     print(f"  {'ticks skipped (host stalls)':28s} {r['ticks_skipped']:10d} {'':>10s} {'0':>8s}  "
-          f"({r['stalls']} stalls, longest gap between samples {r['max_sample_gap_ms']:.1f} ms)")
-    print(f"  {'power cut detected, ms':28s} {r['power_detect_ms']:10.1f} {'':>10s} {'<= 50':>8s}  "
-          f"(rig clock {r['power_detect_rig_ms']:.1f} ms; recovery {r['power_recover_ms']:.1f} ms, "
-          f"rig clock {r['power_recover_rig_ms']:.1f} ms)")
+          f"({r['stalls']} stalls, longest gap between samples {_ms(r['max_sample_gap_ms'])})")
+    print(f"  {'power cut detected, ms':28s} {_fmt(r['power_detect_ms'], '.1f')} {'':>10s} {'<= 50':>8s}  "
+          f"(rig clock {_ms(r['power_detect_rig_ms'])}; recovery {_ms(r['power_recover_ms'])}, "
+          f"rig clock {_ms(r['power_recover_rig_ms'])})"
+          f"{note('power_detect_ms', 'power_detect_rig_ms', 'power_recover_ms', 'power_recover_rig_ms')}")
     print(f"  {'wire share (states)':28s} {r['wire_share']:10.1%} {'':>10s} {'':>8s}  "
           f"({r['state_rate_hz']:.0f} of {r['wire_frame_limit_hz']:.0f} state frames/s)")
     return 0

@@ -6,50 +6,37 @@ Fault windows (rows whose Fault is not ``OK``) are shaded, one colour per fault 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 
 import numpy as np
 
-from .cli import CliError
+from .cli import CliError, output_file
+from .cmd_run import _same_file
+
+#: image files the plot can be written to
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 _COLOURS = {"POWER": "#d62728", "LINK": "#7f7f7f", "WATCHDOG": "#ff7f0e", "STALL": "#9467bd", "RANGE": "#8c564b",
             "RX_ERROR": "#e377c2", "LATE": "#17becf"}
 
 
 def register(sub) -> None:
-    p = sub.add_parser("plot", help="plot a twin CSV log (joints, error, latency, faults) to PNG")
+    p = sub.add_parser("plot", help="plot a twin CSV log (joints, error, latency, faults) to PNG, SVG or PDF")
     p.add_argument("log", help="CSV written by `armtwin sync --log`")
-    p.add_argument("--out", default=None, help="PNG path (default: the log's name with .png)")
+    p.add_argument("--out", default=None, help="image file: .png, .svg or .pdf (default: the log's name with .png)")
     p.set_defaults(func=run)
 
 
-def read_log(path: str) -> dict:
-    """Columns of a twin log as arrays (``Fault`` as a list of str); CliError on a bad file."""
+def read_log(path: str):
+    """The checked columns of a twin log (:func:`armtwin.envs.rig.read_twin_log`: ``Fault`` as a
+    list of str, the rest as arrays); CliError on a file that cannot be read or is not a valid log."""
+    from ..envs.rig import TwinLogError, read_twin_log
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
+        return read_twin_log(path)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, csv.Error):
-        raise CliError(f"{path}: not a twin log (not a text CSV file)") from None
-    if not rows or rows[0][:2] != ["STT", "Time"] or rows[0][-1] != "Fault":
-        raise CliError(f"{path}: not a twin log (expected a header STT, Time, …, Fault)")
-    head = rows[0]
-    body = [r for r in rows[1:] if len(r) == len(head)]  # a row cut by a crash is skipped
-    if not body:
-        raise CliError(f"{path}: the log has no samples")
-    out: dict = {}
-    for i, name in enumerate(head):
-        col = [r[i] for r in body]
-        if name == "Fault":
-            out[name] = col
-        else:
-            try:
-                out[name] = np.array([float(v) for v in col])
-            except ValueError:
-                raise CliError(f"{path}: column {name} has a non-number") from None
-    return out
+    except TwinLogError as exc:
+        raise CliError(str(exc)) from None
 
 
 def fault_windows(times: np.ndarray, faults: list[str]) -> list[tuple[str, float, float]]:
@@ -65,10 +52,14 @@ def fault_windows(times: np.ndarray, faults: list[str]) -> list[tuple[str, float
 
 
 def run(args: argparse.Namespace) -> int:
+    out = args.out or os.path.splitext(args.log)[0] + ".png"
+    output_file(out, "--out", PLOT_SUFFIXES)
+    if _same_file(out, args.log):
+        raise CliError(f"--out {out}: is the log itself; give another file name")
+    d = read_log(args.log)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    d = read_log(args.log)
     t = d["Time"]
     joints = [c[len("Virtual_"):] for c in d if c.startswith("Virtual_")]
     fig, ax = plt.subplots(3, 1, figsize=(11, 8), sharex=True, gridspec_kw={"height_ratios": [2, 1.2, 1]})
@@ -93,17 +84,17 @@ def run(args: argparse.Namespace) -> int:
         x.legend(loc="upper right", fontsize=8, ncol=2)
     lat = d["Latency_ms"][np.isfinite(d["Latency_ms"])]
     n = len(t)
-    rate = (n - 1) / (t[-1] - t[0]) if n > 1 and t[-1] > t[0] else float("nan")
-    title = f"{os.path.basename(args.log)}: {n} samples, {rate:.0f} Hz"
+    title = f"{os.path.basename(args.log)}: {n} sample{'s' if n != 1 else ''}"
+    if n > 1 and t[-1] > t[0]:
+        title += f", {(n - 1) / (t[-1] - t[0]):.0f} Hz"
     if lat.size:
         title += f", latency p50 {np.median(lat):.2f} ms"
     ax[0].set_title(title)
     fig.tight_layout()
-    out = args.out or os.path.splitext(args.log)[0] + ".png"
     try:
         fig.savefig(out, dpi=110)
     except OSError as exc:
-        raise CliError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise CliError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
     print(out)

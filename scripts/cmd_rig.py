@@ -7,30 +7,51 @@ g++ behind a pseudo-terminal; it prints the device path to pass to ``armtwin syn
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
 
 from .cli import CliError
 
+#: serial speeds the rig commands accept, bit/s (rig emulate, sync, ui --rig, bench rig)
+BAUD_MIN, BAUD_MAX = 300, 4_000_000
+#: longest timed run of the emulator and of ``bench rig``, s (without --seconds the emulator runs until Ctrl-C)
+SECONDS_MAX = 3600.0
+
+
+def check_baud(baud: int, opt: str = "--baud") -> int:
+    """``baud`` if it is a serial speed the rig commands accept, else a CliError naming ``opt``."""
+    if not BAUD_MIN <= baud <= BAUD_MAX:
+        raise CliError(f"{opt} {baud}: must be between {BAUD_MIN} and {BAUD_MAX} bit/s")
+    return baud
+
+
+def check_range(value: float, opt: str, lo: float, hi: float, unit: str, hint: str = "") -> float:
+    """``value`` if it is a finite number in [lo, hi], else a CliError naming ``opt`` (nan and inf refused)."""
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise CliError(f"{opt} {value:g}: must be between {lo:g} and {hi:g} {unit}{hint}")
+    return value
+
 
 def register(sub) -> None:
     p = sub.add_parser("rig", help="servo rig tools (emulator)")
     rs = p.add_subparsers(dest="rig_command", metavar="ACTION")
     e = rs.add_parser("emulate", help="build (if needed) and run the rig emulator on a pseudo-terminal")
-    e.add_argument("--baud", type=int, default=115200, help="simulated serial speed, bit/s (default 115200)")
+    e.add_argument("--baud", type=int, default=115200,
+                   help=f"simulated serial speed, bit/s, {BAUD_MIN}..{BAUD_MAX} (default 115200)")
     e.add_argument("--link", default=None, help="also expose the pty under this stable path (symlink)")
-    e.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (default: until Ctrl-C)")
+    e.add_argument("--seconds", type=float, default=None,
+                   help=f"stop after this many seconds, 0.1..{SECONDS_MAX:g} (default: until Ctrl-C)")
     e.set_defaults(func=run)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
 def run(args: argparse.Namespace) -> int:
     from ..envs.rig import Emulator, RigLinkError, build_emulator
-    if not (300 <= args.baud <= 10_000_000):
-        raise CliError(f"--baud {args.baud}: must be between 300 and 10000000 bit/s")
-    if args.seconds is not None and not 0 < args.seconds < float("inf"):  # also refuses nan
-        raise CliError(f"--seconds {args.seconds}: must be a positive number of seconds")
+    check_baud(args.baud)
+    if args.seconds is not None:
+        check_range(args.seconds, "--seconds", 0.1, SECONDS_MAX, "s", " (leave it out to run until Ctrl-C)")
     try:
         print("armtwin: building the rig emulator (if needed)…", file=sys.stderr)
         exe = build_emulator()

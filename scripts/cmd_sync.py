@@ -6,22 +6,39 @@
 virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file: preflight,
 then the runner's control samples from :func:`armtwin.envs.runner.control_trajectory`; the
 run lasts the program plus a 1 s hold unless ``--seconds`` or ``--samples`` is given) or else by a built-in
-smooth joint motion — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints.
-Every sample goes to the CSV log (flushed per row; Ctrl-C / SIGTERM close it cleanly).
+smooth joint motion (:func:`armtwin.envs.rig.smooth_motion`: the first joint to ±30°, the second to
+∓18° around home, less where a range is smaller; 1.5 s moves, 1 s holds; the start message says
+which) — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints
+(``--demo``: the rig moves along its own built-in sine).
+Every sample goes to the CSV log (a ``.csv`` name; flushed per row; Ctrl-C / SIGTERM close it cleanly).
 ``--samples N`` stops after exactly N samples (N rows); with ``--seconds`` too, whichever comes
 first. The summary line counts rig frames lost (sequence gaps), corrupt frames dropped and
 control ticks skipped by host stalls (those samples carry ``LATE`` in the log's Fault column).
+``--power-test`` needs a run of at least 3751 samples (its last restore is sent before sample
+3750); a shorter ``--samples`` or ``--seconds`` is refused, and a run that ends early anyway
+(Ctrl-C, host stalls) says so and restores the rig's power.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import signal
+import stat
 import sys
 import threading
 
 from .cli import CliError, get_robot, output_file
+from .cmd_rig import BAUD_MAX, BAUD_MIN, check_baud
 from .cmd_run import _same_file, check_outputs
+
+#: the published power test: {sample number: power on?}
+POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
+#: samples a run needs for the whole power test (the last POWER goes out just before sample 3750)
+POWER_TEST_SAMPLES = max(POWER_TEST) + 1
+#: longest --seconds, s (leave it out to run until Ctrl-C)
+SECONDS_MAX = 7 * 86400.0
 
 
 def register(sub) -> None:
@@ -30,24 +47,29 @@ def register(sub) -> None:
     p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
     p.add_argument("--joints", default="1,2", help="robot joints (1-based) mapped to rig motors 1,2 (default 1,2)")
     p.add_argument("--direction", default="virtual-to-real", help="virtual-to-real (default) or real-to-virtual")
-    p.add_argument("--program", default=None, help="G-code program driving the simulated robot (virtual-to-real)")
-    p.add_argument("--seconds", type=float, default=None, help="duration, s (default: until Ctrl-C)")
+    p.add_argument("--program", default=None,
+                   help="G-code program driving the simulated robot (virtual-to-real). Without it the simulated "
+                        "joints follow a built-in motion: the first to ±30°, the second to ∓18° around home (less "
+                        "where a joint's range is smaller), 1.5 s moves and 1 s holds, repeated")
+    p.add_argument("--seconds", type=float, default=None, help="duration, s (default: until Ctrl-C; at most a week)")
     p.add_argument("--samples", type=int, default=None,
                    help="stop after this many samples (log rows); with --seconds, whichever comes first")
     p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
-    p.add_argument("--baud", type=int, default=115200, help="serial speed, bit/s (default 115200)")
-    p.add_argument("--log", required=True, help="CSV log path")
+    p.add_argument("--baud", type=int, default=115200, help=f"serial speed, {BAUD_MIN}..{BAUD_MAX} bit/s (default 115200)")
+    p.add_argument("--log", required=True, help="CSV log path (a .csv name; an existing file is replaced)")
     p.add_argument("--connect-timeout", type=float, default=None, metavar="S",
                    help="give up (exit 1, nothing logged) when the rig has not answered within S seconds of opening "
                         "the port; 0: run on without an answer, every sample logged with LINK. Default: 5 s for a "
                         "sync without an end, 0 when --seconds, --samples or --program ends it "
                         "(an Arduino needs ~2 s to boot when its port opens)")
     p.add_argument("--power-test", action="store_true",
-                   help="the published fault test: cut the rig's power at sample 3000, restore at 3150, cut at 3600, restore at 3750")
+                   help="the published fault test: cut the rig's power at sample 3000, restore at 3150, cut at 3600, "
+                        f"restore at 3750 (the run needs at least {POWER_TEST_SAMPLES} samples)")
     p.add_argument("--joint-mode", default="kinematic",
                    help="joint model of the simulated robot: kinematic (default), hinge or articulation "
                         "(real-to-virtual with a dynamic model shows how the simulated joints lag the rig)")
-    p.add_argument("--demo", action="store_true", help="real-to-virtual: ask the rig to move along its built-in sine")
+    p.add_argument("--demo", action="store_true",
+                   help="with --direction real-to-virtual: ask the rig to move along its built-in sine")
     p.set_defaults(func=run)
 
 
@@ -66,6 +88,58 @@ def parse_joints(text: str, spec) -> tuple[int, ...]:
         if spec.prismatic[j]:
             raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
     return js
+
+
+def check_log_file(path: str, opt: str, port: str) -> str:
+    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` name (so
+    a G-code program or another file is never written over by mistake), a regular file when it
+    exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
+    that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
+    if _same_file(path, port):
+        raise CliError(f"{opt} {path}: is the serial port itself")
+    output_file(path, opt, (".csv",))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot use it: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CliError(f"{opt} {path}: is not a regular file; give a file name")
+    if not os.access(path, os.W_OK):
+        raise CliError(f"{opt} {path}: cannot write it: permission denied")
+    return path
+
+
+def open_log(path: str, joints, opt: str):
+    """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
+    from ..envs.rig import TwinLog
+    try:
+        return TwinLog(path, joints)
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
+
+
+def motion_text(spec, joints, motion) -> str:
+    """The built-in motion in words: ``J1 ±30°, J2 ∓18° around home`` (amplitudes as reduced to the ranges)."""
+    import numpy as np
+    first_hold = np.degrees(motion(1.5) - np.asarray(spec.home, dtype=float))  # the +A level (see smooth_motion)
+    parts = [f"J{j + 1} {'±' if first_hold[j] >= 0 else '∓'}{abs(first_hold[j]):.0f}°" for j in joints]
+    return f"{', '.join(parts)} around home, 1.5 s moves and 1 s holds"
+
+
+def _check_power_test(args, seconds: float | None) -> None:
+    """CliError when ``--power-test`` cannot complete within ``--samples`` / the run's duration."""
+    need = POWER_TEST_SAMPLES
+    what = (f"--power-test cuts the rig's power at samples 3000 and 3600 and restores it at 3150 and 3750: "
+            f"it needs a run of at least {need} samples")
+    if args.samples is not None and args.samples < need:
+        raise CliError(f"{what}; --samples {args.samples} stops before")
+    if seconds is not None and seconds * args.rate < need:
+        got = (f"--seconds {args.seconds:g}" if args.seconds is not None
+               else f"the program's {seconds:g} s (with its 1 s hold)")
+        raise CliError(f"{what} (at --rate {args.rate:g}: --seconds of at least {math.ceil(need / args.rate * 10) / 10:g}); "
+                       f"{got} gives {int(seconds * args.rate)}")
 
 
 def _program_source(path: str, spec, period: float):
@@ -96,8 +170,7 @@ def _program_source(path: str, spec, period: float):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.rig import (Direction, RigLink, RigLinkError, LinkConfig, SyncConfig, TwinLog, TwinSync,
-                            smooth_motion)
+    from ..envs.rig import Direction, RigLink, RigLinkError, LinkConfig, SyncConfig, TwinSync, smooth_motion
     from ..controllers import rigproto as rp
     from ..envs.sim import PhysicsConfig, World
     spec = get_robot(args.robot)
@@ -106,19 +179,23 @@ def run(args: argparse.Namespace) -> int:
         direction = Direction.parse(args.direction)
     except ValueError as exc:
         raise CliError(f"--direction: {exc}") from None
-    if args.seconds is not None and not args.seconds > 0:
-        raise CliError(f"--seconds {args.seconds}: must be > 0")
+    if args.seconds is not None and not (0 < args.seconds <= SECONDS_MAX):  # also refuses nan and inf
+        raise CliError(f"--seconds {args.seconds:g}: must be more than 0 and at most {SECONDS_MAX:g} s "
+                       f"(leave it out to run until Ctrl-C)")
     if args.samples is not None and args.samples < 1:
         raise CliError(f"--samples {args.samples}: must be >= 1")
     if not 1 <= args.rate <= 5000:
-        raise CliError(f"--rate {args.rate}: must be between 1 and 5000 Hz")
+        raise CliError(f"--rate {args.rate:g}: must be between 1 and 5000 Hz")
+    check_baud(args.baud)
     if args.connect_timeout is not None and not 0 <= args.connect_timeout <= 600:  # also refuses nan
         raise CliError(f"--connect-timeout {args.connect_timeout}: must be between 0 and 600 s")
+    if args.demo and direction is not Direction.REAL_TO_VIRTUAL:
+        raise CliError("--demo makes the rig move by itself: it needs --direction real-to-virtual")
+    if args.program and direction is not Direction.VIRTUAL_TO_REAL:
+        raise CliError("--program drives the simulated robot: it needs --direction virtual-to-real")
     if args.program:
         check_outputs(args.program, {"--log": args.log})
-    if _same_file(args.log, args.port):
-        raise CliError(f"--log {args.log}: is the serial port itself")
-    output_file(args.log, "--log")
+    check_log_file(args.log, "--log", args.port)
     from ..envs.sim import JointMode
     try:
         joint_mode = JointMode.parse(args.joint_mode)
@@ -127,15 +204,22 @@ def run(args: argparse.Namespace) -> int:
     cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
     source = None  # checked before anything is opened
     seconds = args.seconds
+    start_msg = None
     if direction is Direction.VIRTUAL_TO_REAL:
         if args.program:
             source, duration = _program_source(args.program, spec, 1.0 / args.rate)
             if seconds is None and args.samples is None:
                 seconds = duration + 1.0  # the program, then a 1 s hold
+            start_msg = f"the simulated {spec.name} runs {args.program} ({duration:.1f} s) and drives the rig"
         else:
             source = smooth_motion(spec, joints)
-    elif args.program:
-        raise CliError("--program drives the simulated robot: it needs --direction virtual-to-real")
+            start_msg = (f"no --program: the simulated {spec.name} follows the built-in motion "
+                         f"({motion_text(spec, joints, source)}) and drives the rig")
+    else:
+        start_msg = (f"the rig drives the simulated {spec.name}"
+                     + (" (the rig moves along its built-in sine)" if args.demo else ""))
+    if args.power_test:
+        _check_power_test(args, seconds)
     try:
         link = RigLink(args.port, LinkConfig(baudrate=args.baud)).open()
     except RigLinkError as exc:
@@ -162,9 +246,10 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             print(f"armtwin: warning: no HELLO answer from {args.port}; continuing (the log's Fault column will tell)",
                   file=sys.stderr)
-        log = TwinLog(args.log, joints)
+        log = open_log(args.log, joints, "--log")
         sync = TwinSync(robot, link, cfg, log)
-        sched = {3000: False, 3150: True, 3600: False, 3750: True} if args.power_test else None
+        sched = dict(POWER_TEST) if args.power_test else None
+        print(f"armtwin: sync: {start_msg}; logging to {args.log}", file=sys.stderr)
         last = {"t": -1.0}
 
         def progress(s):
@@ -177,6 +262,13 @@ def run(args: argparse.Namespace) -> int:
         rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, max_samples=args.samples,
                        on_sample=progress)
         print(file=sys.stderr)
+        if args.power_test and len(rep.power_commands) < len(POWER_TEST):
+            sent = len(rep.power_commands)
+            print(f"armtwin: warning: the power test was cut short at sample {sync.stt}: {sent} of "
+                  f"{len(POWER_TEST)} power commands sent", file=sys.stderr)
+            if rep.power_commands and not rep.power_commands[-1].on:
+                link.power(True)  # never leave the rig's motors unpowered
+                print("armtwin: warning: the rig's power was cut; it has been restored", file=sys.stderr)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

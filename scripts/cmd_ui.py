@@ -24,9 +24,8 @@ import signal
 import sys
 from pathlib import Path
 
-from .cli import CliError, get_robot, output_file
-from .cmd_run import _same_file
-from .cmd_sync import parse_joints
+from .cli import CliError, get_robot
+from .cmd_sync import check_log_file, open_log, parse_joints
 
 
 def register(sub) -> None:
@@ -44,7 +43,8 @@ def register(sub) -> None:
     p.add_argument("--joints", default=None, help="with --rig: robot joints (1-based) mapped to rig motors 1,2 (default 1,2)")
     p.add_argument("--baud", type=int, default=None, help="with --rig: serial speed, bit/s (default 115200)")
     p.add_argument("--rig-log", default=None, metavar="TWIN.csv",
-                   help="with --rig: CSV log of every sample (the columns of `armtwin sync --log`)")
+                   help="with --rig: CSV log of every sample (the columns of `armtwin sync --log`; a .csv name, "
+                        "an existing file is replaced)")
     p.set_defaults(func=run)
 
 
@@ -80,10 +80,8 @@ def _rig_options(args: argparse.Namespace, spec) -> tuple[int, ...] | None:
         args.baud = 115200
     if not 300 <= args.baud <= 4_000_000:
         raise CliError(f"--baud {args.baud}: must be between 300 and 4000000 bit/s")
-    if args.rig_log:
-        if _same_file(args.rig_log, args.rig):
-            raise CliError(f"--rig-log {args.rig_log}: is the serial port itself")
-        output_file(args.rig_log, "--rig-log")
+    if args.rig_log:  # a .csv name, never the port, a program or a FIFO (checked as `armtwin sync --log`)
+        check_log_file(args.rig_log, "--rig-log", args.rig)
     return joints
 
 
@@ -134,12 +132,8 @@ def run(args: argparse.Namespace) -> int:
     link = log = pendant = None
     try:
         if joints is not None:
-            from ..envs.rig import TwinLog
             link = _open_rig(args)
-            try:
-                log = TwinLog(args.rig_log, joints) if args.rig_log else None
-            except OSError as exc:
-                raise CliError(f"--rig-log {args.rig_log}: {exc.strerror or exc}") from None
+            log = open_log(args.rig_log, joints, "--rig-log") if args.rig_log else None
         try:
             pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
                               low_graphics=args.low_graphics)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.envs.rig import (Emulator, LinkConfig, RigLink, SyncConfig, TwinLog, TwinSync,
+from armtwin.envs.rig import (Emulator, LinkConfig, RigLink, SyncConfig, TwinLog, TwinSync, read_twin_log,
                               smooth_motion)
 from armtwin.envs.sim import PhysicsConfig, World
 from armtwin.robots import get
@@ -23,6 +23,9 @@ RATE = 500.0
 
 
 def read_log(path):
+    """The rows of a log the twin wrote — which must pass the check that `armtwin plot` and
+    `armtwin replay` make (POWER, LINK, LATE rows and NaN servo values included)."""
+    read_twin_log(path)
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 

@@ -221,13 +221,16 @@ def test_cli_sync_and_plot(emu, tmp_path, capsys):
     log = str(tmp_path / "twin.csv")
     rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--joints", "1,2", "--direction", "virtual-to-real",
                "--samples", "400", "--log", log])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert rc == 0 and log in out
     with open(log) as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["STT", "Time", "Error_j1", "Error_j2", "Virtual_j1", "Virtual_j2", "Servo_j1",
                              "Servo_j2", "Latency_ms", "Fault"]
     check_cli_log(rows, out, 400)
+    # no --program: the start message says which motion drives the rig (as --help does)
+    assert ("no --program: the simulated irb120 follows the built-in motion (J1 ±30°, J2 ∓18° around home, "
+            "1.5 s moves and 1 s holds)") in err
     rc = main(["plot", log])
     png = capsys.readouterr().out.strip()
     assert rc == 0 and png.endswith(".png") and os.path.getsize(png) > 10_000
@@ -282,10 +285,11 @@ def test_cli_plot_bad_file(tmp_path, capsys):
     assert str(p) in err and "not a twin log" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf"])
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "1e308", "0.05", "3601"])
 def test_cli_rig_emulate_refuses_a_bad_duration(seconds, capsys):
     assert main(["rig", "emulate", "--seconds", seconds]) == 2
-    assert "--seconds" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--seconds" in err and "must be between 0.1 and 3600 s" in err
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGKILL"])
@@ -371,9 +375,12 @@ def test_cli_rig_emulate_prints_the_device(capsys):
 def test_cli_bench_rig_json_keys(capsys):
     import json
     assert main(["bench", "rig", "--seconds", "1", "--json"]) == 0
-    r = json.loads(capsys.readouterr().out)
+    text = capsys.readouterr().out
+    assert "NaN" not in text  # valid JSON: a figure that could not be measured is null, with the reason
+    r = json.loads(text)
     for k in ("rate_hz", "latency_p50_ms", "latency_p99_ms", "error_deg", "samples_lost", "wire_share"):
         assert k in r
+    assert r["error_deg"] is None and "no steady-state window" in r["notes"]["error_deg"]
     assert r["samples"] >= 1 and 0 < r["wire_share"] <= 1.0
     for k in ("ticks_skipped", "power_detect_ms", "power_detect_rig_ms", "latency_samples"):
         assert k in r
@@ -428,3 +435,137 @@ def test_cli_sync_never_writes_its_log_over_the_program_or_the_port(tmp_path, ca
         os.close(master)
         os.close(slave)
     assert prog.read_text() == "G0 X0 Y0 Z10\n"
+
+
+def test_cli_sync_help_says_what_drives_the_rig_without_a_program(capsys):
+    with pytest.raises(SystemExit):
+        main(["sync", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Without it the simulated joints follow a built-in motion: the first to ±30°, the second to ∓18°" in text
+    assert "the run needs at least 3751 samples" in text and "a .csv name" in text
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--baud", "0"], "--baud 0: must be between 300 and 4000000 bit/s"),
+    (["--baud", "4000001"], "--baud 4000001: must be between 300 and 4000000 bit/s"),
+    (["--seconds", "inf"], "--seconds inf: must be more than 0"),
+    (["--seconds", "1e308"], "--seconds 1e+308: must be more than 0"),
+    (["--rate", "nan"], "--rate nan: must be between 1 and 5000 Hz"),
+    (["--demo"], "--demo makes the rig move by itself: it needs --direction real-to-virtual"),
+    (["--demo", "--direction", "virtual-to-real"], "--demo makes the rig move by itself"),
+    (["--power-test", "--samples", "100"],
+     "it needs a run of at least 3751 samples; --samples 100 stops before"),
+    (["--power-test", "--seconds", "2"],
+     "it needs a run of at least 3751 samples (at --rate 500: --seconds of at least 7.6); --seconds 2 gives 1000"),
+    (["--power-test", "--seconds", "10", "--rate", "100"], "at --rate 100: --seconds of at least 37.6"),
+])
+def test_cli_sync_refuses_bad_options_before_opening_the_port(extra, words, tmp_path, capsys):
+    log = tmp_path / "x.csv"
+    assert main(["sync", "--port", "/dev/nonexistent-rig", "--robot", "irb120", "--log", str(log), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
+    assert not log.exists()
+
+
+def test_cli_sync_power_test_refuses_a_program_too_short_for_it(tmp_path, capsys):
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G21 G90\nG1 X10 F600\n")  # about a second
+    assert main(["sync", "--port", "/dev/nonexistent-rig", "--robot", "irb120", "--program", str(prog),
+                 "--power-test", "--log", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "needs a run of at least 3751 samples" in err and "the program's" in err and err.count("\n") == 1
+
+
+def test_cli_sync_log_must_be_a_csv_file_it_can_write(tmp_path, capsys):
+    prog = tmp_path / "prog.ngc"
+    prog.write_text("G0 X300 Y0 Z400\n")
+    os.mkfifo(tmp_path / "fifo.csv")  # opening it for writing would block for ever
+    (tmp_path / "dir.csv").mkdir()
+    for log, words in ((prog, f"--log {prog}: use a .csv file name"),
+                       (tmp_path / "notes.txt", "use a .csv file name"),
+                       (tmp_path / "fifo.csv", f"--log {tmp_path / 'fifo.csv'}: is not a regular file"),
+                       (tmp_path / "dir.csv", f"--log {tmp_path / 'dir.csv'}: is a folder")):
+        assert main(["sync", "--port", "/dev/nonexistent-rig", "--robot", "irb120", "--seconds", "1",
+                     "--log", str(log)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+    assert prog.read_text() == "G0 X300 Y0 Z400\n" and not (tmp_path / "notes.txt").exists()
+    # any case of .csv is a log name (the port is checked after the log)
+    assert main(["sync", "--port", "/dev/nonexistent-rig", "--robot", "irb120", "--log", str(tmp_path / "T.CSV")]) == 2
+    assert "cannot open rig port" in capsys.readouterr().err
+
+
+def test_cli_sync_names_log_when_it_cannot_be_opened(emu, tmp_path, capsys, monkeypatch):
+    import armtwin.envs.rig as rig
+
+    def refuse(self, path, joints):
+        raise IsADirectoryError(21, "Is a directory", str(path))
+
+    monkeypatch.setattr(rig.TwinLog, "__init__", refuse)  # e.g. a folder made there after the checks
+    log = tmp_path / "twin.csv"
+    assert main(["sync", "--port", emu.device, "--robot", "irb120", "--samples", "10", "--log", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"armtwin: error: --log {log}: cannot write it: Is a directory", err
+
+
+@pytest.mark.parametrize("argv", [
+    ["rig", "emulate", "--baud", "4000001"],
+    ["bench", "rig", "--baud", "4000001"],
+    ["sync", "--port", "/dev/null", "--robot", "irb120", "--log", "x.csv", "--baud", "4000001"],
+    ["ui", "irb120", "--rig", "/dev/null", "--baud", "4000001"],
+])
+def test_one_baud_range_for_every_rig_command(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "armtwin: error: --baud 4000001: must be between 300 and 4000000 bit/s\n"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--rate", "0"], "--rate 0: must be between 10 and 2000 Hz"),
+    (["--rate", "nan"], "--rate nan: must be between 10 and 2000 Hz"),
+    (["--rate", "0.0001"], "--rate 0.0001: must be between 10 and 2000 Hz"),
+    (["--rate", "inf"], "--rate inf: must be between 10 and 2000 Hz"),
+    (["--seconds", "1e-9"], "--seconds 1e-09: must be between 1 and 3600 s"),
+    (["--seconds", "1e308"], "--seconds 1e+308: must be between 1 and 3600 s"),
+    (["--seconds", "nan"], "--seconds nan: must be between 1 and 3600 s"),
+    (["--seconds", "0.5"], "--seconds 0.5: must be between 1 and 3600 s"),
+    (["--baud", "0"], "--baud 0: must be between 300 and 4000000 bit/s"),
+])
+def test_cli_bench_rig_refuses_bad_options_in_one_line(argv, words, capsys):
+    assert main(["bench", "rig", *argv]) == 2
+    assert capsys.readouterr().err == f"armtwin: error: {words}\n"
+
+
+def test_cli_bench_rig_short_run_says_n_a_and_why(capsys):
+    assert main(["bench", "rig", "--seconds", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "nan" not in out.lower()
+    row = next(line for line in out.splitlines() if "steady-state error" in line)
+    assert "n/a" in row and "the run is shorter than the 2.5 s the first one needs" in row
+    assert "shorter than the 2.5 s the first steady-state window needs" in err
+
+
+def test_cli_sync_power_test_cut_short_says_so_and_restores_the_power(emu, tmp_path, capsys, monkeypatch):
+    """Interrupted between a cut and its restore (a small schedule stands in for 3000/3150/3600/3750)."""
+    import signal
+    from armtwin.scripts import cmd_sync
+    monkeypatch.setattr(cmd_sync, "POWER_TEST", {10: False, 20: True, 30: False, 4000: True})
+    monkeypatch.setattr(cmd_sync, "POWER_TEST_SAMPLES", 4001)
+    log = tmp_path / "twin.csv"
+
+    def interrupt_after_the_second_cut():
+        end = time.monotonic() + 30.0  # bounds a hang only
+        while time.monotonic() < end and not (log.exists() and log.read_text().count("\n") > 60):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # the sync's handler stops it cleanly
+
+    th = threading.Thread(target=interrupt_after_the_second_cut)
+    th.start()
+    try:
+        rc = main(["sync", "--port", emu.device, "--robot", "irb120", "--power-test", "--log", str(log)])
+    finally:
+        th.join()
+    out, err = capsys.readouterr()
+    assert rc == 0 and "(interrupted)" in out
+    assert "warning: the power test was cut short at sample" in err and "3 of 4 power commands sent" in err
+    assert "the rig's power was cut; it has been restored" in err

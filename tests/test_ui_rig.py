@@ -256,3 +256,35 @@ def test_ui_refuses_a_prismatic_rig_joint(tmp_path, capsys):
     assert main(["ui", "scara", "--port", "0", "--save-dir", str(tmp_path), "--rig", "/dev/null", "--joints", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "prismatic" in err[0]
+
+
+def test_ui_rig_log_must_be_a_csv_file_it_can_write(tmp_path, capsys):
+    prog = tmp_path / "prog.ngc"
+    prog.write_text("G21 G90\nG1 X10 F600\n")
+    os.mkfifo(tmp_path / "fifo.csv")  # opening it for writing would block the pendant for ever
+    (tmp_path / "dir.csv").mkdir()
+    save = tmp_path / "save"
+    save.mkdir()
+    for log, words in ((prog, f"--rig-log {prog}: use a .csv file name"),
+                       (tmp_path / "fifo.csv", f"--rig-log {tmp_path / 'fifo.csv'}: is not a regular file"),
+                       (tmp_path / "dir.csv", f"--rig-log {tmp_path / 'dir.csv'}: is a folder")):
+        assert main(["ui", "irb120", "--port", "0", "--save-dir", str(save), "--rig", "/dev/nonexistent-rig",
+                     "--rig-log", str(log)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
+    assert prog.read_text() == "G21 G90\nG1 X10 F600\n"
+
+
+def test_ui_names_rig_log_when_it_cannot_be_opened(emu, tmp_path, capsys, monkeypatch):
+    import armtwin.envs.rig as rig
+    pytest.importorskip("viser")
+
+    def refuse(self, path, joints):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(rig.TwinLog, "__init__", refuse)
+    log = tmp_path / "twin.csv"
+    assert main(["ui", "irb120", "--port", "0", "--save-dir", str(tmp_path), "--rig", emu.device,
+                 "--rig-log", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"armtwin: error: --rig-log {log}: cannot write it: Permission denied", err
