@@ -118,12 +118,20 @@ def _wait_readout(page, q_deg: np.ndarray, tool_mm: np.ndarray, what: str):
 
 def _type_target(page, pendant, xyz_mm) -> None:
     """Type a target position into the page's X/Y/Z inputs, wait for the server to have it, press "go to XYZ"."""
-    for axis, v in zip("XYZ", xyz_mm):
-        box = page.get_by_label(f"target {axis} (mm)")
-        box.fill(f"{v:.1f}")
-        box.press("Tab")
-    _wait(lambda: True if np.allclose([h.value for h in pendant.target_xyz], xyz_mm, atol=1e-6) else None,
-          f"the server to receive the typed target {xyz_mm}")
+    def received():
+        return True if np.allclose([h.value for h in pendant.target_xyz], xyz_mm, atol=1e-6) else None
+
+    for attempt in range(3):  # typing that races the page's own update of the inputs is repeated
+        for axis, v in zip("XYZ", xyz_mm):
+            box = page.get_by_label(f"target {axis} (mm)")
+            box.fill(f"{v:.1f}")
+            box.press("Tab")
+        try:
+            _wait(received, f"the server to receive the typed target {xyz_mm}", timeout=HANG / 3)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     page.get_by_text("go to XYZ", exact=True).first.click()
 
 
