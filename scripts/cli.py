@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
+import stat
 import sys
 from typing import Any
 
@@ -176,12 +178,32 @@ def output_file(path: str, opt: str, suffixes: tuple[str, ...] = ()) -> str:
         raise CliError(f"{opt} {path}: use a {' or '.join(suffixes)} file name")
     if Path(path).is_dir():
         raise CliError(f"{opt} {path}: is a folder; give a file name")
+    kind = file_kind(path)
+    if kind is not None:  # a FIFO would block the command, a device would swallow the output
+        raise CliError(f"{opt} {path}: is not a regular file ({kind}); give a file name")
     try:
         Path(path).resolve().parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot create its folder: {exc.strerror or exc}") from None
     _check_writable_folder(Path(path).resolve().parent, f"{opt} {path}")
     return path
+
+
+#: what a path that is not a regular file or folder is, for messages
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(path: str) -> str | None:
+    """What an existing ``path`` is when it is neither a regular file nor a folder (e.g. "a FIFO
+    (named pipe)"), found without opening it; None when it is one of those or does not exist."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
 
 
 def output_folder(path: str, opt: str):

@@ -14,7 +14,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .cli import CliError, StderrProgress, add_json_flag, get_robot, print_json
+from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -81,10 +81,6 @@ def load(args: argparse.Namespace):
     return spec, machine, data
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
 def check_program_file(path: Path) -> None:
     """CliError unless ``path`` is an existing regular file (without opening it: a FIFO would block)."""
     try:
@@ -99,7 +95,7 @@ def check_program_file(path: Path) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise CliError(f"{path}: is a directory, not a G-code file")
     if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        kind = next((name for test, name in FILE_KINDS if test(st.st_mode)), "not a regular file")
         raise CliError(f"{path}: is {kind}, not a regular file" if kind != "not a regular file"
                        else f"{path}: not a regular file")
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import stat
 import sys
 from pathlib import Path
 
 from .cli import CliError, StderrProgress, add_json_flag, output_file, print_json
-from .cmd_check import _KINDS, EXIT_FAULTY, add_program_args, check, print_report, report_dict
+from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
 
 
 def register(sub) -> None:
@@ -55,13 +54,6 @@ def check_output_name(path: str, opt: str, suffixes: tuple[str, ...]) -> None:
         raise CliError(f"{opt} {path}: must end in {what}")
     if name.lower() in suffixes:
         raise CliError(f"{opt} {path}: needs a file name before {name} (e.g. out{name.lower()})")
-    try:
-        st = os.stat(path)
-    except OSError:
-        return   # not there yet (its folder is checked by output_file)
-    if not stat.S_ISREG(st.st_mode):   # a FIFO would block the run, a device is no file to keep
-        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-        raise CliError(f"{opt} {path}: is {kind}, not a regular file")
 
 
 def _same_file(a: str, b: str) -> bool:
