@@ -13,6 +13,7 @@ base frame, for the flange ``tool0``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import sys
@@ -164,6 +165,10 @@ class Camera:
 
     def view_matrix(self) -> np.ndarray:
         """(4, 4) world-to-camera (OpenGL convention, camera looks along −z)."""
+        return self._view.copy()
+
+    @functools.cached_property
+    def _view(self) -> np.ndarray:  # the camera is frozen: computed once (frames and trails ask per frame)
         eye, tgt = self.eye, np.asarray(self.target, dtype=float)
         f = tgt - eye
         f /= np.linalg.norm(f)
@@ -183,11 +188,21 @@ class Camera:
         return np.array([[t / aspect, 0, 0, 0], [0, t, 0, 0],
                          [0, 0, (f + n) / (n - f), 2 * f * n / (n - f)], [0, 0, -1, 0]])
 
+    def gl_matrices(self, width: int, height: int) -> tuple[list[float], list[float]]:
+        """(view, projection) as PyBullet's flat column-major lists for an image of this size."""
+        key = (int(width), int(height))
+        cache = self.__dict__.setdefault("_gl_cache", {})  # frozen dataclass: cache beside the fields
+        m = cache.get(key)
+        if m is None:
+            m = cache[key] = (self._view.T.reshape(-1).tolist(),
+                              self.projection_matrix(width / height).T.reshape(-1).tolist())
+        return m
+
     def project(self, points: np.ndarray, width: int, height: int) -> np.ndarray:
         """Pixel coordinates (N, 2) (x right, y down) of world points (N, 3); NaN behind the eye."""
         pts = np.atleast_2d(np.asarray(points, dtype=float))
-        h = np.c_[pts, np.ones(len(pts))]
-        clip = (self.projection_matrix(width / height) @ self.view_matrix() @ h.T).T
+        P = self.projection_matrix(width / height) @ self._view
+        clip = pts @ P[:, :3].T + P[:, 3]
         w = clip[:, 3:4]
         ndc = np.where(w > 1e-9, clip[:, :2] / np.where(w > 1e-9, w, 1.0), np.nan)
         return np.c_[(ndc[:, 0] + 1) * 0.5 * width, (1 - ndc[:, 1]) * 0.5 * height]
@@ -436,8 +451,7 @@ class World:
     def _camera_image(self, camera: Camera, width: int, height: int):
         if int(width) != width or int(height) != height or width < 1 or height < 1:
             raise ValueError(f"image size must be whole positive pixels, got {width}x{height}")
-        view = camera.view_matrix().T.reshape(-1).tolist()
-        proj = camera.projection_matrix(width / height).T.reshape(-1).tolist()
+        view, proj = camera.gl_matrices(width, height)
         # no segmentation mask: armtwin only reads the colour buffer, and the mask costs the
         # EGL renderer 15-30 % of its frame time at 640x480
         kw = dict(viewMatrix=view, projectionMatrix=proj, lightDirection=[0.4, -0.6, 1.0], shadow=1,

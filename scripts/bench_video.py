@@ -9,8 +9,10 @@ timing: the encoder is flushed and closed before the clock stops).
 ``overhead_fraction`` = recorder time per frame / raw time per frame − 1 (0.05 = 5 %), the
 median over the rounds (robust to other processes' load on a shared machine); the ratio of
 the totals is reported beside it. The recorder's final encoder flush is spread over the rounds.
-``cpu_overhead_fraction`` compares CPU time (this process's threads + the ffmpeg child, which
-only counts once it has exited, i.e. after the recorder is closed) — less sensitive to load.
+``cpu_overhead_fraction`` compares CPU time (this process's threads + the recorder's helper
+process and its ffmpeg, which only count once they have exited, i.e. after the recorder is
+closed; the helper's start-up is included) — less sensitive to load. The recorder draws and
+encodes in that helper process at idle priority, so it spends more CPU than it adds wall time.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def _cpu_time() -> float:
-    """CPU seconds used by this process (all threads) and its finished or running children (ffmpeg)."""
+    """CPU seconds used by this process (all threads) and its finished children (the recorder's helper, ffmpeg)."""
     import resource
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime

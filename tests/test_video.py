@@ -107,7 +107,7 @@ def test_trail_is_drawn_where_the_camera_projects_it(tmp_path):
         frames = {}
         for trail in (False, True):
             with VideoRecorder(w, r, tmp_path / f"t{trail}.mp4", camera=cam, size=(W, H), overlay=False,
-                               trail=trail, progress=False, threaded=False) as rec:
+                               trail=trail, progress=False, background=False) as rec:
                 rec.add_planned_path(circle, frame="world")
                 rec.capture()
                 frames[trail] = rec.last_frame.astype(int)
@@ -138,7 +138,7 @@ def test_followed_trail_grows_with_the_motion(tmp_path):
         return int((np.abs(rec.last_frame.astype(int) - FOLLOWED_STYLE.color).max(axis=2) < 40).sum())
 
     with w, VideoRecorder(w, r, tmp_path / "f.mp4", size=(W, H), overlay=False, progress=False,
-                          threaded=False) as rec:
+                          background=False) as rec:
         counts = []
         for k in range(1, 31):  # J1 turns steadily by 1.2 rad in 0.5 s
             q = r.spec.home.copy()
@@ -157,7 +157,7 @@ def test_overlay_changes_pixels_and_shows_time(tmp_path):
         shots = {}
         for overlay in (False, True):
             with VideoRecorder(w, r, tmp_path / f"o{overlay}.mp4", size=(320, 240), overlay=overlay, trail=False,
-                               progress=False, threaded=False) as rec:
+                               progress=False, background=False) as rec:
                 rec.capture({"line": "N10 G1 X100"})
                 shots[overlay] = rec.last_frame.copy()
                 w.step(15)  # the clock advances, the arm stands still
@@ -284,3 +284,70 @@ def test_armtwin_show_rejects_bad_input_in_one_line(args, words):
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("armtwin:")]
     assert len(lines) == 1 and words in lines[0]
     assert "Traceback" not in p.stderr
+
+
+# ----- the helper process (envs/frames.py) ---------------------------------------------------
+
+def _recorded_last_frames(tmp_path, background: bool) -> list[np.ndarray]:
+    w, r = _world(dt=1.0 / 50.0)
+    out = []
+    with w, VideoRecorder(w, r, tmp_path / f"bg{background}.mp4", fps=25, size=(W, H), progress=False,
+                          background=background) as rec:
+        rec.add_planned_path(np.array([[0.30, -0.15, 0.45], [0.30, 0.15, 0.45]]))
+        for i in range(12):
+            r.command(_wiggle(r, w.time))
+            w.step()
+            rec.maybe_capture({"line": f"N{i} G1 X{i}"})
+            if i in (3, 11):
+                out.append(rec.last_frame.copy())
+    return out
+
+
+def test_helper_process_draws_the_same_pixels_as_drawing_in_this_thread(tmp_path):
+    in_thread = _recorded_last_frames(tmp_path, background=False)
+    helper = _recorded_last_frames(tmp_path, background=True)
+    for a, b in zip(in_thread, helper):
+        assert a.shape == (H, W, 3)
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(helper[0], helper[1])  # later frame: the arm and the overlay moved
+
+
+def test_helper_process_runs_at_idle_priority_and_leaves_no_shared_memory(tmp_path):
+    w, r = _world()
+    with w:
+        rec = VideoRecorder(w, r, tmp_path / "idle.mp4", size=(W, H), progress=False)
+        pid, shm = rec._enc._proc.pid, rec._enc._shm_path
+        if hasattr(os, "SCHED_IDLE"):
+            assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        if os.name == "posix":
+            assert not os.path.exists(shm)  # unlinked once both sides mapped it
+        _run(w, r, rec, 0.2)
+        rec.close()
+    assert rec._enc._proc.poll() is not None and not os.path.exists(shm)
+    assert len(list(iio.imiter(tmp_path / "idle.mp4"))) == rec.result.frames
+
+
+def test_a_dead_helper_process_is_reported_not_hung_on(tmp_path):
+    w, r = _world()
+    with w:
+        rec = VideoRecorder(w, r, tmp_path / "dead.mp4", size=(W, H), progress=False)
+        _run(w, r, rec, 0.1)
+        rec._enc._proc.kill()
+        with pytest.raises(RuntimeError, match="video encoding failed: the video encoding process stopped"):
+            _run(w, r, rec, 1.0)  # more frames than slots: the recorder must notice
+        with pytest.raises(RuntimeError, match="video encoding failed"):
+            rec.close()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to another process")
+def test_ctrl_c_reaches_the_simulation_and_the_helper_still_finishes_the_file(tmp_path):
+    import signal
+    w, r = _world(dt=1.0 / 100.0)
+    path = tmp_path / "sigint.mp4"
+    with w:
+        rec = VideoRecorder(w, r, path, fps=20, size=(W, H), progress=False)
+        _run(w, r, rec, 0.3)
+        os.kill(rec._enc._proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the whole group
+        _run(w, r, rec, 0.2)
+        rec.close()
+    assert len(list(iio.imiter(path))) == rec.result.frames == 11
