@@ -311,11 +311,8 @@ class _Mp4Writer(_Writer):
     """
 
     def __init__(self, path: Path, fps: float, size: tuple[int, int], quality: float, background: bool = True) -> None:
-        try:
-            import imageio_ffmpeg
-            imageio_ffmpeg.get_ffmpeg_exe()
-        except (ImportError, RuntimeError) as exc:
-            raise RuntimeError(f"cannot write {path}: ffmpeg is not available ({exc}); install imageio-ffmpeg") from None
+        ffmpeg_exe(path)
+        import imageio_ffmpeg
         self.size = size
         self._gen = imageio_ffmpeg.write_frames(
             str(path), size, pix_fmt_in="rgba", pix_fmt_out="yuv420p", fps=fps, quality=quality, codec="libx264",
@@ -334,6 +331,15 @@ class _Mp4Writer(_Writer):
 
     def close(self) -> None:
         self._gen.close()  # closes ffmpeg's input and waits for it to finish the file
+
+
+def ffmpeg_exe(path: str | Path) -> str:
+    """imageio-ffmpeg's ffmpeg binary; RuntimeError naming ``path`` if there is none."""
+    try:
+        import imageio_ffmpeg
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError) as exc:
+        raise RuntimeError(f"cannot write {path}: ffmpeg is not available ({exc}); install imageio-ffmpeg") from None
 
 
 def _run_at_idle_priority(start) -> None:
@@ -538,16 +544,17 @@ class EncoderProcess:
         def start() -> None:
             self._proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve())],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._ready = False  # the helper's "ready" is read with its first reply, not waited for here
         try:
+            for p in settings.paths:  # the usual failure, named before anything starts
+                if Path(p).suffix.lower() != ".gif":
+                    ffmpeg_exe(p)
             _run_at_idle_priority(start)
             # plain values only: the helper loads this file by path, not as armtwin.envs.frames
             self._send(("init", dataclasses.asdict(settings), self._shm_path, self.slots))
-            self._expect("ready")
         except BaseException:
             self._kill()
             raise
-        if os.name == "posix":  # both sides have it mapped: the name is no longer needed
-            self._unlink()
 
     def submit(self, img: np.ndarray, repeat: int, state: tuple | None, trail_px: np.ndarray,
                planned_px: Sequence[np.ndarray], clear: bool) -> None:
@@ -597,6 +604,14 @@ class EncoderProcess:
         """Read the helper's next message; it must be ``kind`` ("done" pops a slot)."""
         if self._failure is not None:
             raise EncoderError(self._failure)
+        if not self._ready:  # its first message: it started, mapped the frames and opened the files
+            self._ready = True
+            self._read("ready")
+            if os.name == "posix":  # both sides have the frames mapped: the name is no longer needed
+                self._unlink()
+        self._read(kind)
+
+    def _read(self, kind: str) -> None:
         try:
             msg = pickle.load(self._proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):

@@ -319,9 +319,9 @@ def test_helper_process_runs_at_idle_priority_and_leaves_no_shared_memory(tmp_pa
         pid, shm = rec._enc._proc.pid, rec._enc._shm_path
         if hasattr(os, "SCHED_IDLE"):
             assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        _run(w, r, rec, 0.2)  # 7 frames through 4 slots: the helper has answered
         if os.name == "posix":
             assert not os.path.exists(shm)  # unlinked once both sides mapped it
-        _run(w, r, rec, 0.2)
         rec.close()
     assert rec._enc._proc.poll() is not None and not os.path.exists(shm)
     assert len(list(iio.imiter(tmp_path / "idle.mp4"))) == rec.result.frames
@@ -351,3 +351,13 @@ def test_ctrl_c_reaches_the_simulation_and_the_helper_still_finishes_the_file(tm
         _run(w, r, rec, 0.2)
         rec.close()
     assert len(list(iio.imiter(path))) == rec.result.frames == 11
+
+
+def test_bench_video_small_prints_the_measured_keys(capsys):
+    from armtwin.scripts.cli import main as cli_main
+    assert cli_main(["bench", "video", "--frames", "3", "--rounds", "2", "--size", "160x120", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["raw_fps"] > 0 and out["recorder_fps"] > 0
+    per_round = out["overhead_fraction_per_round"]
+    assert len(per_round) == 2 and out["overhead_fraction"] == pytest.approx(float(np.median(per_round)))
+    assert out["recorder_start_s"] > 0 and out["recorder_close_s"] > 0 and out["mp4_bytes"] > 0
