@@ -236,16 +236,16 @@ def cameras_for(spec: RobotSpec, position=(0.0, 0.0, 0.0)) -> dict[str, Camera]:
     }
 
 
-def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.15, margin: float = 1.8) -> Camera:
+def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.25, margin: float = 1.8) -> Camera:
     """A camera that frames a tool path (the "work" view of a run).
 
-    It looks down at 55° onto the middle of the path from the side of the line from the robot's
+    It looks down at 50° onto the middle of the path from the side of the line from the robot's
     base to the work (from −y for work straight ahead along +x), so the arm reaches in from the
     left and does not stand in front of the work, and text written in the x–y plane reads the
     right way round. The path's bounding box (at least ``min_size`` m across, so that the wrist
-    is in the picture too) fills about 1/``margin`` of the picture's height: a 60 mm word is
-    about 100 px wide in a 640×480 frame. The flange stands above the point it draws and may
-    hide the path; the recorder draws the tool paths over the robot.
+    and forearm are in the picture too) fills about 1/``margin`` of the picture's height: a
+    60 mm word is about 65 px wide in a 640×480 frame. The flange stands above the point it
+    draws and may hide the path; the recorder draws the tool paths over the robot.
 
     Args:
         points: (N, 3) path points, world frame (m); non-finite rows are ignored.
@@ -264,7 +264,7 @@ def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.15, mar
     away = centre[:2] - np.asarray(base, dtype=float)[:2]
     ahead = np.degrees(np.arctan2(away[1], away[0])) if np.hypot(*away) > 1e-6 else 0.0
     dist = 0.5 * margin * size / np.tan(np.radians(Camera.fov / 2))
-    return Camera(tuple(centre), dist, azimuth=float(ahead - 90.0), elevation=55.0)
+    return Camera(tuple(centre), dist, azimuth=float(ahead - 90.0), elevation=50.0)
 
 
 @dataclass(frozen=True)
