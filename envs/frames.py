@@ -333,6 +333,11 @@ class _Mp4Writer(_Writer):
         self._gen.close()  # closes ffmpeg's input and waits for it to finish the file
 
 
+def _is_gif(path: str | Path) -> bool:
+    """Whether ``path`` is written as a GIF (by its suffix); anything else is an MP4 through ffmpeg."""
+    return Path(path).suffix.lower() == ".gif"
+
+
 def ffmpeg_exe(path: str | Path) -> str:
     """imageio-ffmpeg's ffmpeg binary; RuntimeError naming ``path`` if there is none."""
     try:
@@ -455,7 +460,7 @@ class Compositor:
         try:
             for p in settings.paths:
                 path = Path(p)
-                self._writers.append(_GifWriter(path, settings.fps) if path.suffix.lower() == ".gif"
+                self._writers.append(_GifWriter(path, settings.fps) if _is_gif(path)
                                      else _Mp4Writer(path, settings.fps, settings.size, settings.quality))
         except BaseException:
             self.close()
@@ -547,7 +552,7 @@ class EncoderProcess:
         self._ready = False  # the helper's "ready" is read with its first reply, not waited for here
         try:
             for p in settings.paths:  # the usual failure, named before anything starts
-                if Path(p).suffix.lower() != ".gif":
+                if not _is_gif(p):
                     ffmpeg_exe(p)
             _run_at_idle_priority(start)
             # plain values only: the helper loads this file by path, not as armtwin.envs.frames

@@ -85,19 +85,25 @@ def run(args: argparse.Namespace) -> int:
         cpu = {"raw": 0.0, "rec": 0.0}
         k = 0
 
-        def block(kind: str, frame) -> float:
-            """Wall time of args.frames steps, each ending in ``frame(k)``; CPU time added to ``cpu[kind]``."""
-            nonlocal k
+        def timed(kind: str, work):
+            """(wall time of ``work()``, its result); its CPU time is added to ``cpu[kind]``."""
             c0 = _cpu_time()
             t0 = time.perf_counter()
-            for _ in range(args.frames):
-                robot.command(Q[k % len(Q)])
-                world.step()
-                frame(k)
-                k += 1
+            result = work()
             dt = time.perf_counter() - t0
             cpu[kind] += _cpu_time() - c0
-            return dt
+            return dt, result
+
+        def block(kind: str, frame) -> float:
+            """Wall time of args.frames steps, each ending in ``frame(k)``."""
+            def steps() -> None:
+                nonlocal k
+                for _ in range(args.frames):
+                    robot.command(Q[k % len(Q)])
+                    world.step()
+                    frame(k)
+                    k += 1
+            return timed(kind, steps)[0]
 
         def raw_block() -> float:
             return block("raw", lambda _k: world.render_raw(cam, w, h))
@@ -105,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
         def rec_block(rec) -> float:
             return block("rec", lambda i: rec.capture({"line": f"N{i} G1 X{i}"}))
 
-        with tempfile.TemporaryDirectory() as tmp:
-            c0 = _cpu_time()
-            t0 = time.perf_counter()
-            rec = VideoRecorder(world, robot, Path(tmp) / "bench.mp4", camera=cam, fps=fps, size=(w, h),
+        def start_recorder(path: Path) -> VideoRecorder:
+            rec = VideoRecorder(world, robot, path, camera=cam, fps=fps, size=(w, h),
                                 overlay=True, trail=True, progress=False)
             rec.add_planned_path(planned)
-            start_t = time.perf_counter() - t0
-            cpu["rec"] += _cpu_time() - c0
+            return rec
+
+        with tempfile.TemporaryDirectory() as tmp:
+            start_t, rec = timed("rec", lambda: start_recorder(Path(tmp) / "bench.mp4"))
             for r in range(args.rounds):  # alternate the order so that drifting load hits both alike
                 if r % 2 == 0:
                     raw_times.append(raw_block())
@@ -120,11 +126,8 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     rec_times.append(rec_block(rec))
                     raw_times.append(raw_block())
-            c0 = _cpu_time()
-            t0 = time.perf_counter()
-            rec.close()  # flushing the encoder is part of the recorder's cost: spread over the rounds
-            close_t = time.perf_counter() - t0
-            cpu["rec"] += _cpu_time() - c0
+            # flushing the encoder is part of the recorder's cost: spread over the rounds
+            close_t, _ = timed("rec", rec.close)
             size_bytes = (Path(tmp) / "bench.mp4").stat().st_size
         renderer = world.renderer
     rec_times = [t + (start_t + close_t) / args.rounds for t in rec_times]
