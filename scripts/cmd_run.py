@@ -89,6 +89,13 @@ def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
     return f"cannot write the run's output{where}: {why}" + (f" ({os.fspath(name)})" if name is not None else "")
 
 
+def _source_lines(program: str) -> list[str]:
+    """The program's lines as the parser numbers them (LF, CR LF and a lone CR end a line;
+    ``str.splitlines`` would also break at FS, GS, VT, … inside a comment and shift the numbers)."""
+    from ..controllers.gcode.parser import split_lines
+    return split_lines(Path(program).read_bytes())
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
     from ..envs.sim import JointMode
@@ -119,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
     try:
         res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
-                          source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
+                          source_lines=_source_lines(args.program) if args.video else None)
     except ControlTrajectoryError as exc:
         print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY

@@ -246,7 +246,7 @@ def test_fuzz_mutated_programs_never_raise(base, edits):
 @example(["%\x1c"])           # a control character on a % line is a fault, not white space
 def test_fast_path_agrees_with_the_checking_path(lines):
     from armtwin.controllers.gcode import parser as P
-    text = "\n".join(lines)
+    text = P.normalise_line_ends("\n".join(lines))    # the scanners see LF line ends only
     raw = P.split_lines(text)
     fast = P._scan_clean(text, raw)
     slow, faults, _, _ = P._scan(text, raw, 1, 100)
@@ -394,3 +394,92 @@ def test_a_huge_faulty_line_is_not_tokenised():
         tracemalloc.stop()
     assert [(f.line, f.code) for f in res.faults] == [(2, ErrorCode.LINE_TOO_LONG)] and len(res.lines) == 2
     assert peak < 30e6, f"{peak / 1e6:.1f} MB"
+
+
+# ----- issue 15.1: a lone CR ends a line, as LF and CR LF do ----------------------------------
+
+_ENDINGS = {"LF": "\n", "CRLF": "\r\n", "CR": "\r"}
+
+
+def _with_endings(text: str, end: str) -> str:
+    return text.replace("\r\n", "\n").replace("\n", end)
+
+
+def _lines_key(res):
+    return [tuple(pl) for pl in res.lines], [str(f) for f in res.faults], res.line_count
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.ngc")), ids=lambda p: p.name)
+def test_every_example_means_the_same_with_lf_crlf_and_cr_line_ends(path):
+    """Parsed lines (text included), faults, line counts and interpreted blocks are identical
+    whatever the line ends, for str and bytes, whole and streamed in small pieces."""
+    from armtwin.controllers.gcode import interpret
+    from armtwin.controllers.gcode import parser as P
+    spec = robots.get(path.name.split("_")[0] if not path.name.startswith("aubo") else "aubo_i5")
+    base = path.read_text()
+    want_lines = _lines_key(parse_program(_with_endings(base, "\n")))
+    want_prog = _program_key(load_program(_with_endings(base, "\n"), spec))
+    assert want_lines[2] == base.count("\n") and want_prog[0]
+    for name, end in _ENDINGS.items():
+        text = _with_endings(base, end)
+        for src in (text, text.encode()):
+            assert _lines_key(parse_program(src)) == want_lines, name
+            assert P.count_lines(src) == want_lines[2], name
+            assert _program_key(load_program(src, spec)) == want_prog, name
+            assert _program_key(interpret(parse_program(src), spec)) == want_prog, name
+            got = [pl for chunk in P.parse_chunks(src, chunk_bytes=37) for pl in chunk.lines]
+            assert [tuple(pl) for pl in got] == want_lines[0], name
+
+
+def test_cr_only_program_is_read_line_by_line_issue_reproduction():
+    """``printf 'G90\\rG0 X5 Y0 Z0\\rG20\\r'`` was one line: X5 read as inches (x = 477 mm)."""
+    prog = load_program(b"G90\rG0 X5 Y0 Z0\rG20\r", IRB)
+    assert prog.ok and prog.line_count == 3
+    assert [b.line for b in prog.blocks] == [2]
+    assert prog.blocks[0].end[0] == pytest.approx(0.355)      # origin 350 mm + 5 mm, not 350 + 127
+    rep = preflight(b"G90\rG0 X5 Y0 Z0\rG20\r", IRB)
+    assert rep.clean() and rep.plan.p1[-1][0] == pytest.approx(0.355)
+
+
+def test_cr_only_move_comes_before_the_dwell_issue_reproduction():
+    """``G0 X10\\rG4 P1\\r`` dwelt before it moved (read as one line)."""
+    from armtwin.controllers.gcode import Dwell, Motion
+    prog = load_program("G0 X10\rG4 P1\r", IRB)
+    assert prog.ok
+    assert [(type(b), b.line) for b in prog.blocks] == [(Motion, 1), (Dwell, 2)]
+
+
+@pytest.mark.parametrize("text,lines", [("G0 X1\r\nG0 X2\rG0 X3\n", 3), ("G0 X1\r\r\nG0 X2", 3), ("\r", 1),
+                                        ("\r\n\r", 2), ("G0 X1\n\r", 2), ("G0 X1", 1)])
+def test_mixed_line_ends_count_as_an_editor_shows_them(text, lines):
+    from armtwin.controllers.gcode import parser as P
+    res = parse_program(text)
+    assert res.line_count == lines == P.count_lines(text) == P.count_lines(text.encode()) == len(P.split_lines(text))
+    assert all("\r" not in pl.text for pl in res.lines)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8])
+def test_streamed_pieces_never_split_a_crlf_pair(chunk):
+    """A piece that ended between CR and LF would add an empty line and shift every line number."""
+    from armtwin.controllers.gcode import parser as P
+    text = "G0 X1\r\nG0 X2\r\n\r\nG0 X3\rG0 X4\r\n"
+    want = [(pl.lineno, pl.text) for pl in parse_program(text).lines]
+    assert want == [(1, "G0 X1"), (2, "G0 X2"), (4, "G0 X3"), (5, "G0 X4")]
+    for src in (text, text.encode()):
+        got = [(pl.lineno, pl.text) for c in P.parse_chunks(src, chunk_bytes=chunk) for pl in c.lines]
+        assert got == want
+
+
+def test_columns_of_faults_are_the_same_with_any_line_end():
+    for end in _ENDINGS.values():
+        res = parse_program(f"G0 X1{end}G1 X2 @{end}G0 X3 Q1{end}")
+        assert [(f.line, f.column, f.code) for f in res.faults] == [
+            (2, 7, ErrorCode.UNEXPECTED_CHARACTER), (3, 7, ErrorCode.UNSUPPORTED_WORD)]
+
+
+def test_parse_line_takes_one_line_end_and_refuses_a_break_inside():
+    for end in ("", "\n", "\r\n", "\r"):
+        assert parse_line("G0 X1" + end).words == {"X": 1.0}
+    with pytest.raises(GcodeError) as e:
+        parse_line("G0 X1\rG4 P1")
+    assert e.value.column == 6

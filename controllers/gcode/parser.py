@@ -38,7 +38,7 @@ from typing import Iterable, Iterator, NamedTuple
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
-           "count_lines", "split_lines", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
+           "count_lines", "split_lines", "normalise_line_ends", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
            "CHUNK_BYTES"]
 
 #: Longest accepted line, characters (LinuxCNC's limit).
@@ -187,17 +187,27 @@ class ParseResult:
         return not self.faults
 
 
+def normalise_line_ends(text: str) -> str:
+    """``text`` with every line end as LF: CR LF and a lone CR (classic Mac OS) end a line as LF does.
+
+    Only the line ends change, so the columns of every line stay as they were.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
 def split_lines(text: str | bytes) -> list[str]:
-    """Lines of a program: split at LF only (CR LF tolerated); bytes decoded as Latin-1 (one
-    character per byte: the columns are byte columns; non-ASCII bytes are faults, see
-    :func:`parse_program`).
+    """Lines of a program: split at LF, CR LF and a lone CR (all three end a line); bytes decoded
+    as Latin-1 (one character per byte: the columns are byte columns; non-ASCII bytes are faults,
+    see :func:`parse_program`). The lines are returned without their line ends.
 
     Other characters that Python's ``splitlines`` treats as breaks (FS, GS, RS, NEL, ...) stay
     inside their line so that line numbers match what editors show (and they are faults).
     """
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("latin-1")
-    lines = text.split("\n")
+    lines = normalise_line_ends(text).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines
@@ -207,7 +217,7 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
     """Parse one line.
 
     Args:
-        text: the line without its line break.
+        text: the line (one line end, LF, CR LF or CR, at its end is allowed).
         lineno: 1-based line number reported in faults.
 
     Returns:
@@ -216,10 +226,13 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
     Raises:
         GcodeError: the first fault of the line (code, line, column, message).
     """
-    if "\n" in text:
-        raise GcodeError(ErrorCode.UNEXPECTED_CHARACTER, "a line break inside one line", lineno, text.index("\n") + 1)
-    if text[-1:] == "\r":
+    if text[-2:] == "\r\n":
+        text = text[:-2]
+    elif text[-1:] in ("\r", "\n"):
         text = text[:-1]
+    brk = min((i for i in (text.find("\r"), text.find("\n")) if i >= 0), default=-1)
+    if brk >= 0:
+        raise GcodeError(ErrorCode.UNEXPECTED_CHARACTER, "a line break (CR or LF) inside one line", lineno, brk + 1)
     lines, faults, _, _ = _scan(text, [text], lineno, 1)
     if faults:
         f = faults[0]
@@ -252,6 +265,7 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
         text = bytes(text).decode("latin-1")
     elif not isinstance(text, str):
         text = "\n".join(str(s).rstrip("\n") for s in text)
+    text = normalise_line_ends(text)
     raw = split_lines(text)
     fast = _scan_clean(text, raw)
     if fast is not None:
@@ -277,17 +291,34 @@ class ParseChunk(NamedTuple):
 
 
 def count_lines(text: str | bytes) -> int:
-    """Number of lines of a program text, as :func:`split_lines` counts them (without splitting)."""
-    nl = b"\n" if isinstance(text, (bytes, bytearray, memoryview)) else "\n"
+    """Number of lines of a program text, as :func:`split_lines` counts them (without splitting):
+    LF, CR LF and a lone CR each end one line."""
     text = bytes(text) if isinstance(text, memoryview) else text
-    return text.count(nl) + (1 if len(text) and not text.endswith(nl) else 0)
+    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    ends = text.count(lf)
+    crs = text.count(cr)
+    if crs:
+        ends += crs - text.count(cr + lf)
+    return ends + (1 if len(text) and not text.endswith((lf, cr)) else 0)
+
+
+def _piece_end(text: str | bytes, start: int, n: int) -> int:
+    """Index just after the first line end at or after ``start`` (a CR LF pair is never split), or ``n``."""
+    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    i = text.find(lf, start)
+    j = text.find(cr, start, i if i >= 0 else n)     # a CR before that LF (bounded search: no rescans)
+    if j >= 0 and j + 1 < n and text[j + 1:j + 2] == lf:
+        return j + 2
+    if j >= 0:
+        return j + 1
+    return i + 1 if i >= 0 else n
 
 
 def parse_chunks(text: str | bytes, *, max_faults: int = MAX_FAULTS,
                  chunk_bytes: int | None = None) -> Iterator[ParseChunk]:
     """Parse a program a piece at a time: the same lines and faults as :func:`parse_program`.
 
-    The text is cut after a line break every ``chunk_bytes`` (default :data:`CHUNK_BYTES`) bytes (bytes are decoded piece by
+    The text is cut after a line end (LF, CR LF or CR; never between CR and LF) every ``chunk_bytes`` (default :data:`CHUNK_BYTES`) bytes (bytes are decoded piece by
     piece), so only one piece's parsed lines exist at a time if the consumer (the interpreter,
     :func:`~.interpreter.load_program`) drops them: memory does not grow with the file. As
     :func:`parse_program`, at most ``max_faults + 1`` faults are collected in all; the pieces
@@ -296,18 +327,16 @@ def parse_chunks(text: str | bytes, *, max_faults: int = MAX_FAULTS,
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
     if isinstance(text, memoryview):
         text = bytes(text)
-    nl = b"\n" if from_bytes else "\n"
     n = len(text)
     chunk_bytes = max(1, int(CHUNK_BYTES if chunk_bytes is None else chunk_bytes))
     budget = max(1, int(max_faults)) + 1
     pos, lineno = 0, 1
     while pos < n:
-        end = n if n - pos <= chunk_bytes else text.find(nl, pos + chunk_bytes - 1) + 1
-        if end <= 0:
-            end = n
+        end = n if n - pos <= chunk_bytes else _piece_end(text, pos + chunk_bytes - 1, n)
         piece = text[pos:end]
         if from_bytes:
             piece = bytes(piece).decode("latin-1")
+        piece = normalise_line_ends(piece)
         raw = split_lines(piece)
         pos = end
         count = len(raw)
@@ -365,9 +394,9 @@ def _prechecked(text: str, raw: list[str], first_lineno: int, from_bytes: bool =
                                               _non_ascii(line, col - 1, i + first_lineno, from_bytes))
     if raw and max(map(len, raw)) > MAX_LINE_LENGTH:
         for i, line in enumerate(raw):
-            if len(line.rstrip("\r")) > MAX_LINE_LENGTH and i + first_lineno not in bad:
+            if len(line) > MAX_LINE_LENGTH and i + first_lineno not in bad:
                 bad[i + first_lineno] = Fault(ErrorCode.LINE_TOO_LONG, i + first_lineno, MAX_LINE_LENGTH + 1,
-                                              f"line has {len(line.rstrip(chr(13)))} characters, the limit is {MAX_LINE_LENGTH}")
+                                              f"line has {len(line)} characters, the limit is {MAX_LINE_LENGTH}")
     return bad
 
 
