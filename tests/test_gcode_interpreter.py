@@ -52,11 +52,37 @@ def test_g10_l20_and_g92_and_g92_1():
     np.testing.assert_allclose(e, [mm(10, 10, 10), mm(15, 10, 10), mm(5, 10, 10), mm(6, 10, 10)], atol=1e-12)
 
 
-def test_g28_goes_home_through_an_intermediate_point():
+def test_g28_alone_homes_every_axis():
+    prog, e = ends("G0 X0 Y0 Z0 C90\nG28\n")
+    np.testing.assert_allclose(e[1], prog.start, atol=1e-9)      # home flange position
+    np.testing.assert_allclose(prog.blocks[-1].rot_end, prog.rot_start, atol=1e-12)   # and orientation
+    assert all(b.kind is MotionKind.RAPID for b in prog.blocks) and prog.blocks[-1].line == 2
+
+
+def test_g28_with_axis_words_homes_only_those_axes_through_the_point():
+    """Issue 15.2: ``G28 Z50`` rapids to Z50, then Z alone goes home (grbl's and LinuxCNC's rule);
+    X, Y and the tool orientation stay where they are."""
     prog, e = ends("G0 X0 Y0 Z0\nG28 Z50\n")
+    home = prog.start
     np.testing.assert_allclose(e[1], mm(0, 0, 50), atol=1e-12)
-    np.testing.assert_allclose(e[2], prog.start, atol=1e-9)      # home flange position
-    assert all(b.kind is MotionKind.RAPID for b in prog.blocks)
+    np.testing.assert_allclose(e[2], [O[0], O[1], home[2]], atol=1e-9)
+    assert [b.line for b in prog.blocks] == [1, 2, 2]
+    prog, e = ends("G0 X5 Y-5 Z0 C90\nG28 X0 C0\n")       # named: X and C; Y, Z stay
+    np.testing.assert_allclose(e[1], mm(0, -5, 0), atol=1e-12)
+    np.testing.assert_allclose(e[2], [home[0], O[1] - 0.005, O[2]], atol=1e-9)
+    np.testing.assert_allclose(prog.blocks[-1].rot_end, prog.rot_start, atol=1e-12)
+
+
+def test_g28_retract_at_the_end_of_a_cam_job_issue_reproduction():
+    """``G0 X0 Y0 Z10 / G28 G91 Z0 / G90 / G1 X10 F600``: line 2 lifts Z only (no intermediate
+    move: G91 Z0 is where the tool is), then line 4 moves along X only, not diagonally."""
+    prog, e = ends("G0 X0 Y0 Z10\nG28 G91 Z0\nG90\nG1 X10 F600\n")
+    home = prog.start
+    assert [b.line for b in prog.blocks] == [1, 2, 4]
+    np.testing.assert_allclose(e[1], [O[0], O[1], home[2]], atol=1e-9)
+    last = prog.blocks[-1]
+    np.testing.assert_allclose(last.start, e[1], atol=1e-12)
+    np.testing.assert_allclose(last.end, [O[0] + 0.010, O[1], home[2]], atol=1e-9)
 
 
 def test_dwell_pause_end_and_lines_after_the_end():

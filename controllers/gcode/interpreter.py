@@ -356,9 +356,11 @@ class Interpreter:
         elif nonmodal == 92.1:
             self.g92 = [0.0] * 6
         elif nonmodal == 28.0:
-            if g28_mid is not None:
+            home = list(self.home)
+            if g28_mid is not None:   # through the point, then home on the named axes only (grbl, LinuxCNC)
                 self._line_to(out, ln, MotionKind.RAPID, g28_mid, 0.0)
-            self._line_to(out, ln, MotionKind.RAPID, list(self.home), 0.0)
+                home = [home[k] if _AXES[k] in w else g28_mid[k] for k in range(6)]
+            self._line_to(out, ln, MotionKind.RAPID, home, 0.0)
         if "motion" in g:
             self.motion = motion
         if target is not None:
