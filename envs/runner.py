@@ -21,7 +21,9 @@ from __future__ import annotations
 import bisect
 import csv
 import math
+import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -33,7 +35,7 @@ from ..controllers.ik import solve_batch
 from .sim import JointMode, PhysicsConfig, World, camera_for_path
 
 __all__ = ["RunResult", "RunConfig", "run_program", "control_trajectory", "ControlTrajectory", "MotionPiece",
-           "HoldPiece", "log_columns", "CAMERAS", "ControlTrajectoryError", "MAX_ARRAY_SAMPLES"]
+           "HoldPiece", "log_columns", "RunLog", "CAMERAS", "ControlTrajectoryError", "MAX_ARRAY_SAMPLES"]
 
 #: Cameras a run can film with: "work" frames the program's path (:func:`~armtwin.envs.sim.camera_for_path`),
 #: the others are the robot's presets of :func:`~armtwin.envs.sim.cameras_for`.
@@ -115,6 +117,8 @@ class RunResult:
         message: the instability, or "".
         wall_time: s.
         pauses: lines of M0 program pauses passed (the simulation does not wait at them).
+        interrupted: the run was stopped (``run_program``'s ``stop`` was set) before the end;
+            everything up to ``samples`` was logged.
     """
 
     lines_executed: int
@@ -128,6 +132,7 @@ class RunResult:
     message: str
     wall_time: float
     pauses: tuple[int, ...] = ()
+    interrupted: bool = False
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -501,14 +506,50 @@ def log_columns(spec) -> list[str]:
             + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)])
 
 
+class RunLog:
+    """The run's CSV log: one row per control period, each handed to the OS whole as it is written.
+
+    Every row is written with one ``write`` of the complete row (a 64 KiB buffer, flushed after
+    each row), so a process killed at any moment (SIGKILL) leaves a file whose rows all parse:
+    at most the row being written is missing, never half a row. Flushing every row costs about
+    1 µs per row (measured against a flush every 250 rows), against the tens of µs of a control
+    period's physics and IK.
+
+    Args:
+        path: the ``.csv`` file (replaced if it exists).
+        spec: the robot (columns: :func:`log_columns`).
+    """
+
+    def __init__(self, path: str, spec) -> None:
+        self.path = path
+        self._f = open(path, "w", newline="", buffering=1 << 16)
+        self._w = csv.writer(self._f)
+        self.rows = 0
+        self._w.writerow(log_columns(spec))
+        self._f.flush()
+
+    def write(self, row: Sequence) -> None:
+        """Append one row and hand it to the OS."""
+        self._w.writerow(row)
+        self._f.flush()
+        self.rows += 1
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if not self._f.closed:
+            self._f.close()
+
+
 def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
-                source_lines: Sequence[str] | None = None) -> RunResult:
+                source_lines: Sequence[str] | None = None, stop: threading.Event | None = None) -> RunResult:
     """Run a clean preflight report's plan in a new world.
 
     The control samples come from a :class:`ControlTrajectory`: checked completely before
     anything moves, then stepped through chunk by chunk (dwells without per-sample arrays), so
-    memory does not grow with the program time; the log is written as the run goes.
+    memory does not grow with the program time; the log is written as the run goes, a whole row
+    at a time (:class:`RunLog`). The log, the video and the world are closed on every path out
+    (an exception included), so an interrupted run keeps every row it wrote and a playable video.
 
     Args:
         report: a preflight report with a plan (its program must be clean).
@@ -519,6 +560,9 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
             with the programmed path, the followed path and the current line in the overlay.
         progress: called with the finished fraction 0..1 now and then.
         source_lines: the program's text lines, shown in the video overlay (optional).
+        stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
+            being written, closes its files and returns with ``interrupted`` True; set before the
+            run starts, nothing is written.
 
     Raises:
         ValueError: the report is not clean or has no motion, or was made for another robot.
@@ -533,11 +577,10 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
         raise ValueError(f"the report was made for {report.robot}, not {spec.name}")
     traj = ControlTrajectory(report, spec, period)
     traj.check()                      # every sample solves on the branch: before anything moves
+    stopped = stop.is_set if stop is not None else (lambda: False)
     K = traj.count
     mode = config.mode
     substeps = 1 if mode is JointMode.KINEMATIC else max(1, int(math.ceil(period / config.physics_step - 1e-9)))
-    # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
-    world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
     disp_pr = spec.prismatic
     n = spec.dof
     err_sq, err_max, err_n = 0.0, 0.0, 0
@@ -546,13 +589,18 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
     t_done, last_line = 0.0, 0
     message = ""
     zero_qd = np.zeros(n)
-    try:
+    stable = True
+    with ExitStack() as closing:
+        if stopped():
+            return _run_result(report, traj, lines, 0, 0.0, 0, (0.0, 0.0, 0), None, None, "", t_wall, True)
+        # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
+        world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
+        closing.callback(world.close)
         robot = world.add_robot(spec, mode, q0=report.program.q_start)
-        writer = fh = None
+        log = None
         if log_path:
-            fh = open(log_path, "w", newline="")
-            writer = csv.writer(fh)
-            writer.writerow(log_columns(spec))
+            log = RunLog(log_path, spec)
+            closing.callback(log.close)
         recorder = None
         if video_path:
             from .video import VideoRecorder
@@ -561,13 +609,14 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                 wp = traj.work_points()
                 wp = (robot.world_T_report @ np.c_[wp, np.ones(len(wp))].T).T[:, :3]
                 camera = camera_for_path(wp, base=robot.base_position)
-            recorder = VideoRecorder(world, robot, video_path, camera=camera, fps=config.video_fps,
-                                     size=config.video_size, expected_duration=traj.duration, progress=False)
+            recorder = closing.enter_context(VideoRecorder(
+                world, robot, video_path, camera=camera, fps=config.video_fps, size=config.video_size,
+                expected_duration=traj.duration, progress=False))
             recorder.add_planned_path(traj.planned_path())
         step_report = max(1, K // 100)
 
         def step(k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                 cmd_text: list[str] | None) -> bool:
+                 cmd_text: tuple[list[str], list[str]] | None) -> bool:
             """One control period; False when the dynamic model became unstable."""
             nonlocal err_sq, err_max, err_n, message
             robot.command(q, qd)
@@ -578,15 +627,13 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                 err_sq += e * e
                 err_max = max(err_max, e)
                 err_n += 1
-            if writer is not None:
+            if log is not None:
                 qa = robot.q
                 if cmd_text is None:
                     cmd_text = ([f"{v * 1000:.4f}" for v in pos],
                                 [f"{v:.4f}" for v in np.where(disp_pr, q * 1000, np.degrees(q))])
-                writer.writerow([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a]
-                                + cmd_text[1] + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
-                if k % 250 == 0:
-                    fh.flush()
+                log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a]
+                          + cmd_text[1] + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
             if recorder is not None:
                 text = source_lines[line - 1].strip() if source_lines and 0 < line <= len(source_lines) else ""
                 recorder.maybe_capture({"line": f"{line}: {text}" if text else str(line)})
@@ -597,7 +644,6 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                 return False
             return True
 
-        stable = True
         for piece in traj:
             if isinstance(piece, HoldPiece):
                 lines.add(piece.line)
@@ -607,7 +653,7 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                     t = k * period
                     stable = step(k, t, piece.line, piece.position, piece.q, zero_qd, held)
                     done, t_done, last_line = k + 1, t, piece.line
-                    if not stable:
+                    if not stable or stopped():
                         break
             else:
                 ps = piece.samples
@@ -616,24 +662,27 @@ def run_program(report: PreflightReport, spec, config: RunConfig = RunConfig(), 
                     lines.add(ln)
                     stable = step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i], None)
                     done, t_done, last_line = piece.start + i + 1, float(ps.t[i]), ln
-                    if not stable:
+                    if not stable or stopped():
                         break
-            if not stable:
+            if not stable or (done < K and stopped()):
                 break
-        if progress is not None:
+        interrupted = done < K and stable
+        if progress is not None and not interrupted:
             progress(1.0)
-        if fh is not None:
-            fh.flush()
-            fh.close()
-        if recorder is not None:
-            recorder.close()
-    finally:
-        world.close()
+    return _run_result(report, traj, lines, done, t_done, last_line, (err_sq, err_max, err_n), log_path,
+                       video_path, message, t_wall, interrupted)
+
+
+def _run_result(report: PreflightReport, traj: ControlTrajectory, lines: set[int], done: int, t_done: float,
+                last_line: int, err: tuple[float, float, int], log_path: str | None, video_path: str | None,
+                message: str, t_wall: float, interrupted: bool) -> RunResult:
     from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
-    finished = done == K
-    lines |= {b.line for b in report.program.blocks if isinstance(b, Dwell) and (finished or b.line <= last_line)}
+    err_sq, err_max, err_n = err
+    finished = done == traj.count
+    lines = lines | {b.line for b in report.program.blocks
+                     if isinstance(b, Dwell) and (finished or (done and b.line <= last_line))}
     pauses = tuple(b.line for b in report.program.blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE
-                   and (finished or b.line <= last_line))
+                   and (finished or (done and b.line <= last_line)))
     return RunResult(len(lines), float(t_done), done, math.sqrt(err_sq / err_n) if err_n else 0.0,
                      err_max if err_n else 0.0, log_path, video_path, not message, message,
-                     time.perf_counter() - t_wall, pauses)
+                     time.perf_counter() - t_wall, pauses, interrupted)

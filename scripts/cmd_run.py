@@ -3,6 +3,14 @@
 A program that fails the preflight is refused before anything moves (exit 1). The run
 shows a progress bar on stderr, can write a CSV log and a video, and ends with a report:
 lines executed, program time, RMS and max path error (mm).
+
+Interruptions: SIGINT (Ctrl-C) and SIGTERM end a run the same way — the row being written is
+completed, the log and the video are closed (the video playable), the report says where the run
+stopped, and the exit code is 128 + the signal's number: 130 for SIGINT, 143 for SIGTERM (as a
+shell reports a process ended by that signal). A signal before the run has started (during the
+preflight) ends the command at once with the same codes; nothing has been written then. Every
+log row is handed to the OS as it is written, so even SIGKILL loses at most the row being
+written, never part of one (:class:`armtwin.envs.runner.RunLog`).
 """
 
 from __future__ import annotations
@@ -10,7 +18,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .cli import CliError, StderrProgress, add_json_flag, output_file, print_json
@@ -89,6 +99,53 @@ def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
     return f"cannot write the run's output{where}: {why}" + (f" ({os.fspath(name)})" if name is not None else "")
 
 
+#: the signals that end a run cleanly (rows complete, files closed)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def exit_code_of(signum: int) -> int:
+    """Exit code of a run ended by signal ``signum``: 128 + its number (SIGINT 130, SIGTERM 143)."""
+    return 128 + int(signum)
+
+
+class _Interrupted(Exception):
+    """A stop signal arrived before the run loop started (nothing written yet)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM handlers for the length of one ``armtwin run``.
+
+    Before :attr:`running` is set, a signal raises :class:`_Interrupted` (the preflight is
+    abandoned at once); afterwards it sets :attr:`stop`, which the run loop reads after every
+    row. The previous handlers are put back by :meth:`restore`. Only the main thread can own
+    signal handlers; elsewhere (a test calling the CLI from a thread) nothing is installed.
+    """
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.signum: int | None = None
+        self.running = False
+        self._old: dict = {}
+        if threading.current_thread() is threading.main_thread():
+            self._old = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.stop.set()
+        if not self.running:
+            raise _Interrupted(signum)
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
+
+
 def _source_lines(program: str) -> list[str]:
     """The program's lines as the parser numbers them (LF, CR LF and a lone CR end a line;
     ``str.splitlines`` would also break at FS, GS, VT, … inside a comment and shift the numbers)."""
@@ -97,6 +154,18 @@ def _source_lines(program: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    signals = _StopSignals()
+    try:
+        return _run(args, signals)
+    except _Interrupted as exc:
+        print(f"armtwin: interrupted by {signal.Signals(exc.signum).name} before the run started; "
+              f"nothing was moved or written", file=sys.stderr)
+        return exit_code_of(exc.signum)
+    finally:
+        signals.restore()
+
+
+def _run(args: argparse.Namespace, signals: _StopSignals) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
     from ..envs.sim import JointMode
     check_outputs(args.program, {"--log": args.log, "--video": args.video})     # first: the gravest mistake
@@ -124,9 +193,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
+    signals.running = True      # from here a signal ends the run after the row being written
     try:
         res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
-                          source_lines=_source_lines(args.program) if args.video else None)
+                          source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
     except ControlTrajectoryError as exc:
         print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
@@ -136,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.done()
     out = {"program": args.program, "robot": spec.name, "mode": args.mode, "ran": True, **res.to_dict()}
+    stopped_by = signal.Signals(signals.signum).name if res.interrupted and signals.signum is not None else None
+    if stopped_by:
+        out["stopped_by"] = stopped_by
     if args.json:
         print_json(out)
     else:
@@ -146,7 +219,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  M0 pause at line(s) {', '.join(map(str, res.pauses))}: passed without waiting (simulation)")
         if not res.stable:
             print(f"  STOPPED: {res.message}")
+        if res.interrupted:
+            print(f"  INTERRUPTED by {stopped_by or 'a stop request'} at t = {res.program_time:.3f} s; "
+                  f"the files below hold everything up to there")
         for p in (res.log_path, res.video_path):
             if p:
                 print(f"  wrote {p}")
+    if res.interrupted and signals.signum is not None:
+        return exit_code_of(signals.signum)
     return 0 if res.stable else EXIT_FAULTY
