@@ -144,11 +144,12 @@ def test_work_points_are_the_feed_moves():
 
 
 def test_bench_gcode_small(capsys):
-    assert main(["bench", "gcode", "--lines", "300", "--repeat", "1", "--json"]) == 0
+    assert main(["bench", "gcode", "--lines", "300", "--repeat", "1", "--worst-mb", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("armtwin_parse_lines_per_s", "gcodeparser_lines_per_s", "preflight_s", "parse_speed_ratio"):
         assert out[key] > 0
     assert out["preflight_clean"] and out["parse_faults"] == 0
+    assert out["worst_case"]["mb"] == pytest.approx(1.0, abs=0.01) and out["worst_case"]["stopped_at_line"] > 1000
 
 
 def test_strict_counts_warnings(tmp_path, capsys):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from armtwin import robots
-from armtwin.controllers.gcode import Dwell, MotionKind, Stop, StopKind, load_program, machine_for
+from armtwin.controllers.gcode import (Dwell, MotionKind, Stop, StopKind, interpret, load_program, machine_for,
+                                      parse_program)
 from armtwin.controllers.gcode.interpreter import abc_of, orientation_matrix
 
 IRB = robots.get("irb120")
@@ -248,9 +249,39 @@ def test_path_point_cap_names_the_line_and_bounds_the_blocks():
     m = machine_for(IRB, (400.0, 10.0, 100.0), max_path_samples=180)
     text = "G21 G90 G0 X0 Y0 Z0\nG1 X100 F3000\nG1 X0\nG1 X100\nG1 X0\nG1 X100\nG1 Q1\nG1 X0\n"
     prog = load_program(text, IRB, m)
-    assert [(f.line, int(f.code)) for f in prog.faults] == [(5, 105), (7, 11)]   # later faults still found
-    assert "180 interpolation points" in prog.faults[0].message
+    # issue 15.16: the cap bounds the time of a check too: nothing after the line that passes it is
+    # read (the Q on line 7 is not reached)
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(5, 105)]
+    assert "180 interpolation points" in prog.faults[0].message and "read" in prog.faults[0].message
     assert max(b.line for b in prog.blocks) == 4       # nothing from the line that passes the cap on
+    assert prog.faults == interpret(parse_program(text), IRB, m).faults    # whole or streamed: the same
+
+
+def test_lines_that_make_no_motion_count_against_the_cap():
+    """Every line read costs a point, so a file of settings lines is bounded by the cap too."""
+    m = machine_for(IRB, max_path_samples=1000)
+    prog = load_program("G21 G90\n" * 5000, IRB, m)
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(1001, 105)]
+
+
+def test_reading_stops_at_the_cap_line_issue_reproduction():
+    """Issue 15.16: 50 MB of full circles took 31-102 s although the cap stopped the planning at
+    line ~55,000: every later line was still interpreted. Now the pieces after the cap are never
+    parsed (the pieces are made lazily: count the ones made)."""
+    from armtwin.controllers.gcode import parser as P
+    from armtwin.controllers.gcode.interpreter import _interpret_chunks
+    m = machine_for(IRB, max_path_samples=20_000)
+    data = b"G21 G90 G0 X0 Y0 Z0\nG1 F600\n" + b"G2 I1 J0\n" * 100_000 + b"G1 Q1\n"
+    made = []
+
+    def pieces():
+        for chunk in P.parse_chunks(data, chunk_bytes=4096):
+            made.append(chunk.lines[-1].lineno if len(chunk.lines) else 0)
+            yield chunk
+    prog = _interpret_chunks(pieces(), P.count_lines(data), IRB, m, None, 100, None)
+    (cap,) = prog.faults
+    assert int(cap.code) == 105 and cap.line < 1000 and prog.line_count == 100_003
+    assert len(made) <= 3 and max(made) < 1500          # 100,000 lines in ~220 pieces: 2 or 3 were read
     # the estimate bounds what the planner and the preflight really make
     from armtwin.controllers.gcode.interpreter import Interpreter
     from armtwin.controllers.gcode.preflight import preflight

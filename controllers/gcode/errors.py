@@ -252,10 +252,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "program too long",
         "The planned program time (moves and dwells) exceeds 86,400 s (24 h; "
         "MachineConfig.max_program_time), or its path needs more than 2,000,000 interpolation "
-        "points (arc chords, IK samples 5 mm apart and one per block; MachineConfig.max_path_samples, "
-        "which keeps the memory of a check under about 1 GB). The "
-        "fault is reported at the line where the program passes the limit; usually a feed rate "
-        "or dwell in the wrong unit. Past the point limit no motion is planned or checked."),
+        "points (arc chords, IK samples 5 mm apart, one per line and one per block; "
+        "MachineConfig.max_path_samples, which keeps the memory of a check under about 1 GB and its "
+        "time to seconds). The fault is reported at the line where the program passes the limit; "
+        "usually a feed rate or dwell in the wrong unit. Past the point limit nothing is read, "
+        "planned or checked."),
     ErrorCode.NO_MOTION: (
         "program has no motion",
         "Nothing in the program moves the robot (empty, comments only, or only settings and "

@@ -202,9 +202,10 @@ class Interpreter:
         self.ended = 0
         self._rot_cache: dict[tuple, np.ndarray] = {tuple(abc): self.start_rotation}
         self._rot = self.start_rotation
-        #: interpolation points of the blocks made so far (an upper estimate of the planner's
-        #: arc chords plus the preflight's IK samples, and one per block): bounds the memory of
-        #: planning (:attr:`MachineConfig.max_path_samples`, checked by :func:`interpret`)
+        #: interpolation points of the lines read so far (an upper estimate of the planner's
+        #: arc chords plus the preflight's IK samples, one per block and one per line): bounds the
+        #: memory and the time of a check (:attr:`MachineConfig.max_path_samples`, checked by
+        #: :func:`interpret`)
         self.points = 0
 
     # ----- helpers ------------------------------------------------------------------------
@@ -375,7 +376,7 @@ class Interpreter:
             else:
                 out.append(Stop(ln, StopKind.END))
                 self.ended = ln
-        self.points += len(out)
+        self.points += 1 + len(out)     # one per line read and one per block (see _interpret_chunks)
         return out
 
     # ----- geometry -------------------------------------------------------------------------
@@ -530,10 +531,10 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     With more than ``max_faults`` faults the program's faults end with a TOO_MANY_FAULTS (119)
     notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
 
-    Memory is bounded whatever the input: when the blocks need more interpolation points than
-    ``machine.max_path_samples`` (arc chords and IK samples, :attr:`Interpreter.points`), the
-    line that passes the limit gets a PROGRAM_TOO_LONG (105) fault and the blocks from there on
-    are dropped (the lines are still checked for faults).
+    Memory and time are bounded whatever the input: when the lines read need more interpolation
+    points than ``machine.max_path_samples`` (arc chords and IK samples, one per block and one per
+    line, :attr:`Interpreter.points`), the line that passes the limit gets a PROGRAM_TOO_LONG
+    (105) fault and reading stops there: no later line is parsed, interpreted or planned.
 
     Args:
         progress: called with ("interpret", fraction) every :data:`PROGRESS_LINES` lines.
@@ -583,16 +584,16 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
                 except GcodeError as exc:
                     sem.append(exc.fault)
                 else:
-                    if full:
-                        pass
-                    elif it.points <= max_points:
+                    if it.points <= max_points:
                         extend(new)
-                    else:
-                        full = True
+                    else:   # the cap bounds the time of a check too: nothing after this line is read
+                        full = stop = True
                         sem.append(Fault(ErrorCode.PROGRAM_TOO_LONG, pl.lineno, 0,
-                                         f"the path needs more than {max_points:,} interpolation points (arc chords "
-                                         f"and IK samples {it.machine.sample_spacing * 1000:g} mm apart) by this "
-                                         f"line; the program is planned and checked only up to the line before"))
+                                         f"the path needs more than {max_points:,} interpolation points (arc chords, "
+                                         f"IK samples {it.machine.sample_spacing * 1000:g} mm apart, one per line and "
+                                         f"block) by this line; the program is read, planned and checked only up to "
+                                         f"the line before"))
+                        break
                 if sem and sem[-1].line == pl.lineno:
                     # enough faults at or before this line: the later ones would not be reported
                     if len(sem) + bisect.bisect_right(parse_lines, pl.lineno) > max_faults:
@@ -609,6 +610,9 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported
         for _, chunk_faults in chunks:
             parse_faults.extend(chunk_faults)
+    if full:       # the piece read last may hold parse faults after the line that passed the cap
+        cap_line = sem[-1].line
+        parse_faults = [f for f in parse_faults if f.line <= cap_line]
     faults = parse_faults + sem
     if sem and parse_faults:
         faults.sort(key=lambda f: f.line)
