@@ -31,7 +31,7 @@ from ..kinematics import chain_of, fk
 from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
 from .config import MAX_TARGET_DISTANCE, MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
-from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
+from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program, word_columns
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
            "interpret", "load_program", "orientation_matrix", "ARC_ABS_TOL_MM", "ARC_REL_TOL"]
@@ -155,15 +155,24 @@ def abc_of(rotation: np.ndarray) -> tuple[float, float, float]:
 
 
 class _Fail:
-    """Raises the GcodeError of a line (the column is looked up only when a fault happens)."""
+    """Raises the GcodeError of a line (the column is looked up only when a fault happens).
+
+    The fault points at the word at fault: ``letter`` (and ``value`` for G and M words, of which
+    a line may hold several: the G1 of ``G21 G1 X10``, not the G21); no letter: the whole line.
+    """
 
     __slots__ = ("line",)
 
     def __init__(self, line: ParsedLine) -> None:
         self.line = line
 
-    def __call__(self, code: ErrorCode, msg: str, letter: str = "") -> None:
-        raise GcodeError(code, msg, self.line.lineno, self.line.column_of(letter) if letter else 0)
+    def __call__(self, code: ErrorCode, msg: str, letter: str = "", value: float | None = None) -> None:
+        raise GcodeError(code, msg, self.line.lineno, self.line.column_of(letter, value) if letter else 0)
+
+    def first_of(self, letters: str) -> str:
+        """The first of ``letters`` that stands on the line, in the line's order (e.g. the axis word
+        that makes a line with a modal motion code move)."""
+        return next(L for _, L, _ in word_columns(self.line.text) if L in letters)
 
 
 class Interpreter:
@@ -249,12 +258,13 @@ class Interpreter:
         feed = self.feed
         if "F" in w:
             if not w["F"] > 0:
-                fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:g}: the feed rate must be > 0", "F")
+                fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:.12g}: the feed rate must be > 0", "F")
             feed = w["F"] * units
         if not self._tilt:
             for L in "AB":
                 if L in w:
-                    fail(ErrorCode.ORIENTATION_NOT_SUPPORTED, f"{L}: the {self.spec.name} takes only C (tool roll)", L)
+                    fail(ErrorCode.ORIENTATION_NOT_SUPPORTED, f"{L}{w[L]:.12g}: the {self.spec.name} takes only C "
+                         f"(tool roll)", L)
         nonmodal = g.get("nonmodal")
         motion = g.get("motion", self.motion)
         if motion == 80.0:
@@ -267,9 +277,9 @@ class Interpreter:
         dwell = None
         if nonmodal == 4.0:
             if "P" not in w:
-                fail(ErrorCode.DWELL_TIME_MISSING, "G4 needs P (seconds)", "G")
+                fail(ErrorCode.DWELL_TIME_MISSING, "G4 needs P (seconds)", "G", 4.0)
             if w["P"] < 0:
-                fail(ErrorCode.BAD_DWELL_TIME, f"P{w['P']:g}: a dwell time cannot be negative", "P")
+                fail(ErrorCode.BAD_DWELL_TIME, f"P{w['P']:.12g}: a dwell time cannot be negative", "P")
             if w["P"] > self.machine.max_dwell:
                 fail(ErrorCode.DWELL_TOO_LONG, f"P{w['P']:.12g}: a dwell of {w['P']:.12g} s is longer than "
                      f"the {self.machine.max_dwell:g} s maximum (P is in seconds)", "P")
@@ -277,17 +287,21 @@ class Interpreter:
             allowed.add("P")
         elif nonmodal in (10.0, 28.0, 92.0):
             if "motion" in g and has_axes and g["motion"] != 80.0:
-                fail(ErrorCode.AXIS_COMMAND_CONFLICT, f"G{nonmodal:g} and G{g['motion']:g} both want the axis words",
-                     "G")
+                fail(ErrorCode.AXIS_COMMAND_CONFLICT, f"G{g['motion']:g}: G{nonmodal:g} on this line takes the axis "
+                     f"words; a motion code cannot share them", "G", g["motion"])
             allowed.update(_AXES)
             if nonmodal == 10.0:
                 L, P = w.get("L"), w.get("P")
-                if L not in (2.0, 20.0) or P is None or P != int(P) or not 0 <= P <= 6:
-                    fail(ErrorCode.BAD_G10, f"G10 needs L2 or L20 and P0..P6, got L{'' if L is None else f'{L:g}'} "
-                         f"P{'' if P is None else f'{P:g}'}", "L" if L not in (2.0, 20.0) else "P")
+                if L not in (2.0, 20.0):
+                    fail(ErrorCode.BAD_G10, "G10 needs L2 or L20 (and P0..P6)" if L is None
+                         else f"L{L:.12g}: G10 takes L2 or L20", "G" if L is None else "L", 10.0 if L is None else L)
+                if P is None or P != int(P) or not 0 <= P <= 6:
+                    fail(ErrorCode.BAD_G10, "G10 needs P0..P6 (the coordinate system)" if P is None
+                         else f"P{P:.12g}: G10 takes P0 (active system) to P6", "G" if P is None else "P",
+                         10.0 if P is None else None)
                 allowed.update("LP")
             elif nonmodal == 92.0 and not has_axes:
-                fail(ErrorCode.AXIS_WORDS_MISSING, "G92 needs at least one axis word", "G")
+                fail(ErrorCode.AXIS_WORDS_MISSING, "G92 needs at least one axis word", "G", 92.0)
 
         cs = self.offsets[coord]
         g92 = self.g92
@@ -308,22 +322,26 @@ class Interpreter:
         target = None
         if moving or arc_full:
             if motion is None:
-                fail(ErrorCode.NO_MOTION_MODE, "axis words but no motion mode is active (after G80)",
-                     next(L for L in _AXES if L in w))
+                L = fail.first_of(_AXES)
+                fail(ErrorCode.NO_MOTION_MODE, f"{L}{w[L]:.12g}: axis words but no motion mode is active (after G80)", L)
             allowed.update(_AXES)
             target = target_of() if moving else list(pos)
             self._check_target(target, fail)
             if motion != 0.0 and feed is None:
-                fail(ErrorCode.UNDEFINED_FEED_RATE, f"G{motion:g} without a feed rate: give F (mm/min)", "G")
+                if "motion" in g:
+                    fail(ErrorCode.UNDEFINED_FEED_RATE, f"G{motion:g} without a feed rate: give F (mm/min)", "G", motion)
+                L = fail.first_of("XYZABCIJK")     # the word that makes this line move
+                fail(ErrorCode.UNDEFINED_FEED_RATE, f"{L}{w[L]:.12g}: a G{motion:g} move (modal) without a feed rate: "
+                     f"give F (mm/min)", L)
             if motion in (2.0, 3.0):
                 allowed.update("IJKR")
-                blocks_geom = self._arc_geometry(w, pos, target, plane, motion, units, fail)
+                blocks_geom = self._arc_geometry(g, w, pos, target, plane, motion, units, fail)
         if not allowed.issuperset(w):
             L = next(L for L in w if L not in allowed)
             why = {"I": "I/J/K belong to G2/G3 arcs", "J": "I/J/K belong to G2/G3 arcs",
                    "K": "I/J/K belong to G2/G3 arcs", "R": "R belongs to G2/G3 arcs",
                    "P": "P belongs to G4 or G10", "L": "L belongs to G10"}.get(L, "no command takes it")
-            fail(ErrorCode.UNUSED_WORD, f"{L}{w[L]:g} is not used: {why}", L)
+            fail(ErrorCode.UNUSED_WORD, f"{L}{w[L]:.12g} is not used: {why}", L)
         g28_mid = None
         if nonmodal == 28.0:
             g28_mid = target_of() if has_axes else None
@@ -408,27 +426,28 @@ class Interpreter:
         d_n = max(abs(pos[an] + o[an]), abs(target[an] + o[an]))
         return math.hypot(d_in, d_n)
 
-    def _arc_geometry(self, w, pos, target, plane, motion, units, fail):
+    def _arc_geometry(self, g, w, pos, target, plane, motion, units, fail):
         a0, a1, an = _PLANES[plane]
         in_plane = (_OFFSET_LETTER[a0], _OFFSET_LETTER[a1])
         offs = [L for L in "IJK" if L in w]
         for L in offs:
             if L not in in_plane:
-                fail(ErrorCode.ARC_OFFSET_OUT_OF_PLANE, f"{L} is not an offset of the G{plane:g} plane "
+                fail(ErrorCode.ARC_OFFSET_OUT_OF_PLANE, f"{L}{w[L]:.12g} is not an offset of the G{plane:g} plane "
                      f"(use {in_plane[0]} and {in_plane[1]})", L)
         x = target[a0] - pos[a0]
         y = target[a1] - pos[a1]
         if "R" in w:
             if offs:
-                fail(ErrorCode.ARC_R_AND_OFFSETS, "give either R or I/J/K, not both", "R")
+                fail(ErrorCode.ARC_R_AND_OFFSETS, f"R{w['R']:.12g}: give either R or I/J/K, not both", "R")
             r = w["R"] * units
             d2 = x * x + y * y
             if d2 < 1e-18:
-                fail(ErrorCode.ARC_R_FULL_CIRCLE, "an R arc must end somewhere else than it starts", "R")
+                fail(ErrorCode.ARC_R_FULL_CIRCLE, f"R{w['R']:.12g}: an R arc must end somewhere else than it starts",
+                     "R")
             h2 = 4.0 * r * r - d2
             if h2 < 0:
                 if math.sqrt(d2) - 2 * abs(r) > ARC_ABS_TOL_MM:
-                    fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"R{w['R']:g} is less than half the distance "
+                    fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"R{w['R']:.12g} is less than half the distance "
                          f"({math.sqrt(d2) / 2 / units:g}) between start and end", "R")
                 h2 = 0.0
             h = -math.sqrt(h2) / math.sqrt(d2)
@@ -440,16 +459,21 @@ class Interpreter:
             cj = 0.5 * (y + x * h)
         else:
             if not offs:
-                fail(ErrorCode.ARC_OFFSETS_MISSING, f"G{motion:g} needs {in_plane[0]}/{in_plane[1]} or R", "G")
+                need = f"{in_plane[0]}/{in_plane[1]} or R"
+                if g.get("motion") == motion:
+                    fail(ErrorCode.ARC_OFFSETS_MISSING, f"G{motion:g} needs {need}", "G", motion)
+                L = fail.first_of(_AXES)     # a modal arc: the word that makes this line move
+                fail(ErrorCode.ARC_OFFSETS_MISSING, f"{L}{w[L]:.12g}: a G{motion:g} arc (modal) needs {need}", L)
             ci = w.get(in_plane[0], 0.0) * units
             cj = w.get(in_plane[1], 0.0) * units
         r0 = math.hypot(ci, cj)
         if r0 < 1e-9:
-            fail(ErrorCode.ARC_RADIUS_TOO_SMALL, "the arc radius is zero", offs[0] if offs else "R")
+            L = offs[0] if offs else "R"
+            fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"{L}{w[L]:.12g}: the arc radius is zero", L)
         ex, ey = x - ci, y - cj
         r1 = math.hypot(ex, ey)
         if "R" not in w and abs(r1 - r0) > ARC_ABS_TOL_MM and abs(r1 - r0) > ARC_REL_TOL * r0:
-            fail(ErrorCode.ARC_RADIUS_MISMATCH, f"the end point is {abs(r1 - r0) / units:.4g} from the circle "
+            fail(ErrorCode.ARC_RADIUS_MISMATCH, f"{offs[0]}{w[offs[0]]:.12g}: the end point is {abs(r1 - r0) / units:.4g} from the circle "
                  f"(radius {r0 / units:.4g} at the start, {r1 / units:.4g} at the end)", offs[0])
         # sweep: from the start vector (-ci, -cj) to the end vector (ex, ey)
         sx, sy = -ci, -cj
@@ -463,7 +487,8 @@ class Interpreter:
             r1 = r0
         reach = self._arc_reach(pos, target, (a0, a1, an), ci, cj, ang, max(r0, r1))
         if not reach <= MAX_TARGET_DISTANCE * 1000.0:
-            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"the arc (radius {max(r0, r1) / units:.6g}) reaches {reach / 1000:.6g} m "
+            L = offs[0] if offs else "R"
+            fail(ErrorCode.TARGET_OUT_OF_RANGE, f"{L}{w[L]:.12g}: the arc (radius {max(r0, r1) / units:.6g}) reaches {reach / 1000:.6g} m "
                  f"from the robot base (at most {MAX_TARGET_DISTANCE:g} m): check the "
                  + ("radius R" if "R" in w else "centre offsets " + "/".join(in_plane)), offs[0] if offs else "R")
         return (a0, a1, an), ci, cj, ang, r0, r1

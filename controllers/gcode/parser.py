@@ -103,11 +103,12 @@ class ParsedLine(NamedTuple):
     words: dict
     text: str
 
-    def column_of(self, letter: str) -> int:
-        """1-based column of the first word with ``letter`` (0 if absent)."""
-        for mt in _TOKEN.finditer(self.text):
-            if mt.group(1) and mt.group(1).upper() == letter:
-                return mt.start(1) + 1
+    def column_of(self, letter: str, value: float | None = None) -> int:
+        """1-based column of the first word with ``letter`` (and, if given, the value ``value``,
+        e.g. the G1 of ``G21 G1 X10``); 0 if there is none."""
+        for col, L, num in word_columns(self.text):
+            if L == letter and (value is None or float(num) == value):
+                return col
         return 0
 
     def format(self) -> str:
@@ -508,6 +509,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
     g: dict = {}
     words: dict = {}
     first = True
+    wordno = 0           # words of the current line so far (the one at fault is located by its index)
     fault = None
     new = tuple.__new__
     PL = ParsedLine
@@ -515,6 +517,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
         if letter:
             if skip:
                 continue
+            wordno += 1
             L = up[letter]
             v = float(num)  # the token pattern admits only digits, one point and a sign
             if not lo <= v <= hi:  # also catches inf from over-long digit strings
@@ -548,7 +551,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 fault = (ErrorCode.UNSUPPORTED_WORD, L, num)
             first = False
             if fault is not None:
-                faults.append(_locate(raw[lineno - first_lineno], lineno, *fault))
+                faults.append(_locate(raw[lineno - first_lineno], lineno, *fault, wordno))
                 fault = None
                 skip = True
         elif other == "\n":
@@ -559,6 +562,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 g = {}
                 words = {}
                 first = True
+                wordno = 0
             if len(faults) >= max_faults:
                 return out, faults, len(raw), lineno - first_lineno + 1 < len(raw)
             lineno += 1
@@ -577,46 +581,31 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
 
 # ----- fault location (slow path, faulty lines only) -------------------------------------
 
-def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str) -> Fault:
-    """The fault ``code`` for the first word with ``letter`` at fault on the line ``text``."""
-    seen: set[str] = set()
-    first = True
-    col = 0
-    for mt in _TOKEN.finditer(text):
-        L = mt.group(1)
-        if not L:
-            continue
-        L = L.upper()
-        c = mt.start(1) + 1
-        s = mt.group(2)
-        v = float(s)
-        if code is ErrorCode.NUMBER_OUT_OF_RANGE:
-            if not -MAX_ABS_VALUE <= v <= MAX_ABS_VALUE:
-                col = c
-                break
-        elif code is ErrorCode.REPEATED_WORD or code is ErrorCode.MODAL_GROUP_VIOLATION:
-            key = (G_CODES.get(v) if L == "G" else "stop") if L in "GM" else L
-            if L == letter and key in seen:
-                col = c
-                break
-            seen.add(key)
-        elif L == letter and (code is not ErrorCode.BAD_LINE_NUMBER or not first or s == num):
-            if s == num or code is ErrorCode.BAD_LINE_NUMBER:
-                col = c
-                break
-        first = False
+def word_columns(text: str) -> list[tuple[int, str, str]]:
+    """(1-based column, upper-case letter, number text) of every word of a line, in order."""
+    return [(mt.start(1) + 1, mt.group(1).upper(), mt.group(2)) for mt in _TOKEN.finditer(text) if mt.group(1)]
+
+
+def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str, wordno: int) -> Fault:
+    """The fault ``code`` of the ``wordno``-th word (1-based; ``letter`` ``num``) of the line ``text``.
+
+    Every message starts with the word at fault as written (e.g. ``N1: …``), and the column is
+    that word's, so the two always agree.
+    """
+    words = word_columns(text)
+    col = words[wordno - 1][0] if 0 < wordno <= len(words) else 0
     word = f"{letter}{num}"
     if code is ErrorCode.NUMBER_OUT_OF_RANGE:
-        msg = f"the value of {letter} is beyond ±{MAX_ABS_VALUE:g}"
+        msg = f"{word}: the value is beyond ±{MAX_ABS_VALUE:,.0f}"
     elif code in (ErrorCode.UNSUPPORTED_G_CODE, ErrorCode.UNSUPPORTED_M_CODE):
         msg = f"{word} is not supported"
     elif code is ErrorCode.REPEATED_WORD:
-        msg = f"{letter} appears twice"
+        msg = f"{word}: {letter} appears twice on this line"
     elif code is ErrorCode.MODAL_GROUP_VIOLATION:
         grp = G_CODES.get(float(num)) if letter == "G" else "stop"
         msg = f"{word} is a second code of the {grp} group on this line"
     elif code is ErrorCode.BAD_LINE_NUMBER:
-        msg = (f"{word}: the N word must come first" if col != _first_word_col(text)
+        msg = (f"{word}: the N word must come first" if wordno > 1
                else f"{word}: a line number is a whole number 0..{MAX_LINE_NUMBER}")
     else:  # UNSUPPORTED_WORD
         i = col - 1
@@ -626,15 +615,8 @@ def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str) -> F
                 j -= 1
             return Fault(ErrorCode.EXPONENT_NOT_ALLOWED, lineno, col,
                          f"{text[j:i] + text[i] + num!r}: exponents are not G-code")
-        msg = f"{letter} words are not supported"
+        msg = f"{word}: {letter} words are not supported"
     return Fault(code, lineno, col, msg)
-
-
-def _first_word_col(text: str) -> int:
-    for mt in _TOKEN.finditer(text):
-        if mt.group(1):
-            return mt.start(1) + 1
-    return 0
 
 
 def _diagnose(text: str, lineno: int) -> Fault | None:
