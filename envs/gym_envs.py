@@ -423,15 +423,18 @@ class TrackEnv(ArmEnv):
     segments (``path="random"`` picks one), 4–9 cm in size, in a horizontal or vertical
     plane around a random reachable point, timed over ``duration`` s with a minimum-jerk
     profile (it starts and ends at rest), the tool orientation held from home. With
-    ``program="examples/irb120_circle.ngc"`` the path is that G-code program as armtwin's
-    planner times it (same path every episode; the episode lasts the program time), and
-    ``path_factory`` (a callable ``rng -> TimedPath``) takes any other source. The path is solved by
-    armtwin's IK along its length (branch continuity) and the robot starts at rest on its
-    first point.
+    ``program="examples/irb120_circle.ngc"`` the path is that G-code program compiled as
+    ``armtwin run`` compiles it (:func:`~armtwin.controllers.gcode.compile_program`: preflight,
+    then the joints at every control step; same path every episode; the episode lasts the
+    program time; a program that cannot run is a ValueError naming its first fault), and
+    ``path_factory`` (a callable ``rng -> TimedPath``) takes any other source. A path without
+    joints is solved by armtwin's IK along its length (branch continuity); the robot starts at
+    rest on its first point.
 
     By default the action is a *residual* on the path: the reference of control step k is
-    the path pose at (k + 1)·dt and its IK joints, and the action adds to it — zero action
-    is the G-code runner's plain feed-forward command. The policy learns the correction the
+    the path pose at (k + 1)·dt and its IK joints, and the action adds to it — with a
+    ``program``, the reference joints are exactly the runner's commands, so a zero action is
+    the G-code runner's plain feed-forward command. The policy learns the correction the
     joint model (e.g. ``hinge`` or ``articulation`` drive lag) needs. Every action goes
     through :meth:`SimRobot.command` and :meth:`World.step`.
 

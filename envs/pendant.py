@@ -177,30 +177,6 @@ def _checked_step(step, what: str) -> float:
     return step
 
 
-def _axis_angle_matrix(axis: np.ndarray, angle: float) -> np.ndarray:
-    axis = np.asarray(axis, float)
-    n = np.linalg.norm(axis)
-    if n < 1e-12 or abs(angle) < 1e-15:
-        return np.eye(3)
-    k = axis / n
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + math.sin(angle) * K + (1 - math.cos(angle)) * K @ K
-
-
-def _rotation_log(R: np.ndarray) -> tuple[np.ndarray, float]:
-    c = np.clip((np.trace(R) - 1) / 2, -1.0, 1.0)
-    angle = math.acos(c)
-    if angle < 1e-9:
-        return np.array([0.0, 0.0, 1.0]), 0.0
-    if abs(math.pi - angle) < 1e-6:
-        d = np.sqrt(np.maximum((np.diag(R) + 1) / 2, 0))
-        i = int(np.argmax(d))
-        axis = (R[:, i] + np.eye(3)[:, i]) / 2
-        return axis / np.linalg.norm(axis), angle
-    axis = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]]) / (2 * math.sin(angle))
-    return axis, angle
-
-
 def gcode_for_points(spec: RobotSpec, poses: list[np.ndarray], *, feed_mm_min: float = 3000.0,
                      origin_m=None, title: str = "") -> str:
     """G-code (RS-274/NGC, as armtwin's interpreter reads it) visiting taught flange poses.
@@ -592,16 +568,14 @@ class PendantCore:
         return sorted(d.glob("*.ngc"), key=lambda p: (not p.name.startswith(own), p.name))
 
     def run_program(self, text: str, name: str = "program") -> str:
-        """Plan a G-code program from the current joints and queue it; returns a status line.
+        """Compile a G-code program and queue it; returns a status line.
 
-        The program is interpreted (armtwin's G-code interpreter), sampled along its moves at
-        the programmed feed (rapids at the machine's rapid speed) every control step, solved
-        with IK along the path (branch continuity), and then commanded sample by sample by
-        :meth:`tick`. Faults and unreachable samples stop it before anything moves.
+        The program is compiled as ``armtwin run`` compiles it
+        (:func:`~armtwin.controllers.gcode.compile_program`: preflight, then the joints at every
+        control step of this pendant), led in from where the robot stands, and then commanded
+        sample by sample by :meth:`tick`. Faults stop it before anything moves.
         """
-        plan = self._plan_with_runner(text)
-        if plan is None:  # the G-code runner is not available: armtwin's interpreter + IK here
-            plan = self._plan_program(text)
+        plan = self.plan_program(text)
         if isinstance(plan, str):
             return plan
         with self.lock:
@@ -617,27 +591,23 @@ class PendantCore:
             self.robot.command(self.q_target)
             self.version += 1
 
-    def _plan_with_runner(self, text: str):
-        """Samples from the G-code runner (preflight + control trajectory), led in from where the robot stands.
-
-        Returns None when the runner modules are not available, a status string when the
-        program is refused, else the list of (q, qd, line) samples.
-        """
+    def plan_program(self, text: str) -> str | list[tuple[np.ndarray, np.ndarray, int]]:
+        """The (q, qd, line) samples :meth:`run_program` queues: a joint move from where the robot
+        stands to the program's start, then the program's control trajectory at this pendant's
+        control step (the joints ``armtwin run`` commands); or a status line naming the first
+        fault when the program cannot run."""
+        from ..controllers.gcode import ControlTrajectoryError, compile_program
         try:
-            from ..controllers.gcode.config import machine_for
-            from ..controllers.gcode.preflight import preflight
-            from .runner import control_trajectory
-        except ImportError:
-            return None
-        rep = preflight(text, self.spec, machine_for(self.spec))
-        if not rep.clean():
-            return f"not run: {rep.errors()[0]}"[:240]
-        if rep.plan is None or rep.samples is None:
-            return "not run: the program has no moves"
-        ps, q, qd = control_trajectory(rep, self.spec, self.config.dt)
+            program = compile_program(text, self.spec, period=self.config.dt)
+            if program.trajectory is None:
+                return f"not run: {program.refusal}"[:240]
+            ps, q, qd = program.trajectory.arrays()
+        except (ControlTrajectoryError, ValueError) as exc:    # ValueError: too long to hold as arrays
+            return f"not run: {exc}"[:240]
         with self.lock:
             q_now = self.q_target.copy()
-        lead = self._joint_move(q_now, np.asarray(rep.program.q_start, float), int(ps.line[0]) if len(ps) else 0)
+        lead = self._joint_move(q_now, np.asarray(program.report.program.q_start, float),
+                                int(ps.line[0]) if len(ps) else 0)
         return lead + [(q[k], qd[k], int(ps.line[k])) for k in range(len(q))]
 
     def _joint_move(self, q0: np.ndarray, q1: np.ndarray, line: int) -> list:
@@ -652,76 +622,6 @@ class PendantCore:
         s = 0.5 - 0.5 * np.cos(np.pi * u)
         sd = 0.5 * np.pi * np.sin(np.pi * u) / T
         return [(q0 + dq * s[k], dq * sd[k], line) for k in range(n)]
-
-    def _plan_program(self, text: str):
-        from ..controllers.gcode.config import machine_for
-        from ..controllers.gcode.interpreter import (
-            Dwell,
-            Motion,
-            MotionKind,
-            Stop,
-            StopKind,
-            load_program,
-        )
-        from ..controllers.ik import solve_path
-        with self.lock:
-            q0 = self.q_target.copy()
-        machine = machine_for(self.spec)
-        prog = load_program(text, self.spec, machine, q_start=q0)
-        if prog.faults:
-            f = prog.faults[0]
-            return f"not run: {getattr(f, 'message', f)}"[:200] if not hasattr(f, "line") else f"not run: line {f.line}: {getattr(f, 'message', f)}"[:200]
-        dt = self.config.dt
-        poses, lines, holds = [], [], []
-        T_cur = fk(self._chain, q0)
-        for b in prog.blocks:
-            if isinstance(b, Motion):
-                speed = b.feed if b.feed > 0 else machine.rapid_speed
-                if b.kind is MotionKind.ARC and b.centre is not None:
-                    a0, a1, nrm = b.plane
-                    r0 = b.start - b.centre
-                    ang0 = math.atan2(r0[a1], r0[a0])
-                    length = abs(b.sweep) * max(b.radius_start, b.radius_end) + abs(b.end[nrm] - b.start[nrm])
-                else:
-                    length = float(np.linalg.norm(b.end - b.start))
-                axis, ang = _rotation_log(b.rot_start.T @ b.rot_end)
-                length = max(length, ang * machine.rotation_scale)
-                n = max(int(math.ceil(length / max(speed, 1e-6) / dt)), 1)
-                for k in range(1, n + 1):
-                    s = k / n
-                    s = 0.5 - 0.5 * math.cos(math.pi * s) if n > 1 else 1.0
-                    if b.kind is MotionKind.ARC and b.centre is not None:
-                        rad = b.radius_start + (b.radius_end - b.radius_start) * s
-                        th = ang0 + b.sweep * s
-                        p = b.centre.copy()
-                        p[a0] = b.centre[a0] + rad * math.cos(th)
-                        p[a1] = b.centre[a1] + rad * math.sin(th)
-                        p[nrm] = b.start[nrm] + (b.end[nrm] - b.start[nrm]) * s
-                    else:
-                        p = b.start + (b.end - b.start) * s
-                    R = b.rot_start @ _axis_angle_matrix(axis, ang * s)
-                    T_cur = transform(R, p)
-                    poses.append(T_cur)
-                    lines.append(b.line)
-                    holds.append(1)
-            elif isinstance(b, Dwell):
-                poses.append(T_cur)
-                lines.append(b.line)
-                holds.append(max(int(round(b.seconds / dt)), 1))
-            elif isinstance(b, Stop) and b.kind is StopKind.END:
-                break
-        if not poses:
-            return "not run: the program has no moves"
-        r = solve_path(self.spec, np.array(poses), q0)
-        if r.first_failure is not None or not np.all(r.ok):
-            k = r.first_failure if r.first_failure is not None else int(np.argmin(r.ok))
-            return f"not run: line {lines[k]}: {r.reason or 'unreachable'}"[:200]
-        qd = np.gradient(r.q, dt, axis=0) if len(r.q) > 1 else np.zeros_like(r.q)
-        out = []
-        for q, v, line, h in zip(r.q, qd, lines, holds):
-            out.append((q, v, line))
-            out.extend((q, np.zeros_like(q), line) for _ in range(h - 1))
-        return out
 
 
 class Pendant:

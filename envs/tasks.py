@@ -294,12 +294,15 @@ class TimedPath:
         p: (N, 3) tool positions, m, reporting base frame.
         rotation: (3, 3) tool orientation held along the path, or (N, 3, 3) one per sample.
         name: what it is ("circle", "lemniscate", "segments", a program file …).
+        q: (N, n) joints at the samples, rad / m, when the path comes with them (a compiled
+            G-code program: the joints ``armtwin run`` commands); None: :class:`Track` solves IK.
     """
 
     t: np.ndarray
     p: np.ndarray
     rotation: np.ndarray
     name: str = "path"
+    q: np.ndarray | None = None
 
     @property
     def duration(self) -> float:
@@ -359,27 +362,27 @@ def program_text(program: str) -> str:
 
 
 def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> TimedPath:
-    """The timed tool path of a G-code program (file name or text) as armtwin's planner times it.
+    """The timed tool path of a G-code program (file name or text), with its joints, as ``armtwin run`` has them.
 
-    Uses :mod:`armtwin.controllers.gcode` (parser, interpreter, planner) with the robot's
-    default machine configuration (work origin ``origin_mm`` (3,) mm if given), sampled
-    every ``dt`` s. A program with faults raises ValueError naming the first one.
+    Compiled by :func:`armtwin.controllers.gcode.compile_program` with the robot's default
+    machine configuration (work origin ``origin_mm`` (3,) mm if given) at the control period
+    ``dt`` s: the preflight (IK along the path, limits) and the control trajectory, so the
+    path's samples and joints are those the runner commands every ``dt`` (sample k at k·dt, and
+    one at the end). A program that cannot run raises ValueError naming its first fault.
     """
     from pathlib import Path
 
-    from ..controllers.gcode import load_program, machine_for
-    from ..controllers.gcode.planner import plan
+    from ..controllers.gcode import compile_program, machine_for
 
     text = program_text(program)
     machine = machine_for(spec, origin_mm) if origin_mm is not None else machine_for(spec)
-    prog = load_program(text, spec, machine)
-    if not prog.ok:
-        f = prog.faults[0]
-        raise ValueError(f"G-code program {program if len(program) < 80 else '(text)'}: {f}")
-    samples = plan(prog.blocks, machine).sample_every(dt)
+    compiled = compile_program(text, spec, machine, period=dt)
+    if compiled.trajectory is None:
+        raise ValueError(f"G-code program {program if len(program) < 80 else '(text)'}: {compiled.refusal}")
+    samples, q, _ = compiled.trajectory.arrays()
     name = Path(program).name if len(program) < 260 and "\n" not in program else "gcode"
     return TimedPath(np.asarray(samples.t, float), np.asarray(samples.position, float),
-                     np.asarray(samples.rotation, float), name)
+                     np.asarray(samples.rotation, float), name, q)
 
 
 PATH_SHAPES = ("circle", "lemniscate", "segments")
@@ -480,6 +483,8 @@ class Track(Task):
         given = options.get("path")
         for _ in range(self._tries if given is None else 1):
             path = given if given is not None else self._factory(rng)
+            if path.q is not None:     # a compiled program: its own samples and joints (the runner's)
+                return self._use_joints(path)
             n = max(1, int(np.ceil(path.duration / self.dt - 1e-9)))  # the last step ends at (or after) the end
             T = path.poses(np.arange(n + 1) * self.dt)
             q0 = self._start(T[0])
@@ -490,6 +495,18 @@ class Track(Task):
                 self.path, self._T, self._Q, self._P = path, T, Q, T[:, :3, 3].copy()
                 return Q[0].copy()
         raise RuntimeError(f"{self.spec.name}: no path reachable all along was found in {self._tries} tries")
+
+    def _use_joints(self, path: TimedPath) -> np.ndarray:
+        """Take a path that comes with its joints: its samples must be this task's control steps."""
+        q = np.asarray(path.q, dtype=float)
+        steps = np.diff(path.t)
+        if (q.shape != (len(path.t), self.spec.dof) or len(path.t) < 2
+                or not np.allclose(steps[:-1], self.dt, rtol=0, atol=1e-9) or not 0 < steps[-1] <= self.dt + 1e-9):
+            raise ValueError(f"a path with joints must be sampled every control step ({self.dt:g} s) with "
+                             f"(N, {self.spec.dof}) joints")
+        T = path.poses(path.t)
+        self.path, self._T, self._Q, self._P = path, T, q, T[:, :3, 3].copy()
+        return q[0].copy()
 
     def _index(self, k: int) -> int:
         return min(k, len(self._P) - 1)

@@ -69,7 +69,14 @@ def load(args: argparse.Namespace):
         machine = machine_for(spec, args.origin)
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
-    path = Path(args.program)
+    return spec, machine, read_program(args.program)
+
+
+def read_program(program: str) -> bytes:
+    """The bytes of a program file (the parser names non-ASCII bytes as they are); CliError
+    (exit 2) for a file that is missing, not a regular file, unreadable or over
+    :data:`MAX_PROGRAM_BYTES`."""
+    path = Path(program)
     check_program_file(path)
     try:
         with open(path, "rb") as fh:
@@ -78,7 +85,7 @@ def load(args: argparse.Namespace):
         raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(data) > MAX_PROGRAM_BYTES:
         raise CliError(f"{path}: more than {MAX_PROGRAM_BYTES / 1e6:.0f} MB is too large for a G-code program")
-    return spec, machine, data
+    return data
 
 
 def check_program_file(path: Path) -> None:

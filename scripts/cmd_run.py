@@ -166,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, signals: _StopSignals) -> int:
-    from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
+    from ..controllers.gcode import ControlTrajectoryError
+    from ..controllers.gcode.compile import compile_report
+    from ..envs.runner import RunConfig, run_program
     from ..envs.sim import JointMode
     check_outputs(args.program, {"--log": args.log, "--video": args.video})     # first: the gravest mistake
     for opt, path, suffixes in (("--log", args.log, LOG_SUFFIXES), ("--video", args.video, VIDEO_SUFFIXES)):
@@ -192,14 +194,16 @@ def _run(args: argparse.Namespace, signals: _StopSignals) -> int:
         cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
-    signals.running = True      # from here a signal ends the run after the row being written
     try:
-        res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
-                          source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
+        program = compile_report(rep, spec, machine.control_period)
     except ControlTrajectoryError as exc:
         print(f"{args.program}:{exc}; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
+    progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
+    signals.running = True      # from here a signal ends the run after the row being written
+    try:
+        res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
+                          source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:

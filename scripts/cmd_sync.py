@@ -3,9 +3,9 @@
     armtwin sync --port PORT --robot R --joints 1,2 --direction virtual-to-real|real-to-virtual
                  [--program P] [--seconds S] [--samples N] --log twin.csv
 
-virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file: preflight,
-then the runner's control samples from :func:`armtwin.envs.runner.control_trajectory`; the
-run lasts the program plus a 1 s hold unless ``--seconds`` or ``--samples`` is given) or else by a built-in
+virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file compiled as
+``armtwin run`` compiles it, :func:`armtwin.controllers.gcode.compile_program`; a program that
+cannot run exits 1, as in ``run`` and ``check``; the run lasts the program plus a 1 s hold unless ``--seconds`` or ``--samples`` is given) or else by a built-in
 smooth joint motion (:func:`armtwin.envs.rig.smooth_motion`: the first joint to ±30°, the second to
 ∓18° around home, less where a range is smaller; 1.5 s moves, 1 s holds; the start message says
 which) — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints
@@ -134,30 +134,23 @@ def _check_power_test(args, seconds: float | None) -> None:
 
 
 def _program_source(path: str, spec, period: float):
-    """q(t) (rad, all joints) of a G-code program: preflight, then the runner's control samples.
+    """q(t) (rad, all joints) of a G-code program, compiled as ``armtwin run`` compiles it
+    (:func:`armtwin.controllers.gcode.compile_program`: preflight, then the control trajectory).
 
-    Returns (q(t), program duration in s). The last pose is held after the end.
+    Returns (q(t), program duration in s). The last pose is held after the end. A program that
+    cannot run is a CliError with exit code 1, as ``armtwin run`` and ``armtwin check`` give.
     """
+    from ..controllers.gcode import ControlTrajectoryError, compile_program
+    from .cmd_check import EXIT_FAULTY, read_program
+    data = read_program(path)
     try:
-        from ..controllers.gcode.preflight import preflight
-        from ..envs.runner import ControlTrajectory
-    except ImportError as exc:
-        raise CliError(f"--program needs the G-code runner (armtwin.envs.runner): {exc}") from None
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as exc:
-        raise CliError(f"cannot read program {path}: {exc.strerror or exc}") from None
-    rep = preflight(text, spec)
-    errors = rep.errors()
-    if errors:
-        raise CliError(f"{path}:{errors[0]} (the preflight found {len(errors)} error(s); see `armtwin check`)")
-    if rep.plan is None or rep.q is None:
-        raise CliError(f"{path}: the program has no motion")
+        program = compile_program(data, spec, period=period)
+    except ControlTrajectoryError as exc:
+        raise CliError(f"{path}:{exc}", EXIT_FAULTY) from None
+    if program.trajectory is None:
+        raise CliError(f"{path}: {program.refusal}", EXIT_FAULTY)
     # streamed in chunks: a long program (or dwell) never needs memory in proportion to its time
-    traj = ControlTrajectory(rep, spec, period)
-    traj.check()
-    return traj.q_at, float(traj.duration)
+    return program.trajectory.q_at, float(program.trajectory.duration)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from armtwin import robots
+from armtwin.controllers.gcode.compile import compile_report
 from armtwin.controllers.gcode.preflight import preflight
 from armtwin.controllers.kinematics import chain_of, fk, fk_batch
 from armtwin.envs.runner import RunConfig, log_columns, run_program
@@ -84,7 +85,7 @@ def test_kinematic_run_reproduces_the_path(robot, tmp_path):
     rep = preflight(PATH_PROGRAM, spec)
     assert rep.clean()
     log = tmp_path / "run.csv"
-    res = run_program(rep, spec, RunConfig(), log_path=str(log))
+    res = run_program(compile_report(rep, spec), spec, RunConfig(), log_path=str(log))
     assert res.stable and res.max_error_mm < 0.01
     assert res.program_time == pytest.approx(rep.duration, abs=1e-9)
     assert res.lines_executed == 6
@@ -130,7 +131,7 @@ def test_run_cli_smoke_scara_with_video(tmp_path, capsys):
 
 
 def test_work_points_are_the_feed_moves():
-    from armtwin.envs.runner import ControlTrajectory
+    from armtwin.controllers.gcode import ControlTrajectory
     spec = robots.get("irb120")
     traj = ControlTrajectory(preflight("G21 G90 G0 X-30 Y0 Z30\nG1 Z0 F600\nG1 X10 Y5\nG0 Z30\n", spec), spec)
     o = np.asarray(spec.workcell.origin)
@@ -196,7 +197,7 @@ def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
     whose every sample solves on the preflight's branch (nothing filled in), reaches the
     commanded pose, stays in range and moves continuously."""
     from armtwin.controllers.ik import branch_of
-    from armtwin.envs.runner import control_trajectory
+    from armtwin.controllers.gcode import ControlTrajectory
     spec = robots.get(robot)
     chain = chain_of(spec)
     checked = 0
@@ -204,7 +205,7 @@ def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
         rep = preflight(path.read_text(), spec)
         if not rep.clean():
             continue
-        ps, q, _ = control_trajectory(rep, spec, rep.machine.control_period)
+        ps, q, _ = ControlTrajectory(rep, spec).arrays()
         assert np.isfinite(q).all() and spec.within_limits(q).all()
         every = slice(None, None, 7)
         T = fk_batch(chain, q[every])
@@ -220,18 +221,18 @@ def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
 def test_control_trajectory_reports_a_sample_off_the_branch():
     from dataclasses import replace
 
-    from armtwin.envs.runner import ControlTrajectoryError, control_trajectory
+    from armtwin.controllers.gcode import ControlTrajectory, ControlTrajectoryError
     spec = robots.get("irb120")
     rep = preflight(PATH_PROGRAM, spec)
     q = rep.q.copy()
     bad = rep.samples.line == 4
     q[bad, 0] += 0.6          # pretend the checked path were 34° away on line 4: no solution is near it
     with pytest.raises(ControlTrajectoryError, match=r"^line 4: .*branch") as exc:
-        control_trajectory(replace(rep, q=q), spec, rep.machine.control_period)
+        ControlTrajectory(replace(rep, q=q), spec).arrays()
     assert exc.value.line == 4 and exc.value.count > 0
     q[:] = np.nan
     with pytest.raises(ValueError, match="joint path"):
-        control_trajectory(replace(rep, q=q), spec, rep.machine.control_period)
+        ControlTrajectory(replace(rep, q=q), spec)
 
 
 # ----- audit: --origin out of bounds, orientation-only moves, huge arcs, the fault cap -----------

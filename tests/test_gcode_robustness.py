@@ -13,9 +13,10 @@ import pytest
 
 from armtwin import robots
 from armtwin.controllers.gcode import ErrorCode, machine_for
+from armtwin.controllers.gcode.compile import compile_report
 from armtwin.controllers.gcode.preflight import preflight
-from armtwin.envs.runner import (CHUNK_SAMPLES, ControlTrajectory, HoldPiece, MotionPiece, RunConfig,
-                                 control_trajectory, run_program)
+from armtwin.controllers.gcode.trajectory import CHUNK_SAMPLES, ControlTrajectory, HoldPiece, MotionPiece
+from armtwin.envs.runner import RunConfig, run_program
 from armtwin.scripts import cmd_check
 from armtwin.scripts.cli import main
 
@@ -79,7 +80,7 @@ def test_control_trajectory_arrays_are_bounded():
     rep = preflight("G21 G90\nG1 X0 Y0 Z0 F600\nG4 P3600\nG4 P3600\nG1 X10\n", IRB)
     assert rep.clean()
     with pytest.raises(ValueError, match="control samples"):
-        control_trajectory(rep, IRB, rep.machine.control_period)   # 1.8 M samples: refused before allocating
+        ControlTrajectory(rep, IRB).arrays()   # 1.8 M samples: refused before allocating
     short = preflight("G21 G90\nG1 X0 Y0 Z0 F600\nG4 P0.5\nG1 X10\n", IRB)
     with pytest.raises(ValueError, match="more than the 100"):
         ControlTrajectory(short, IRB).arrays(max_samples=100)
@@ -88,7 +89,7 @@ def test_control_trajectory_arrays_are_bounded():
 def test_lazy_samples_match_the_arrays_and_dwell_rows_hold(tmp_path):
     prog = "G21 G90 G0 X-10 Y0 Z5\nG1 Z0 F1500\nG2 X10 Y0 R10 F3000\nG1 Y10\nG4 P0.2\nG0 Z5\n"
     rep = preflight(prog, IRB)
-    ps, q, qd = control_trajectory(rep, IRB, rep.machine.control_period)
+    ps, q, qd = ControlTrajectory(rep, IRB).arrays()
     small = ControlTrajectory(rep, IRB, chunk=97)                  # many chunks: same samples, same velocities
     parts = list(small)
     qq = np.concatenate([np.repeat(p.q[None], len(p), 0) if isinstance(p, HoldPiece) else p.q for p in parts])
@@ -99,7 +100,7 @@ def test_lazy_samples_match_the_arrays_and_dwell_rows_hold(tmp_path):
         ref = [np.interp(t, ps.t, q[:, j]) for j in range(IRB.dof)]
         np.testing.assert_allclose(small.q_at(t), ref, atol=1e-12)
     log = tmp_path / "run.csv"
-    res = run_program(rep, IRB, RunConfig(), log_path=str(log))
+    res = run_program(compile_report(rep, IRB), IRB, RunConfig(), log_path=str(log))
     rows = np.array(list(csv.reader(log.open()))[1:], dtype=float)
     dwell = rows[rows[:, 1] == 5]
     assert len(dwell) >= 0.2 / rep.machine.control_period - 2 and res.samples == len(rows)

@@ -143,9 +143,9 @@ def test_stop_before_the_run_writes_nothing_and_a_set_stop_mid_run_keeps_the_row
     """The library seam: ``run_program(stop=…)`` ends after the row being written."""
     import threading
 
-    from armtwin.controllers.gcode.preflight import preflight
-    from armtwin.envs.runner import ControlTrajectory, RunConfig, run_program
-    rep = preflight(_program(tmp_path / "p.ngc").read_text(), IRB)
+    from armtwin.controllers.gcode import compile_program
+    from armtwin.envs.runner import RunConfig, run_program
+    rep = compile_program(_program(tmp_path / "p.ngc").read_text(), IRB)
     stop = threading.Event()
     stop.set()
     res = run_program(rep, IRB, RunConfig(), log_path=str(tmp_path / "a.csv"), stop=stop)
@@ -153,7 +153,7 @@ def test_stop_before_the_run_writes_nothing_and_a_set_stop_mid_run_keeps_the_row
     stop = threading.Event()
     seen = []
     log = tmp_path / "b.csv"
-    K = ControlTrajectory(rep, IRB).count
+    K = rep.trajectory.count
 
     def progress(f):
         # progress(k / K) comes right after row k is written: that row is on disk already, whole

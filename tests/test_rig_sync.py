@@ -359,7 +359,8 @@ def test_cli_sync_runs_a_gcode_program(emu, tmp_path, capsys):
     bad = tmp_path / "bad.ngc"
     bad.write_text("G21 G90\nG1 X5000 F600\n")  # 5 m away: beyond the IRB120's reach
     capsys.readouterr()
-    assert main(["sync", "--port", emu.device, "--robot", "irb120", "--program", str(bad), "--log", log]) == 2
+    # a program that cannot run exits 1, as in `armtwin run` and `armtwin check` (issue 15.23)
+    assert main(["sync", "--port", emu.device, "--robot", "irb120", "--program", str(bad), "--log", log]) == 1
     err = capsys.readouterr().err
     assert "bad.ngc" in err and err.count("\n") == 1
 
