@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from armtwin import robots
-from armtwin.controllers.gcode import (Dwell, MotionKind, Stop, StopKind, interpret, load_program, machine_for,
+from armtwin.controllers.gcode import (Dwell, ErrorCode, MotionKind, Stop, StopKind, interpret, load_program, machine_for,
                                       parse_program)
 from armtwin.controllers.gcode.interpreter import abc_of, orientation_matrix
 
@@ -201,16 +201,15 @@ def test_origin_must_be_finite_and_within_10_m_of_the_base():
 
 
 def test_target_distance_never_overflows():
-    from armtwin.controllers.gcode import GcodeError
+    from armtwin.controllers.gcode import GcodeError, parse_line
     from armtwin.controllers.gcode.interpreter import Interpreter
+    from armtwin.controllers.gcode.rules import _check_reach, Fail
     it = Interpreter(IRB, M)
-
-    def fail(code, msg, letter=""):
-        raise GcodeError(code, msg, 1, 0)
-
+    fail = Fail(parse_line("G0 X1"))
+    fail.allowed = (ErrorCode.TARGET_OUT_OF_RANGE,)
     for t in ([1e200, 0, 0], [1e308, 1e308, 1e308], [math.inf, 0, 0], [math.nan, 0, 0]):
         with pytest.raises(GcodeError) as e:
-            it._check_target(t, fail)
+            _check_reach(t, it.context, fail)
         assert e.value.code == 36
     # offsets add up without bound in the program, the check still faults cleanly
     prog = load_program("G10 L2 P1 X1000000\nG10 L2 P2 X-1000000\nG54 G0 X1000000\nG55 G0 X-1000000\n", IRB, M)

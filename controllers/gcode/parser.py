@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Iterable, Iterator, NamedTuple
 
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
+from .modal import G_CODES, M_CODES
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
            "count_lines", "split_lines", "normalise_line_ends", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
@@ -51,19 +52,6 @@ MAX_LINE_NUMBER = 99999
 #: the parser's memory then does not grow with the file (the parsed lines of one piece at a time)
 CHUNK_BYTES = 1 << 18
 
-# G-code value -> modal group name (RS-274/NGC groups; "nonmodal" is group 0).
-G_CODES: dict[float, str] = {
-    0.0: "motion", 1.0: "motion", 2.0: "motion", 3.0: "motion", 80.0: "motion",
-    4.0: "nonmodal", 10.0: "nonmodal", 28.0: "nonmodal", 92.0: "nonmodal", 92.1: "nonmodal",
-    17.0: "plane", 18.0: "plane", 19.0: "plane",
-    20.0: "units", 21.0: "units",
-    40.0: "cutter", 49.0: "length",
-    54.0: "coord", 55.0: "coord", 56.0: "coord", 57.0: "coord", 58.0: "coord", 59.0: "coord",
-    90.0: "distance", 91.0: "distance",
-    94.0: "feedmode",
-}
-# M-code value -> modal group name.
-M_CODES: dict[float, str] = {0.0: "stop", 2.0: "stop", 30.0: "stop"}
 #: Value words accepted (besides G, M, N).
 WORD_LETTERS = frozenset("FXYZABCIJKRPL")
 
