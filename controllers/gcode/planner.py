@@ -1,6 +1,11 @@
 """Motion planning: blocks -> chords -> trapezoidal timing with junction deviation -> samples.
 
 Knows nothing of G-code (grbl's split): it sees motion blocks in metres of the base frame.
+:func:`plan` works in stages, each a function with its own result type: the sequence of
+motions, dwells and stops → the orientation of every block (:class:`BlockFrames`) → the chords
+(:class:`Chords`) → nominal speeds → the chord ends (junction limits, rests, dwell times:
+:class:`Nodes`) → the dwells (:class:`Holds`) → the speed profiles (:func:`retime`,
+:class:`Timing`); the :class:`Plan` holds them, built by keyword.
 
 1. **Geometry.** Lines stay lines; arcs are split into chords no farther than
    ``arc_tolerance`` from the circle (as grbl's ``mc_arc``). Orientation is interpolated along
@@ -31,14 +36,17 @@ Units: m, s, rad; speeds m/s; accelerations m/s².
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
+from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
 from .config import MachineConfig
-from .interpreter import Dwell, Motion, MotionKind, Stop, StopKind
 
-__all__ = ["Plan", "PathSamples", "plan", "retime", "junction_speed_sq"]
+__all__ = ["Plan", "PathSamples", "Chords", "BlockFrames", "Nodes", "Holds", "Timing", "plan", "retime",
+           "junction_speed_sq"]
 
 #: path points evaluated (and chords built) per chunk: bounds the temporaries of long programs
 EVAL_CHUNK = 65_536
@@ -95,32 +103,86 @@ class PathSamples:
 
 
 @dataclass(frozen=True, eq=False)
-class Plan:
-    """A timed path: chords with trapezoidal profiles (arrays of length S unless noted).
+class Chords:
+    """The straight pieces the path is made of (S of them), from :func:`plan`'s geometry stage.
 
     Attributes:
-        motions: the motion blocks (B of them), in order.
         p0, p1: (S, 3) chord end points, m.
         f0, f1: (S,) path fraction of the chord ends within their block.
         block: (S,) motion-block index of each chord.
-        length: (S,) chord length incl. rotation, m.
-        v_nominal: (S,) cruise speed limit, m/s.
-        v_entry, v_exit: (S,) speeds at the chord ends, m/s.
-        v_cruise: (S,) peak speed reached, m/s.
-        t_start: (S,) time the chord starts, s (after any dwell before it).
-        t_acc, t_cruise, t_dec: (S,) phase durations, s.
-        duration: total program time, s (dwells included).
-        acceleration: m/s².
-        rapid_scale: (B,) factor applied to each block's nominal speed (1 = as programmed).
+        length: (S,) chord length, m, tool rotation included (``rotation_scale`` m per rad).
     """
 
-    motions: tuple
     p0: np.ndarray
     p1: np.ndarray
     f0: np.ndarray
     f1: np.ndarray
     block: np.ndarray
     length: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class BlockFrames:
+    """The tool orientation along each motion block (B of them).
+
+    Attributes:
+        rot0: (B, 3, 3) orientation at the block's start.
+        axis: (B, 3) rotation axis over the block, in the start frame.
+        angle: (B,) rotation angle over the block, rad (spread evenly along the block).
+        lines: (B,) program line of each block.
+    """
+
+    rot0: np.ndarray
+    axis: np.ndarray
+    angle: np.ndarray
+    lines: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Nodes:
+    """The chord ends (S + 1 of them: node i is where chord i starts).
+
+    Attributes:
+        rest: (S + 1,) bool, the tool must be at rest there (program start and end, after a
+            dwell or a stop).
+        delay: (S + 1,) dwell time before the node, s.
+        junction: (S + 1,) grbl's junction speed² limit there, m²/s².
+    """
+
+    rest: np.ndarray
+    delay: np.ndarray
+    junction: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Holds:
+    """The dwells (G4 with P > 0, H of them), in program order.
+
+    Attributes:
+        node: (H,) node (0..S) each dwell is taken at.
+        seconds: (H,) dwell durations, s.
+        line: (H,) program line of each dwell.
+    """
+
+    node: np.ndarray
+    seconds: np.ndarray
+    line: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Timing:
+    """The trapezoidal speed profiles of the chords (S of them), from :func:`retime`.
+
+    Attributes:
+        v_nominal: (S,) cruise speed limit, m/s (after rapid scaling).
+        v_entry, v_exit: (S,) speeds at the chord ends, m/s.
+        v_cruise: (S,) peak speed reached, m/s.
+        t_start: (S,) time the chord starts, s (after any dwell before it).
+        t_acc, t_cruise, t_dec: (S,) phase durations, s.
+        duration: total program time, s (dwells included).
+        rapid_scale: (B,) factor applied to each block's nominal speed (1 = as programmed).
+    """
+
     v_nominal: np.ndarray
     v_entry: np.ndarray
     v_exit: np.ndarray
@@ -130,20 +192,117 @@ class Plan:
     t_cruise: np.ndarray
     t_dec: np.ndarray
     duration: float
-    acceleration: float
     rapid_scale: np.ndarray
-    # internal arrays for orientation interpolation and re-timing
-    _rot0: np.ndarray = None          # (B, 3, 3)
-    _axis: np.ndarray = None          # (B, 3) rotation axis in the start frame
-    _angle: np.ndarray = None         # (B,) rotation angle over the block, rad
-    _lines: np.ndarray = None         # (B,) program line per block
-    _rest: np.ndarray = None          # (S + 1,) bool: the tool must be at rest at this node
-    _delay: np.ndarray = None         # (S + 1,) dwell time before node, s
-    _junction: np.ndarray = None      # (S + 1,) junction speed² limits, m²/s²
-    _base_nominal: np.ndarray = None  # (S,) nominal speed before rapid scaling
-    _hold_node: np.ndarray = None     # (H,) node (0..S) each dwell is taken at, in program order
-    _hold_seconds: np.ndarray = None  # (H,) dwell durations, s (> 0)
-    _hold_line: np.ndarray = None     # (H,) program line of each dwell
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A timed path: chords with trapezoidal speed profiles, made by :func:`plan` in stages.
+
+    Attributes:
+        motions: the motion blocks (B of them), in order.
+        chords: the geometry (:class:`Chords`, S chords).
+        frames: the tool orientation along each block (:class:`BlockFrames`).
+        nodes: rest, dwell time and junction speed limit at every chord end (:class:`Nodes`).
+        holds: the dwells (:class:`Holds`).
+        base_nominal: (S,) cruise speed limit of each chord before rapid scaling, m/s.
+        acceleration: m/s².
+        timing: the speed profiles (:class:`Timing`).
+
+    The arrays of the stages are also attributes of the plan itself (``p0`` … ``length`` of the
+    chords, ``v_nominal`` … ``rapid_scale`` of the timing, ``lines`` of the frames).
+    """
+
+    motions: tuple[Motion, ...]
+    chords: Chords
+    frames: BlockFrames
+    nodes: Nodes
+    holds: Holds
+    base_nominal: np.ndarray
+    acceleration: float
+    timing: Timing
+
+    # ----- the stages' arrays ----------------------------------------------------------------
+    @property
+    def p0(self) -> np.ndarray:
+        """(S, 3) chord start points, m."""
+        return self.chords.p0
+
+    @property
+    def p1(self) -> np.ndarray:
+        """(S, 3) chord end points, m."""
+        return self.chords.p1
+
+    @property
+    def f0(self) -> np.ndarray:
+        """(S,) path fraction of the chord starts within their block."""
+        return self.chords.f0
+
+    @property
+    def f1(self) -> np.ndarray:
+        """(S,) path fraction of the chord ends within their block."""
+        return self.chords.f1
+
+    @property
+    def block(self) -> np.ndarray:
+        """(S,) motion-block index of each chord."""
+        return self.chords.block
+
+    @property
+    def length(self) -> np.ndarray:
+        """(S,) chord length incl. rotation, m."""
+        return self.chords.length
+
+    @property
+    def v_nominal(self) -> np.ndarray:
+        """(S,) cruise speed limit, m/s."""
+        return self.timing.v_nominal
+
+    @property
+    def v_entry(self) -> np.ndarray:
+        """(S,) speed at the chord starts, m/s."""
+        return self.timing.v_entry
+
+    @property
+    def v_exit(self) -> np.ndarray:
+        """(S,) speed at the chord ends, m/s."""
+        return self.timing.v_exit
+
+    @property
+    def v_cruise(self) -> np.ndarray:
+        """(S,) peak speed reached, m/s."""
+        return self.timing.v_cruise
+
+    @property
+    def t_start(self) -> np.ndarray:
+        """(S,) time the chord starts, s."""
+        return self.timing.t_start
+
+    @property
+    def t_acc(self) -> np.ndarray:
+        """(S,) acceleration phase, s."""
+        return self.timing.t_acc
+
+    @property
+    def t_cruise(self) -> np.ndarray:
+        """(S,) cruise phase, s."""
+        return self.timing.t_cruise
+
+    @property
+    def t_dec(self) -> np.ndarray:
+        """(S,) deceleration phase, s."""
+        return self.timing.t_dec
+
+    @property
+    def duration(self) -> float:
+        """Total program time, s (dwells included)."""
+        return self.timing.duration
+
+    @property
+    def rapid_scale(self) -> np.ndarray:
+        """(B,) factor on each block's nominal speed."""
+        return self.timing.rapid_scale
+
 
     @property
     def segment_count(self) -> int:
@@ -161,7 +320,7 @@ class Plan:
     @property
     def lines(self) -> np.ndarray:
         """(B,) program line of every motion block."""
-        return self._lines
+        return self.frames.lines
 
     def hold_intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The dwells (G4) on the time line: (t0 (H,), t1 (H,), line (H,)), s, in time order.
@@ -169,16 +328,17 @@ class Plan:
         The tool is at rest during each interval [t0, t1] (dwells bring it to rest); consecutive
         dwells at one place follow each other.
         """
-        node = self._hold_node
-        if node is None or len(node) == 0:
+        node = self.holds.node
+        if len(node) == 0:
             z = np.zeros(0)
             return z, z, np.zeros(0, dtype=np.int64)
-        sec = self._hold_seconds
-        arrive = np.append(self.t_start - self._delay[:-1], self.duration - self._delay[-1])
+        sec = self.holds.seconds
+        delay = self.nodes.delay
+        arrive = np.append(self.t_start - delay[:-1], self.duration - delay[-1])
         before = np.cumsum(sec) - sec                                   # dwell time before each hold
         first = np.searchsorted(node, node, side="left")               # first hold at the same node
         t0 = arrive[node] + (before - before[first])
-        return t0, t0 + sec, self._hold_line
+        return t0, t0 + sec, self.holds.line
 
     # ----- evaluation ---------------------------------------------------------------------
     def _s_of_t(self, seg: np.ndarray, tau: np.ndarray):
@@ -222,11 +382,11 @@ class Plan:
 
     def rotation_at(self, block: np.ndarray, fraction: np.ndarray) -> np.ndarray:
         """(K, 3, 3) orientations at path fractions (K,) of motion blocks (K,)."""
-        R0 = self._rot0[block]
-        ang = self._angle[block] * fraction
+        R0 = self.frames.rot0[block]
+        ang = self.frames.angle[block] * fraction
         if not np.any(ang):
             return R0.copy()
-        k = self._axis[block]
+        k = self.frames.axis[block]
         K = np.zeros((len(ang), 3, 3))
         K[:, 0, 1], K[:, 0, 2] = -k[:, 2], k[:, 1]
         K[:, 1, 0], K[:, 1, 2] = k[:, 2], -k[:, 0]
@@ -247,7 +407,7 @@ class Plan:
         s_loc, v = self._s_of_t(seg, t - self.t_start[seg])
         pos, rot = self._points(seg, s_loc)
         b = self.block[seg]
-        line = self._lines[b]
+        line = self.frames.lines[b]
         h0, h1, hline = self.hold_intervals()
         if len(h0) and len(t):   # inside a dwell: the dwell's line
             h = np.searchsorted(h0, t, side="right") - 1
@@ -331,7 +491,7 @@ class Plan:
             pos[a:a + EVAL_CHUNK], rot[a:a + EVAL_CHUNK] = self._points(sg, s_loc)
             v[a:a + EVAL_CHUNK] = self._s_of_t(sg, tt - t0)[1]
         b = self.block[seg]
-        return PathSamples(t, s_glob, pos, rot, v, seg, b, self._lines[b])
+        return PathSamples(t, s_glob, pos, rot, v, seg, b, self.frames.lines[b])
 
     def times_at(self, segment: np.ndarray, s: np.ndarray) -> np.ndarray:
         """(K,) times (s) of the path points at path parameter ``s`` (K,) m on chords ``segment`` (K,)."""
@@ -360,22 +520,22 @@ def _axis_angle(R: np.ndarray) -> tuple[np.ndarray, float]:
     return axis, ang
 
 
-def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = None) -> Plan:
-    """Plan a sequence of :class:`Motion`, :class:`Dwell` and :class:`Stop` blocks.
+class _Sequence(NamedTuple):
+    """The blocks of a program sorted for planning (stage 1)."""
 
-    Args:
-        blocks: the program's blocks (an END stop ends the plan).
-        machine: speeds, acceleration, tolerances.
-        rapid_scale: (B,) factor on each motion block's nominal speed (used by the preflight to
-            slow rapids that a joint could not follow); default all 1.
+    motions: list[Motion]
+    delay_before: list[float]            # dwell time before motion block b, s
+    rest_before: list[bool]              # the tool is at rest before motion block b
+    holds: list[tuple[int, float, int]]  # (motion block it precedes — B: after the last, s, line)
+    delay_after: float                   # dwell time after the last motion, s
 
-    Returns:
-        The :class:`Plan` (possibly without chords when nothing moves).
-    """
+
+def _sequence(blocks: Iterable[Block]) -> _Sequence:
+    """Stage 1: the motions in order, with the dwells and stops between them (an END stop ends the plan)."""
     motions: list[Motion] = []
-    delay_before: list[float] = []   # dwell time before motion block b
+    delay_before: list[float] = []
     rest_before: list[bool] = []
-    holds: list[tuple[int, float, int]] = []   # (motion block it precedes, s, line); B: after the last
+    holds: list[tuple[int, float, int]] = []
     pending_delay, pending_rest = 0.0, True
     for blk in blocks:
         if isinstance(blk, Motion):
@@ -392,27 +552,31 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
             pending_rest = True
             if blk.kind is StopKind.END:
                 break
+    return _Sequence(motions, delay_before, rest_before, holds, pending_delay)
+
+
+def _frames(motions: list[Motion]) -> BlockFrames:
+    """Stage 2: the orientation of every block: start, axis and angle (one rotation per block)."""
     B = len(motions)
-    a = machine.acceleration
-    if B == 0:
-        z = np.zeros(0)
-        return Plan((), np.zeros((0, 3)), np.zeros((0, 3)), z, z, np.zeros(0, int), z, z, z, z, z, z, z, z, z,
-                    pending_delay, a, np.ones(0), np.zeros((0, 3, 3)), np.zeros((0, 3)), z, np.zeros(0, int),
-                    np.ones(1, bool), np.array([pending_delay]), np.zeros(1), z,
-                    np.zeros(0, np.int64), z, np.zeros(0, np.int64))
-    start = np.array([m.start for m in motions])
-    end = np.array([m.end for m in motions])
-    rot0 = np.array([m.rot_start for m in motions])
     axis = np.zeros((B, 3))
     angle = np.zeros(B)
     for i, m in enumerate(motions):
         if m.rot_end is not m.rot_start:
             axis[i], angle[i] = _axis_angle(m.rot_start.T @ m.rot_end)
-    kinds = [m.kind for m in motions]
-    is_arc = np.array([k is MotionKind.ARC for k in kinds])
-    is_rapid = np.array([k is MotionKind.RAPID for k in kinds])
-    feed = np.array([m.feed for m in motions])
-    lines = np.array([m.line for m in motions], dtype=np.int64)
+    rot0 = np.array([m.rot_start for m in motions]) if B else np.zeros((0, 3, 3))
+    return BlockFrames(rot0=rot0, axis=axis, angle=angle, lines=np.array([m.line for m in motions], dtype=np.int64))
+
+
+def _chords(motions: list[Motion], frames: BlockFrames, machine: MachineConfig) -> tuple[Chords, np.ndarray]:
+    """Stage 3: the chords (arcs split within ``arc_tolerance``), zero-length ones dropped.
+
+    Returns:
+        (the chords, (S,) the rotation part of each chord's length, m).
+    """
+    B = len(motions)
+    start = np.array([m.start for m in motions])
+    end = np.array([m.end for m in motions])
+    is_arc = np.array([m.kind is MotionKind.ARC for m in motions])
     # --- chords per block ---
     nseg = np.ones(B, dtype=np.int64)
     arc_idx = np.flatnonzero(is_arc)
@@ -479,8 +643,7 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
     for ca in range(0, S, EVAL_CHUNK):
         dp = p1[ca:ca + EVAL_CHUNK] - p0[ca:ca + EVAL_CHUNK]
         lin[ca:ca + EVAL_CHUNK] = np.sqrt(np.einsum("ij,ij->i", dp, dp))
-    rho = machine.rotation_scale
-    rot_len = rho * angle[seg_block]
+    rot_len = machine.rotation_scale * frames.angle[seg_block]
     rot_len *= f1 - f0
     length = lin * lin
     length += rot_len * rot_len
@@ -489,17 +652,35 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
     keep = length > 1e-12
     if not np.all(keep):
         seg_block, f0, f1, p0, p1, length, rot_len = (x[keep] for x in (seg_block, f0, f1, p0, p1, length, rot_len))
-    del keep
-    S = len(length)
-    # --- nominal speeds ---
-    vnom_block = np.where(is_rapid, machine.rapid_speed, feed)
-    v_nom = vnom_block[seg_block].copy()
-    if len(arc_idx):
+    return Chords(p0=p0, p1=p1, f0=f0, f1=f1, block=seg_block, length=length), rot_len
+
+
+def _nominal_speeds(motions: list[Motion], chords: Chords, machine: MachineConfig) -> np.ndarray:
+    """Stage 4: the cruise speed limit of every chord, m/s: F (G0: the rapid speed), on arcs also
+    at most sqrt(a·r) (the centripetal acceleration stays within a)."""
+    is_rapid = np.array([m.kind is MotionKind.RAPID for m in motions])
+    feed = np.array([m.feed for m in motions])
+    v_nom = np.where(is_rapid, machine.rapid_speed, feed)[chords.block].copy()
+    if any(m.kind is MotionKind.ARC for m in motions):
         rmin = np.array([min(m.radius_start, m.radius_end) if m.kind is MotionKind.ARC else np.inf for m in motions])
-        v_nom = np.minimum(v_nom, np.sqrt(a * rmin[seg_block]))
-    # --- junctions ---
+        v_nom = np.minimum(v_nom, np.sqrt(machine.acceleration * rmin[chords.block]))
+    return v_nom
+
+
+def _nodes(seq: _Sequence, chords: Chords, frames: BlockFrames, rot_len: np.ndarray,
+           machine: MachineConfig) -> tuple[Nodes, np.ndarray]:
+    """Stage 5: the chord ends — junction speed limits (grbl's junction deviation, with the tool
+    rotation as three more directions), rest at the program's ends and after dwells and stops,
+    dwell times.
+
+    Returns:
+        (the nodes, (B + 1,) the node of each block's first chord; B: the end).
+    """
+    S, B = len(chords.length), len(seq.motions)
+    p0, p1, length, seg_block = chords.p0, chords.p1, chords.length, chords.block
+    a = machine.acceleration
     # 6-D unit directions: translation and rotation (world axis, scaled)
-    world_axis = np.einsum("bij,bj->bi", rot0, axis)
+    world_axis = np.einsum("bij,bj->bi", frames.rot0, frames.axis)
     J = np.zeros(S + 1)
     for c0 in range(0, S - 1, EVAL_CHUNK):   # junctions c0 + 1 … c1 (between chords c - 1 and c), in chunks
         c1 = min(c0 + EVAL_CHUNK, S - 1)
@@ -507,47 +688,93 @@ def plan(blocks, machine: MachineConfig, *, rapid_scale: np.ndarray | None = Non
         d6 = np.concatenate([p1[sl] - p0[sl], world_axis[seg_block[sl]] * rot_len[sl, None]], axis=1)
         d6 /= length[sl, None]
         J[c0 + 1:c1 + 1] = junction_speed_sq(d6[:-1], d6[1:], a, machine.junction_deviation)
-    del rot_len
-    # rest at block boundaries after dwells/stops, and at the program start and end
     rest = np.zeros(S + 1, dtype=bool)
     delay = np.zeros(S + 1)
     # node of each block's first chord; a block left without chords (zero length) hands its
     # dwell and rest on to the next node
     block_first_seg = np.append(np.searchsorted(seg_block, np.arange(B)), S)     # (B + 1,)
-    rb = np.array(rest_before)
+    rb = np.array(seq.rest_before)
     rest[block_first_seg[:B][rb]] = True
-    np.add.at(delay, block_first_seg[:B], np.array(delay_before))
+    np.add.at(delay, block_first_seg[:B], np.array(seq.delay_before))
     rest[0] = rest[S] = True
-    delay[S] += pending_delay
+    delay[S] += seq.delay_after
     J[rest] = 0.0
-    hold_node = block_first_seg[np.array([h[0] for h in holds], dtype=np.int64)]
-    hold_sec = np.array([h[1] for h in holds], dtype=float)
-    hold_line = np.array([h[2] for h in holds], dtype=np.int64)
-    p = Plan(tuple(motions), p0, p1, f0, f1, seg_block, length, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom, v_nom,
-             v_nom, 0.0, a, np.ones(B), rot0, axis, angle, lines, rest, delay, J, v_nom.copy(), hold_node, hold_sec,
-             hold_line)
+    return Nodes(rest=rest, delay=delay, junction=J), block_first_seg
+
+
+def _holds(seq: _Sequence, block_first_seg: np.ndarray) -> Holds:
+    """Stage 6: the dwells, at the node of the motion block they precede."""
+    return Holds(node=block_first_seg[np.array([h[0] for h in seq.holds], dtype=np.int64)],
+                 seconds=np.array([h[1] for h in seq.holds], dtype=float),
+                 line=np.array([h[2] for h in seq.holds], dtype=np.int64))
+
+
+def _no_motion(seq: _Sequence, machine: MachineConfig) -> Plan:
+    """The plan of a program without a motion block: only its dwells take time."""
+    z = np.zeros(0)
+    zi = np.zeros(0, dtype=np.int64)
+    return Plan(motions=(), chords=Chords(p0=np.zeros((0, 3)), p1=np.zeros((0, 3)), f0=z, f1=z, block=zi, length=z),
+                frames=BlockFrames(rot0=np.zeros((0, 3, 3)), axis=np.zeros((0, 3)), angle=z, lines=zi),
+                nodes=Nodes(rest=np.ones(1, bool), delay=np.array([seq.delay_after]), junction=np.zeros(1)),
+                holds=Holds(node=zi, seconds=z, line=zi), base_nominal=z, acceleration=machine.acceleration,
+                timing=Timing(v_nominal=z, v_entry=z, v_exit=z, v_cruise=z, t_start=z, t_acc=z, t_cruise=z, t_dec=z,
+                              duration=seq.delay_after, rapid_scale=np.ones(0)))
+
+
+def plan(blocks: Iterable[Block], machine: MachineConfig, *, rapid_scale: np.ndarray | None = None) -> Plan:
+    """Plan a sequence of :class:`Motion`, :class:`Dwell` and :class:`Stop` blocks, in stages:
+    sequence (motions, dwells, stops) → orientation frames → chords → nominal speeds → junctions
+    and rests → dwells → timing (:func:`retime`).
+
+    Args:
+        blocks: the program's blocks (an END stop ends the plan).
+        machine: speeds, acceleration, tolerances.
+        rapid_scale: (B,) factor on each motion block's nominal speed (used by the preflight to
+            slow rapids that a joint could not follow); default all 1.
+
+    Returns:
+        The :class:`Plan` (possibly without chords when nothing moves).
+    """
+    seq = _sequence(blocks)
+    B = len(seq.motions)
+    if B == 0:
+        return _no_motion(seq, machine)
+    frames = _frames(seq.motions)
+    chords, rot_len = _chords(seq.motions, frames, machine)
+    v_nom = _nominal_speeds(seq.motions, chords, machine)
+    nodes, block_first_seg = _nodes(seq, chords, frames, rot_len, machine)
+    del rot_len
+    p = Plan(motions=tuple(seq.motions), chords=chords, frames=frames, nodes=nodes, holds=_holds(seq, block_first_seg),
+             base_nominal=v_nom, acceleration=machine.acceleration,
+             timing=Timing(v_nominal=v_nom, v_entry=v_nom, v_exit=v_nom, v_cruise=v_nom, t_start=v_nom, t_acc=v_nom,
+                           t_cruise=v_nom, t_dec=v_nom, duration=0.0, rapid_scale=np.ones(B)))
     return retime(p, rapid_scale if rapid_scale is not None else np.ones(B))
 
 
 def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
-    """Recompute the speed profiles of a plan with each block's nominal speed scaled.
+    """The plan with its speed profiles recomputed with each block's nominal speed scaled (stage 7).
 
     Args:
         p: a plan from :func:`plan`.
         rapid_scale: (B,) factors in (0, 1] on each block's nominal speed.
     """
+    return replace(p, timing=_timing(p, np.asarray(rapid_scale, dtype=float)))
+
+
+def _timing(p: Plan, scale: np.ndarray) -> Timing:
+    """grbl's planner passes in closed form over the whole program: junction and nominal speed
+    limits, the backward (deceleration) and forward (acceleration) passes as cumulative minima,
+    then each chord's trapezoid."""
     a = p.acceleration
-    scale = np.asarray(rapid_scale, dtype=float)
-    v_nom = p._base_nominal * scale[p.block]
+    v_nom = p.base_nominal * scale[p.block]
     S = len(v_nom)
     if S == 0:   # no chord (nothing moves, or only zero-length moves): only the dwells take time
         z = np.zeros(0)
-        return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, z, z, z, z, z, z, z,
-                    float(np.sum(p._delay)), a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay,
-                    p._junction, p._base_nominal, p._hold_node, p._hold_seconds, p._hold_line)
+        return Timing(v_nominal=v_nom, v_entry=z, v_exit=z, v_cruise=z, t_start=z, t_acc=z, t_cruise=z, t_dec=z,
+                      duration=float(np.sum(p.nodes.delay)), rapid_scale=scale)
     # in place where possible: long programs have millions of chords (same arithmetic, fewer temporaries)
     vn2 = v_nom * v_nom
-    J = p._junction.copy()
+    J = p.nodes.junction.copy()
     if S > 1:
         J[1:S] = np.minimum(J[1:S], np.minimum(vn2[:-1], vn2[1:]))
     J[0] = min(J[0], vn2[0])
@@ -569,7 +796,7 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
     np.minimum(F, Bk, out=F)
     del Bk
     np.clip(F, 0.0, None, out=F)
-    F[p._rest] = 0.0
+    F[p.nodes.rest] = 0.0
     sqrt_f = np.sqrt(F)
     v0 = sqrt_f[:-1]
     v1 = sqrt_f[1:]
@@ -597,9 +824,9 @@ def retime(p: Plan, rapid_scale: np.ndarray) -> Plan:
     t_cru = np.divide(dc, vc, out=dc)
     dur = t_acc + t_cru
     dur += t_dec
-    t_start = np.cumsum(p._delay[:-1])
+    delay = p.nodes.delay
+    t_start = np.cumsum(delay[:-1])
     t_start[1:] += np.cumsum(dur)[:-1]
-    total = float(t_start[-1] + dur[-1] + p._delay[-1]) if S else float(p._delay[-1])
-    return Plan(p.motions, p.p0, p.p1, p.f0, p.f1, p.block, p.length, v_nom, v0, v1, vc, t_start, t_acc, t_cru,
-                t_dec, total, a, scale, p._rot0, p._axis, p._angle, p._lines, p._rest, p._delay, p._junction,
-                p._base_nominal, p._hold_node, p._hold_seconds, p._hold_line)
+    total = float(t_start[-1] + dur[-1] + delay[-1])
+    return Timing(v_nominal=v_nom, v_entry=v0, v_exit=v1, v_cruise=vc, t_start=t_start, t_acc=t_acc, t_cruise=t_cru,
+                  t_dec=t_dec, duration=total, rapid_scale=scale)
