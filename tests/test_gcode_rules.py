@@ -79,3 +79,10 @@ def test_check_does_not_change_the_state_and_apply_makes_the_next_one():
     new, blocks, points = R.apply(eff, state, it.context)
     assert new.position[0] == 10.0 and state.position[0] != 10.0 and len(blocks) == 1 and points > 1
     assert blocks[0].line == 1 and blocks[0].feed == pytest.approx(0.01)
+
+
+def test_the_preflight_passes_declare_the_preflight_faults():
+    from armtwin.controllers.gcode.preflight import PASSES
+    declared = {c for p in PASSES for c in p.faults}
+    # 105 also comes from the interpreter (the point cap), 106 (no motion) and 119 (the cap notice) from the report
+    assert declared | {ErrorCode.NO_MOTION, ErrorCode.TOO_MANY_FAULTS} == {c for c in ErrorCode if c >= 100}

@@ -1,6 +1,9 @@
 """Preflight: parse + interpret + plan + IK along the path, with findings per program line.
 
-Checks, without running physics:
+The stages: the program (parser and interpreter faults), the plan, IK along its geometric
+samples (:func:`track_path`), rapids slowed to the joints' limits; then the check passes
+(:data:`PASSES`, each a :class:`CheckPass` naming the codes it reports) read that path and add
+their findings. Checks, without running physics:
 
 * every fault of the parser and the interpreter (numbered codes 1–49); the lines that
   passed are still planned and checked below (a faulty line is skipped and changes no modal
@@ -43,8 +46,8 @@ from .errors import MAX_FAULTS, ErrorCode, Fault, Severity, cap_faults
 from .interpreter import MotionKind, Program, load_program
 from .planner import PathSamples, Plan, plan, retime
 
-__all__ = ["PreflightReport", "PathTrack", "preflight", "preflight_program", "track_path", "jacobian_batch",
-           "MAX_JOINT_STEP", "Progress"]
+__all__ = ["PreflightReport", "PathTrack", "CheckPass", "PASSES", "preflight", "preflight_program", "track_path",
+           "jacobian_batch", "MAX_JOINT_STEP", "Progress"]
 
 #: largest revolute joint change between two neighbouring IK samples that still counts as continuous, rad
 MAX_JOINT_STEP = 0.35
@@ -340,33 +343,77 @@ def _mm(p) -> str:
     return "(" + ", ".join(f"{v * 1000:.1f}" for v in p) + ") mm"
 
 
-def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults: int = MAX_FAULTS,
-                      singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
-    """Preflight of an interpreted program (see the module docstring).
+class _Findings:
+    """The preflight's findings as the passes add them: one per (code, line); of one code at most
+    ``max_faults + 1`` (each pass finds its kind in line order: more could never be shown)."""
 
-    The parser's and the interpreter's faults come first; the lines that passed are then planned
-    and checked as well (a faulty line is skipped and changes no modal state, as grbl rejects
-    it), so that one pass reports every fault of the file, up to ``max_faults``.
+    def __init__(self, faults: list[Fault], max_faults: int) -> None:
+        self.faults = faults
+        self._max = max_faults
+        self._seen: set[tuple[int, int]] = set()
+        self._per_code: dict[int, int] = {}
+
+    def add(self, code: ErrorCode, line: int, msg: str, sev: Severity = Severity.ERROR) -> None:
+        key = (int(code), int(line))
+        if key not in self._seen and self._per_code.get(key[0], 0) <= self._max:
+            self._seen.add(key)
+            self._per_code[key[0]] = self._per_code.get(key[0], 0) + 1
+            self.faults.append(Fault(code, int(line), 0, msg, sev))
+
+
+@dataclass(frozen=True, eq=False)
+class _PathCheck:
+    """What the check passes read: the plan retimed for the joints, its IK samples and joint path.
+
+    Attributes:
+        spec, machine: the robot and the settings.
+        program: the interpreted program.
+        plan: the plan (rapids slowed where a joint could not follow).
+        samples: the geometric samples (K) with their times on that plan.
+        track: the joint path along the samples (branch continuity).
+        step: (K - 1, n) |joint change| between neighbouring samples, rad / m.
+        qd: (K - 1, n) joint speed on the interval ending at each sample, rad/s / m/s.
+        ratio: (K - 1,) largest joint speed / limit on each interval.
     """
-    faults: list[Fault] = list(prog.faults)
-    if prog.truncated:   # more faults than the cap from the parser and the interpreter alone (ends with 119)
-        shown, _ = cap_faults(faults, max_faults)
-        return PreflightReport(spec.name, prog, None, None, None, None, tuple(shown), truncated=True,
-                               machine=machine)
-    if progress is not None:
-        progress("plan", 0.0)
-    pl = plan(prog.blocks, machine)
-    if pl.segment_count == 0:
-        if not faults:
-            faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot, so there "
-                                "is nothing to run"))
-        return PreflightReport(spec.name, prog, pl, None, None, None, tuple(faults), machine=machine)
-    gs = pl.geometric_samples(machine.sample_spacing)
-    track = track_path(spec, gs, prog.q_start, progress=progress)
-    if progress is not None:
-        progress("limits", 0.0)
-    q = track.q
-    # the first sample is the start point itself: judge it against q_start
+
+    spec: object
+    machine: MachineConfig
+    program: Program
+    plan: Plan
+    samples: PathSamples
+    track: PathTrack
+    step: np.ndarray
+    qd: np.ndarray
+    ratio: np.ndarray
+
+    @property
+    def is_rapid(self) -> np.ndarray:
+        """(B,) each motion block is a rapid (G0)."""
+        return np.array([m.kind is MotionKind.RAPID for m in self.plan.motions])
+
+
+@dataclass(frozen=True)
+class CheckPass:
+    """One check of the preflight over the planned path.
+
+    Attributes:
+        name: what it checks.
+        run: ``(path, findings)``: adds its findings.
+        faults: the codes it may report.
+    """
+
+    name: str
+    run: Callable[[_PathCheck, _Findings], None]
+    faults: tuple[ErrorCode, ...]
+
+
+def _slow_rapids(pl: Plan, gs: PathSamples, q: np.ndarray, spec, machine: MachineConfig):
+    """Retime rapids (G0) until every joint keeps its speed limit, as a robot controller does
+    (at most ``machine.max_rapid_slowdown_passes`` rounds).
+
+    Returns:
+        (plan, samples with their new times, |dq| (K - 1, n), qd (K - 1, n), ratio (K - 1,)).
+    """
     vmax = spec.max_velocity
     B = len(pl.motions)
     is_rapid = np.array([m.kind is MotionKind.RAPID for m in pl.motions])
@@ -394,19 +441,14 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         pl = retime(pl, scale)
         t = pl.times_at(gs.segment, gs.s)
         gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line)
-    seen: set[tuple[int, int]] = set()
-    per_code: dict[int, int] = {}
+    return pl, gs, dq, qd, ratio
 
-    def add(code: ErrorCode, line: int, msg: str, sev: Severity = Severity.ERROR) -> None:
-        # each kind is found in line order: more than max_faults + 1 of one kind can never be shown
-        key = (int(code), int(line))
-        if key not in seen and per_code.get(key[0], 0) <= max_faults:
-            seen.add(key)
-            per_code[key[0]] = per_code.get(key[0], 0) + 1
-            faults.append(Fault(code, int(line), 0, msg, sev))
 
+def _pass_ik(path: _PathCheck, findings: _Findings) -> None:
+    """Reach, joint ranges and branch continuity along the path (100, 101, 104)."""
+    track, gs = path.track, path.samples
     unreachable: dict[int, list[int]] = {}      # line -> [first failing sample, worst sample]
-    dist = track.distance if track.distance is not None else np.zeros(len(q))
+    dist = track.distance if track.distance is not None else np.zeros(len(track.q))
     for i in np.flatnonzero(track.code):
         code, ln = ErrorCode(int(track.code[i])), int(gs.line[i])
         if code is ErrorCode.UNREACHABLE:
@@ -414,12 +456,18 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
             if dist[i] > dist[u[1]]:
                 u[1] = i
             continue
-        add(code, ln, f"{track.reason[i]} at {_mm(gs.position[i])}")
+        findings.add(code, ln, f"{track.reason[i]} at {_mm(gs.position[i])}")
     if unreachable:
-        _report_unreachable(spec, pl, gs, dist, unreachable, prog.q_start, add)
-    # joint speeds (feed moves; rapids were slowed); ratio is of the last qd
-    over = np.flatnonzero(ratio > 1.0 + 1e-6)
-    for i in over:
+        _report_unreachable(path.spec, path.plan, gs, dist, unreachable, path.program.q_start, findings.add)
+
+
+def _pass_joint_speed(path: _PathCheck, findings: _Findings) -> None:
+    """Joint speeds of feed moves (G1-G3) within the limits (102); rapids were slowed instead."""
+    spec, pl, gs, qd = path.spec, path.plan, path.samples, path.qd
+    vmax = spec.max_velocity
+    seg_blk = gs.block[1:]
+    is_rapid = path.is_rapid
+    for i in np.flatnonzero(path.ratio > 1.0 + 1e-6):
         blk = seg_blk[i]
         if is_rapid[blk]:
             continue
@@ -427,40 +475,96 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         unit = "mm/s" if spec.prismatic[j] else "deg/s"
         disp = spec.to_display(qd[i])[j]
         lim = spec.to_display(vmax)[j]
-        add(ErrorCode.JOINT_SPEED, gs.line[i + 1], f"J{j + 1} would need {disp:.0f} {unit} (limit {lim:.0f} {unit}) "
-            f"at F{pl.motions[blk].feed * 60000:.0f}")
-    if pl.duration > machine.max_program_time:
-        line = _line_passing(pl, machine.max_program_time)
-        add(ErrorCode.PROGRAM_TOO_LONG, line, f"the program would take {pl.duration:.1f} s "
-            f"({pl.duration / 3600:.1f} h), over the {machine.max_program_time:g} s maximum; "
-            f"it passes the maximum on this line")
-    if singularity:
-        ok = ~np.isnan(q[:, 0])
-        # candidates: the samples where the joints move most per tool motion, and every block end
-        ds = np.diff(gs.s)
-        step = np.empty(len(dq))
-        for c0 in range(0, len(dq), IK_CHUNK):
-            step[c0:c0 + IK_CHUNK] = np.nan_to_num(dq[c0:c0 + IK_CHUNK]).max(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            amp = np.where(ds > 1e-9, step / ds, 0.0)
-        del step
-        cand = np.flatnonzero(amp > 4.0 / spec.reach) + 1
-        ends = np.flatnonzero(np.diff(gs.block) != 0)
-        cand = np.unique(np.concatenate([cand, ends, [0, len(q) - 1]]))
-        cand = cand[ok[cand]]
-        if len(cand) > 50000:
-            cand = np.sort(cand[np.argsort(-amp[np.maximum(cand - 1, 0)])[:50000]])
-        if len(cand):
-            sig = singularity_measure(spec, q[cand])
-            for i, sv in zip(cand[sig < machine.singularity_margin], sig[sig < machine.singularity_margin]):
-                add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {machine.singularity_margin:g} "
-                    f"at {_mm(gs.position[i])}", Severity.WARNING)
+        findings.add(ErrorCode.JOINT_SPEED, gs.line[i + 1], f"J{j + 1} would need {disp:.0f} {unit} (limit "
+                     f"{lim:.0f} {unit}) at F{pl.motions[blk].feed * 60000:.0f}")
+
+
+def _pass_program_time(path: _PathCheck, findings: _Findings) -> None:
+    """The planned time within ``machine.max_program_time`` (105)."""
+    pl, limit = path.plan, path.machine.max_program_time
+    if pl.duration > limit:
+        findings.add(ErrorCode.PROGRAM_TOO_LONG, _line_passing(pl, limit), f"the program would take "
+                     f"{pl.duration:.1f} s ({pl.duration / 3600:.1f} h), over the {limit:g} s maximum; "
+                     f"it passes the maximum on this line")
+
+
+def _pass_singularity(path: _PathCheck, findings: _Findings) -> None:
+    """Closeness to a singularity (103, a warning): the scaled Jacobian's smallest singular value,
+    where the joints move fastest relative to the tool and at every block end."""
+    spec, gs, q, dq = path.spec, path.samples, path.track.q, path.step
+    margin = path.machine.singularity_margin
+    ok = ~np.isnan(q[:, 0])
+    ds = np.diff(gs.s)
+    step = np.empty(len(dq))
+    for c0 in range(0, len(dq), IK_CHUNK):
+        step[c0:c0 + IK_CHUNK] = np.nan_to_num(dq[c0:c0 + IK_CHUNK]).max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        amp = np.where(ds > 1e-9, step / ds, 0.0)
+    del step
+    cand = np.flatnonzero(amp > 4.0 / spec.reach) + 1
+    ends = np.flatnonzero(np.diff(gs.block) != 0)
+    cand = np.unique(np.concatenate([cand, ends, [0, len(q) - 1]]))
+    cand = cand[ok[cand]]
+    if len(cand) > 50000:
+        cand = np.sort(cand[np.argsort(-amp[np.maximum(cand - 1, 0)])[:50000]])
+    if len(cand):
+        sig = singularity_measure(spec, q[cand])
+        for i, sv in zip(cand[sig < margin], sig[sig < margin]):
+            findings.add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {margin:g} "
+                         f"at {_mm(gs.position[i])}", Severity.WARNING)
+
+
+#: the singularity pass (warnings; ``preflight(singularity=False)`` leaves it out)
+SINGULARITY_PASS = CheckPass("singularities", _pass_singularity, (ErrorCode.NEAR_SINGULARITY,))
+#: the checks of the planned path, in order
+PASSES: tuple[CheckPass, ...] = (
+    CheckPass("IK along the path", _pass_ik,
+              (ErrorCode.UNREACHABLE, ErrorCode.JOINT_LIMIT, ErrorCode.CONFIGURATION_FLIP)),
+    CheckPass("joint speeds", _pass_joint_speed, (ErrorCode.JOINT_SPEED,)),
+    CheckPass("program time", _pass_program_time, (ErrorCode.PROGRAM_TOO_LONG,)),
+    SINGULARITY_PASS,
+)
+
+
+def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults: int = MAX_FAULTS,
+                      singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
+    """Preflight of an interpreted program (see the module docstring).
+
+    The parser's and the interpreter's faults come first; the lines that passed are then planned
+    (rapids slowed to the joints' limits), solved with IK along the path, and checked by the
+    :data:`PASSES` (the singularity pass only with ``singularity``), so that one pass over the
+    file reports every fault, up to ``max_faults`` (a faulty line is skipped and changes no modal
+    state, as grbl rejects it).
+    """
+    faults: list[Fault] = list(prog.faults)
+    if prog.truncated:   # more faults than the cap from the parser and the interpreter alone (ends with 119)
+        shown, _ = cap_faults(faults, max_faults)
+        return PreflightReport(spec.name, prog, None, None, None, None, tuple(shown), truncated=True,
+                               machine=machine)
+    if progress is not None:
+        progress("plan", 0.0)
+    pl = plan(prog.blocks, machine)
+    if pl.segment_count == 0:
+        if not faults:
+            faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot, so there "
+                                "is nothing to run"))
+        return PreflightReport(spec.name, prog, pl, None, None, None, tuple(faults), machine=machine)
+    gs = pl.geometric_samples(machine.sample_spacing)
+    track = track_path(spec, gs, prog.q_start, progress=progress)
+    if progress is not None:
+        progress("limits", 0.0)
+    pl, gs, dq, qd, ratio = _slow_rapids(pl, gs, track.q, spec, machine)
+    path = _PathCheck(spec, machine, prog, pl, gs, track, dq, qd, ratio)
+    findings = _Findings(faults, max_faults)
+    for check in PASSES:
+        if singularity or check is not SINGULARITY_PASS:
+            check.run(path, findings)
     faults.sort(key=lambda f: (f.line, int(f.code)))
-    faults, truncated = cap_faults(faults, max_faults)
+    shown, truncated = cap_faults(faults, max_faults)
     moving = len(np.unique(pl.lines[pl.block]))   # lines with a chord (zero-length moves do not count)
     if progress is not None:
         progress("limits", 1.0)
-    return PreflightReport(spec.name, prog, pl, gs, q, qd, tuple(faults), moving, truncated, machine)
+    return PreflightReport(spec.name, prog, pl, gs, track.q, qd, tuple(shown), moving, truncated, machine)
 
 
 def _report_unreachable(spec, pl: Plan, gs: PathSamples, dist: np.ndarray, lines: dict[int, list[int]],
