@@ -400,7 +400,7 @@ class OffsetWristSolver(BranchSolver):
         R = hypot(PX, PZ)
         return None, max(abs(R - d5) - reach_out, reach_in - R - d5, 0.0)
 
-    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All 8 branches for N poses, vectorised.
 
         Args:

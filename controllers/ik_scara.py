@@ -107,7 +107,7 @@ class ScaraSolver:
         got = pick(choice, out, qn)
         return None if got is None else (got[0], got[1], flags[0])
 
-    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Both branches for N targets, vectorised: J (4, N, 2) joint-major (NaN where none), distance (N,),
         and (N, 2) int singularity flags (``SING_ELBOW`` for a stretched arm)."""
         N = len(T)

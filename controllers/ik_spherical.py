@@ -348,7 +348,7 @@ class SphericalWristSolver(BranchSolver):
         return None if best is None else (best, bcode, bflags)
 
     # ----- batch ---------------------------------------------------------------------
-    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def solve_batch(self, T: np.ndarray, qn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All 8 branches for N poses, vectorised over poses and branches.
 
         Same solutions as :meth:`solve`, with the trigonometry of the second shoulder, elbow and

@@ -107,7 +107,7 @@ class MachineConfig:
         if not d <= MAX_TARGET_DISTANCE * 1000.0:
             raise ValueError(f"origin ({', '.join(f'{a:g}' for a in v)}) mm is {d:.6g} mm from the robot base; "
                              f"at most {MAX_TARGET_DISTANCE * 1000:g} mm")
-        return replace(self, origin=tuple(a / 1000.0 for a in v))
+        return replace(self, origin=(v[0] / 1000.0, v[1] / 1000.0, v[2] / 1000.0))
 
 
 def machine_for(spec, origin_mm=None, **overrides) -> MachineConfig:

@@ -86,17 +86,6 @@ def abc_of(rotation: np.ndarray) -> tuple[float, float, float]:
     return float(a), float(b), float(c)
 
 
-def orientation_matrix(a_deg: float, b_deg: float, c_deg: float) -> np.ndarray:
-    """(3, 3) flange orientation of the words A, B, C (deg): Rz(C) Ry(B) Rx(A) Rx(180°)."""
-    return rpy_to_matrix(np.radians([a_deg, b_deg, c_deg])) @ _R_DOWN
-
-
-def abc_of(rotation: np.ndarray) -> tuple[float, float, float]:
-    """A, B, C (deg) of a flange orientation (inverse of :func:`orientation_matrix`)."""
-    a, b, c = np.degrees(matrix_to_rpy(np.asarray(rotation) @ _R_DOWN.T))
-    return float(a), float(b), float(c)
-
-
 class Interpreter:
     """One program run: feed it parsed lines with :meth:`execute`.
 
@@ -193,14 +182,14 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     Returns:
         The :class:`Program`.
     """
+    src: Sequence[ParsedLine]
     if isinstance(lines, ParseResult):   # the parser's own faults, without its cap notice
         parse_faults = [f for f in lines.faults if f.code is not ErrorCode.TOO_MANY_FAULTS] + list(lines.overflow)
         parse_faults.sort(key=lambda f: f.line)
         src, count = lines.lines, lines.line_count
-    else:
-        parse_faults, src, count = [], lines, 0
-    if not isinstance(src, Sequence):  # parse_program's Lines is one (made line by line as it is read)
-        src = list(src)
+    else:   # parse_program's Lines is a Sequence (made line by line as it is read)
+        parse_faults, count = [], 0
+        src = lines if isinstance(lines, Sequence) else list(lines)
     return _interpret_chunks([ParseChunk(src, tuple(parse_faults))], count, spec, machine, q_start, max_faults,
                              progress)
 
@@ -255,7 +244,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
                     break
             if stop:
                 break
-        src = pl = None      # let the piece go before the next one is parsed
+        src = ()             # let the piece go before the next one is parsed
         if stop:
             break
     if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported

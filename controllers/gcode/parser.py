@@ -33,7 +33,7 @@ import unicodedata
 from array import array
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple, Union
 
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 from .modal import G_CODES, M_CODES
@@ -41,6 +41,9 @@ from .modal import G_CODES, M_CODES
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
            "count_lines", "split_lines", "normalise_line_ends", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
            "CHUNK_BYTES"]
+
+#: a program's text: characters, or bytes as read from a file (decoded one character per byte)
+Text = Union[str, bytes, bytearray, memoryview]
 
 #: Longest accepted line, characters (LinuxCNC's limit).
 MAX_LINE_LENGTH = 256
@@ -126,9 +129,10 @@ class Lines(Sequence):
         return len(self._cols[0])
 
     def __getitem__(self, i):
+        c = self._cols
         if isinstance(i, slice):
-            return Lines(tuple(c[i] for c in self._cols))
-        return ParsedLine(*(c[i] for c in self._cols))
+            return Lines((c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i]))
+        return ParsedLine(c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i])
 
     def __iter__(self):
         return map(ParsedLine._make, zip(*self._cols))
@@ -186,7 +190,7 @@ def normalise_line_ends(text: str) -> str:
     return text
 
 
-def split_lines(text: str | bytes) -> list[str]:
+def split_lines(text: Text) -> list[str]:
     """Lines of a program: split at LF, CR LF and a lone CR (all three end a line); bytes decoded
     as Latin-1 (one character per byte: the columns are byte columns; non-ASCII bytes are faults,
     see :func:`parse_program`). The lines are returned without their line ends.
@@ -194,7 +198,7 @@ def split_lines(text: str | bytes) -> list[str]:
     Other characters that Python's ``splitlines`` treats as breaks (FS, GS, RS, NEL, ...) stay
     inside their line so that line numbers match what editors show (and they are faults).
     """
-    if isinstance(text, (bytes, bytearray)):
+    if not isinstance(text, str):
         text = bytes(text).decode("latin-1")
     lines = normalise_line_ends(text).split("\n")
     if lines and lines[-1] == "":
@@ -229,7 +233,7 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
     return lines[0] if lines else None
 
 
-def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FAULTS) -> ParseResult:
+def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -> ParseResult:
     """Parse a whole program, collecting every faulty line's fault instead of raising.
 
     Each faulty line contributes its first fault (the line is rejected as a whole, as grbl
@@ -250,7 +254,7 @@ def parse_program(text: str | bytes | Iterable[str], *, max_faults: int = MAX_FA
     of the file gets its own message.
     """
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
-    if from_bytes:
+    if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("latin-1")
     elif not isinstance(text, str):
         text = "\n".join(str(s).rstrip("\n") for s in text)
@@ -279,31 +283,39 @@ class ParseChunk(NamedTuple):
     faults: tuple[Fault, ...]
 
 
-def count_lines(text: str | bytes) -> int:
+def count_lines(text: Text) -> int:
     """Number of lines of a program text, as :func:`split_lines` counts them (without splitting):
     LF, CR LF and a lone CR each end one line."""
-    text = bytes(text) if isinstance(text, memoryview) else text
-    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
-    ends = text.count(lf)
-    crs = text.count(cr)
+    if isinstance(text, str):
+        ends = text.count("\n")
+        crs = text.count("\r")
+        if crs:
+            ends += crs - text.count("\r\n")
+        return ends + (1 if text and not text.endswith(("\n", "\r")) else 0)
+    data = bytes(text) if isinstance(text, memoryview) else text
+    ends = data.count(b"\n")
+    crs = data.count(b"\r")
     if crs:
-        ends += crs - text.count(cr + lf)
-    return ends + (1 if len(text) and not text.endswith((lf, cr)) else 0)
+        ends += crs - data.count(b"\r\n")
+    return ends + (1 if data and not data.endswith((b"\n", b"\r")) else 0)
 
 
-def _piece_end(text: str | bytes, start: int, n: int) -> int:
+def _piece_end(text: str | bytes | bytearray, start: int, n: int) -> int:
     """Index just after the first line end at or after ``start`` (a CR LF pair is never split), or ``n``."""
-    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
-    i = text.find(lf, start)
-    j = text.find(cr, start, i if i >= 0 else n)     # a CR before that LF (bounded search: no rescans)
-    if j >= 0 and j + 1 < n and text[j + 1:j + 2] == lf:
-        return j + 2
+    if isinstance(text, str):
+        i = text.find("\n", start)
+        j = text.find("\r", start, i if i >= 0 else n)     # a CR before that LF (bounded search: no rescans)
+        crlf = j >= 0 and text[j + 1:j + 2] == "\n"
+    else:
+        i = text.find(b"\n", start)
+        j = text.find(b"\r", start, i if i >= 0 else n)
+        crlf = j >= 0 and text[j + 1:j + 2] == b"\n"
     if j >= 0:
-        return j + 1
+        return j + 2 if crlf else j + 1
     return i + 1 if i >= 0 else n
 
 
-def parse_chunks(text: str | bytes, *, max_faults: int = MAX_FAULTS,
+def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
                  chunk_bytes: int | None = None) -> Iterator[ParseChunk]:
     """Parse a program a piece at a time: the same lines and faults as :func:`parse_program`.
 
@@ -317,21 +329,22 @@ def parse_chunks(text: str | bytes, *, max_faults: int = MAX_FAULTS,
     if isinstance(text, memoryview):
         text = bytes(text)
     n = len(text)
+    out: ParseChunk | None
     chunk_bytes = max(1, int(CHUNK_BYTES if chunk_bytes is None else chunk_bytes))
     budget = max(1, int(max_faults)) + 1
     pos, lineno = 0, 1
     while pos < n:
         end = n if n - pos <= chunk_bytes else _piece_end(text, pos + chunk_bytes - 1, n)
-        piece = text[pos:end]
-        if from_bytes:
-            piece = bytes(piece).decode("latin-1")
-        piece = normalise_line_ends(piece)
+        cut = text[pos:end]
+        piece = normalise_line_ends(cut if isinstance(cut, str) else bytes(cut).decode("latin-1"))
+        del cut
         raw = split_lines(piece)
         pos = end
         count = len(raw)
-        out = _scan_clean(piece, raw, lineno)
-        if out is not None:
-            out = ParseChunk(out, ())
+        clean = _scan_clean(piece, raw, lineno)
+        if clean is not None:
+            out = ParseChunk(clean, ())
+            del clean
         else:
             lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes)
             budget -= len(faults)
@@ -416,9 +429,10 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1) -> Lines | Non
     # number (as in the checking path, where "F()0" is a letter without a value)
     t = _COMMENTS.sub("\v", text) if "(" in text or ";" in text else text
     if "%" in t:
-        t = _without_percent_lines(t, raw)
-        if t is None:
+        blanked = _without_percent_lines(t, raw)
+        if blanked is None:
             return None
+        t = blanked
     t = t.upper()
     if _ONLY_WORDS.fullmatch(t) is None:
         return None  # junk, a stray parenthesis, a letter without a number, ... (lower case was upper-cased)
@@ -639,7 +653,8 @@ def _diagnose(text: str, lineno: int) -> Fault | None:
             prev = text[:i].rstrip(" \t")
             nm = _NUMBER.match(text, i)
             if nm and text[nm.end():nm.end() + 1] in ("e", "E"):
-                ex = re.match(r"[eE][-+]?[0-9]*", text[nm.end():]).group(0)
+                em = re.match(r"[eE][-+]?[0-9]*", text[nm.end():])
+                ex = em.group(0) if em else text[nm.end()]
                 return Fault(ErrorCode.EXPONENT_NOT_ALLOWED, lineno, nm.end() + 1,
                              f"{nm.group(0) + ex!r}: exponents are not G-code (and the number has no letter)")
             if prev and (prev[-1].isdigit() or prev[-1] in ".+-"):

@@ -651,7 +651,8 @@ def _chords(motions: list[Motion], frames: BlockFrames, machine: MachineConfig) 
     del lin
     keep = length > 1e-12
     if not np.all(keep):
-        seg_block, f0, f1, p0, p1, length, rot_len = (x[keep] for x in (seg_block, f0, f1, p0, p1, length, rot_len))
+        seg_block, f0, f1, p0, p1 = seg_block[keep], f0[keep], f1[keep], p0[keep], p1[keep]
+        length, rot_len = length[keep], rot_len[keep]
     return Chords(p0=p0, p1=p1, f0=f0, f1=f1, block=seg_block, length=length), rot_len
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -151,11 +151,11 @@ def track_path(spec, T, q_start, *, max_step: float = MAX_JOINT_STEP,
     revj = np.flatnonzero(rev)
     for c0 in range(0, K, IK_CHUNK):                         # in chunks: no (K, C, n) temporaries
         c1 = min(c0 + IK_CHUNK, K)
-        cur = Q[c0:c1][..., revj]
-        prev = np.concatenate([np.broadcast_to(q_start[revj], (1, C, len(revj))), Q[:c1 - 1][..., revj]]) \
+        here = Q[c0:c1][..., revj]
+        before = np.concatenate([np.broadcast_to(q_start[revj], (1, C, len(revj))), Q[:c1 - 1][..., revj]]) \
             if c0 == 0 else Q[c0 - 1:c1 - 1][..., revj]
-        d = np.abs(np.subtract(cur, prev, out=cur), out=cur)
-        step = d.max(axis=2) if len(revj) else np.zeros((c1 - c0, C))
+        moved = np.abs(np.subtract(here, before, out=here), out=here)
+        step = moved.max(axis=2) if len(revj) else np.zeros((c1 - c0, C))
         cont[c0:c1] = finite[c0:c1] & (step <= max_step)
     q = np.full((K, n), np.nan)
     code = np.zeros(K, dtype=np.int64)
@@ -201,7 +201,7 @@ def track_path(spec, T, q_start, *, max_step: float = MAX_JOINT_STEP,
     # joint ranges on the followed path
     okq = ~np.isnan(q[:, 0])
     out = okq & ~np.all((q >= lo - 1e-9) & (q <= hi + 1e-9), axis=1)
-    for i in np.flatnonzero(out):
+    for i in map(int, np.flatnonzero(out)):
         ex = np.where(q[i] > hi, q[i] - hi, np.where(q[i] < lo, q[i] - lo, 0.0))
         j = int(np.argmax(np.abs(ex)))
         unit = "mm" if spec.prismatic[j] else "deg"
@@ -376,7 +376,7 @@ class _PathCheck:
         ratio: (K - 1,) largest joint speed / limit on each interval.
     """
 
-    spec: object
+    spec: Any
     machine: MachineConfig
     program: Program
     plan: Plan
@@ -449,7 +449,7 @@ def _pass_ik(path: _PathCheck, findings: _Findings) -> None:
     track, gs = path.track, path.samples
     unreachable: dict[int, list[int]] = {}      # line -> [first failing sample, worst sample]
     dist = track.distance if track.distance is not None else np.zeros(len(track.q))
-    for i in np.flatnonzero(track.code):
+    for i in map(int, np.flatnonzero(track.code)):
         code, ln = ErrorCode(int(track.code[i])), int(gs.line[i])
         if code is ErrorCode.UNREACHABLE:
             u = unreachable.setdefault(ln, [i, i])

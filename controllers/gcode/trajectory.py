@@ -158,6 +158,8 @@ class ControlTrajectory:
         gs, qg = report.samples, report.q
         if plan is None or gs is None or qg is None or not np.isfinite(qg).all():
             raise ValueError("the preflight report has no complete joint path (was the program clean?)")
+        if report.machine is None:
+            raise ValueError("the preflight report has no machine settings")
         period = report.machine.control_period if period is None else float(period)
         if not (math.isfinite(period) and period > 0):
             raise ValueError(f"control period must be > 0 s, got {period}")
@@ -245,6 +247,8 @@ class ControlTrajectory:
         """The piece of span ``r``, its first failure (line, t, position, why) or None, and the failure count."""
         kind, a, b, h = r
         plan = self.plan
+        piece: MotionPiece | HoldPiece
+        fail: _Failure | None = None
         if kind is SpanKind.HOLD:
             h0, _, hline = plan.hold_intervals()
             ps = plan.sample(np.array([h0[h]]))
@@ -262,7 +266,6 @@ class ControlTrajectory:
                                                             "block", "line")))
         piece = MotionPiece(a, cut, q[i0:i1], qd[i0:i1])
         badc = bad[i0:i1]
-        fail: _Failure | None = None
         if badc.any():
             i = int(np.flatnonzero(badc)[0])
             fail = (int(cut.line[i]), float(cut.t[i]), cut.position[i], why(i0 + i))
