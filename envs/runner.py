@@ -28,7 +28,7 @@ from ..controllers.gcode.compile import CompiledProgram
 from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
-from .sim import JointMode, PhysicsConfig, World, camera_for_path
+from .sim import Camera, JointMode, PhysicsConfig, World, camera_for_path
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
 
@@ -194,113 +194,141 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
     if spec.name != report.robot:
         raise ValueError(f"the program was compiled for {report.robot}, not {spec.name}")
     t_wall = time.perf_counter()
-    period = traj.period
     traj.check()                      # done when it was compiled: every sample solves on the branch
     stopped = stop.is_set if stop is not None else (lambda: False)
-    K = traj.count
-    mode = config.mode
-    substeps = 1 if mode is JointMode.KINEMATIC else max(1, int(math.ceil(period / config.physics_step - 1e-9)))
-    disp_pr = spec.prismatic
-    n = spec.dof
-    err_sq, err_max, err_n = 0.0, 0.0, 0
-    lines: set[int] = set()
-    done = 0
-    t_done, last_line = 0.0, 0
-    message = ""
-    zero_qd = np.zeros(n)
-    stable = True
-    with ExitStack() as closing:
-        if stopped():
-            return _run_result(report, traj, lines, 0, 0.0, 0, (0.0, 0.0, 0), None, None, "", t_wall, True)
+    if stopped():
+        return _RunLoop.result_of_nothing(report, traj, t_wall)
+    with ExitStack() as closing:      # the world, the log and the video are closed on every path out
+        loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
+                        video_path=video_path, source_lines=source_lines, progress=progress)
+        loop.run(stopped)
+    return loop.result(report, t_wall)
+
+
+class _RunLoop:
+    """The world, the robot and the outputs of one run, stepped one control period at a time.
+
+    Opens the world, the log and the video when it is made and registers their closing with
+    ``closing``; :meth:`run` steps through the trajectory; :meth:`result` sums it up.
+    """
+
+    def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
+                 log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
+                 progress: Callable[[float], None] | None) -> None:
+        self.traj, self.spec = traj, spec
+        self.log_path, self.video_path = log_path, video_path
+        self.source_lines, self.progress = source_lines, progress
+        period = traj.period
+        mode = config.mode
+        substeps = 1 if mode is JointMode.KINEMATIC else max(1, int(math.ceil(period / config.physics_step - 1e-9)))
         # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
-        world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
-        closing.callback(world.close)
-        robot = world.add_robot(spec, mode, q0=report.program.q_start)
-        log = None
+        self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
+        closing.callback(self.world.close)
+        self.robot = self.world.add_robot(spec, mode, q0=q0)
+        self.log: RunLog | None = None
         if log_path:
-            log = RunLog(log_path, spec)
-            closing.callback(log.close)
-        recorder = None
+            self.log = RunLog(log_path, spec)
+            closing.callback(self.log.close)
+        self.recorder = None
         if video_path:
             from .video import VideoRecorder
-            camera = config.camera
-            if camera == "work":
+            view: str | Camera = config.camera
+            if config.camera == "work":
                 wp = traj.work_points()
-                wp = (robot.world_T_report @ np.c_[wp, np.ones(len(wp))].T).T[:, :3]
-                camera = camera_for_path(wp, base=robot.base_position)
-            recorder = closing.enter_context(VideoRecorder(
-                world, robot, video_path, camera=camera, fps=config.video_fps, size=config.video_size,
+                wp = (self.robot.world_T_report @ np.c_[wp, np.ones(len(wp))].T).T[:, :3]
+                view = camera_for_path(wp, base=self.robot.base_position)
+            self.recorder = closing.enter_context(VideoRecorder(
+                self.world, self.robot, video_path, camera=view, fps=config.video_fps, size=config.video_size,
                 expected_duration=traj.duration, progress=False))
-            recorder.add_planned_path(traj.planned_path())
-        step_report = max(1, K // 100)
+            self.recorder.add_planned_path(traj.planned_path())
+        self.step_report = max(1, traj.count // 100)
+        # what the run did so far
+        self.err_sq, self.err_max, self.err_n = 0.0, 0.0, 0
+        self.lines: set[int] = set()
+        self.done, self.t_done, self.last_line = 0, 0.0, 0
+        self.message = ""
+        self.interrupted = False
 
-        def step(k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                 cmd_text: tuple[list[str], list[str]] | None) -> bool:
-            """One control period; False when the dynamic model became unstable."""
-            nonlocal err_sq, err_max, err_n, message
-            robot.command(q, qd)
-            world.step(1)
-            a = robot.flange_pose()[:3, 3]
-            e = float(np.linalg.norm(a - pos)) * 1000.0
-            if math.isfinite(e):
-                err_sq += e * e
-                err_max = max(err_max, e)
-                err_n += 1
-            if log is not None:
-                qa = robot.q
-                if cmd_text is None:
-                    cmd_text = ([f"{v * 1000:.4f}" for v in pos],
-                                [f"{v:.4f}" for v in np.where(disp_pr, q * 1000, np.degrees(q))])
-                log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a]
-                          + cmd_text[1] + [f"{v:.4f}" for v in np.where(disp_pr, qa * 1000, np.degrees(qa))])
-            if recorder is not None:
-                text = source_lines[line - 1].strip() if source_lines and 0 < line <= len(source_lines) else ""
-                recorder.maybe_capture({"line": f"{line}: {text}" if text else str(line)})
-            if progress is not None and k % step_report == 0:
-                progress(k / K)
-            if not robot.stable:
-                message = robot.instability.message
-                return False
-            return True
+    def _joints_text(self, q: np.ndarray) -> list[str]:
+        """Joints as the log writes them: deg, mm for prismatic joints."""
+        return [f"{v:.4f}" for v in np.where(self.spec.prismatic, q * 1000, np.degrees(q))]
 
+    def step(self, k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
+             cmd_text: tuple[list[str], list[str]] | None) -> bool:
+        """Control period ``k`` at ``t`` s: command, step the world, log, film; False when the dynamic
+        model became unstable."""
+        robot = self.robot
+        robot.command(q, qd)
+        self.world.step(1)
+        a = robot.flange_pose()[:3, 3]
+        e = float(np.linalg.norm(a - pos)) * 1000.0
+        if math.isfinite(e):
+            self.err_sq += e * e
+            self.err_max = max(self.err_max, e)
+            self.err_n += 1
+        if self.log is not None:
+            if cmd_text is None:
+                cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
+            self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
+                           + self._joints_text(robot.q))
+        if self.recorder is not None:
+            src = self.source_lines
+            text = src[line - 1].strip() if src and 0 < line <= len(src) else ""
+            self.recorder.maybe_capture({"line": f"{line}: {text}" if text else str(line)})
+        if self.progress is not None and k % self.step_report == 0:
+            self.progress(k / self.traj.count)
+        self.done, self.t_done, self.last_line = k + 1, t, line
+        if not robot.stable:
+            self.message = robot.instability.message if robot.instability is not None else "unstable"
+            return False
+        return True
+
+    def run(self, stopped: Callable[[], bool]) -> None:
+        """Step through every control sample (dwells as one held pose) until the end, an
+        instability, or ``stopped()`` after a row."""
+        self._steps(stopped)
+        if self.progress is not None and not self.interrupted:
+            self.progress(1.0)
+
+    def _steps(self, stopped: Callable[[], bool]) -> None:
+        traj = self.traj
+        zero_qd = np.zeros(self.spec.dof)
         for piece in traj:
             if isinstance(piece, HoldPiece):
-                lines.add(piece.line)
-                held = ([f"{v * 1000:.4f}" for v in piece.position],
-                        [f"{v:.4f}" for v in np.where(disp_pr, piece.q * 1000, np.degrees(piece.q))])
+                self.lines.add(piece.line)
+                held = ([f"{v * 1000:.4f}" for v in piece.position], self._joints_text(piece.q))
                 for k in range(piece.start, piece.stop):
-                    t = k * period
-                    stable = step(k, t, piece.line, piece.position, piece.q, zero_qd, held)
-                    done, t_done, last_line = k + 1, t, piece.line
-                    if not stable or stopped():
+                    if not self.step(k, k * traj.period, piece.line, piece.position, piece.q, zero_qd, held):
+                        return
+                    if stopped():
                         break
             else:
                 ps = piece.samples
                 for i in range(len(piece)):
                     ln = int(ps.line[i])
-                    lines.add(ln)
-                    stable = step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i], None)
-                    done, t_done, last_line = piece.start + i + 1, float(ps.t[i]), ln
-                    if not stable or stopped():
+                    self.lines.add(ln)
+                    if not self.step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i],
+                                     None):
+                        return
+                    if stopped():
                         break
-            if not stable or (done < K and stopped()):
-                break
-        interrupted = done < K and stable
-        if progress is not None and not interrupted:
-            progress(1.0)
-    return _run_result(report, traj, lines, done, t_done, last_line, (err_sq, err_max, err_n), log_path,
-                       video_path, message, t_wall, interrupted)
+            if self.done < traj.count and stopped():
+                self.interrupted = True
+                return
 
+    def result(self, report: PreflightReport, t_wall: float) -> RunResult:
+        """The run summed up; the lines executed include the dwells and pauses passed."""
+        finished = self.done == self.traj.count
+        blocks = report.program.blocks
+        passed = lambda b: finished or (self.done and b.line <= self.last_line)   # noqa: E731
+        lines = self.lines | {b.line for b in blocks if isinstance(b, Dwell) and passed(b)}
+        pauses = tuple(b.line for b in blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE and passed(b))
+        n = self.err_n
+        return RunResult(len(lines), float(self.t_done), self.done, math.sqrt(self.err_sq / n) if n else 0.0,
+                         self.err_max if n else 0.0, self.log_path, self.video_path, not self.message, self.message,
+                         time.perf_counter() - t_wall, pauses, self.interrupted)
 
-def _run_result(report: PreflightReport, traj: ControlTrajectory, lines: set[int], done: int, t_done: float,
-                last_line: int, err: tuple[float, float, int], log_path: str | None, video_path: str | None,
-                message: str, t_wall: float, interrupted: bool) -> RunResult:
-    err_sq, err_max, err_n = err
-    finished = done == traj.count
-    lines = lines | {b.line for b in report.program.blocks
-                     if isinstance(b, Dwell) and (finished or (done and b.line <= last_line))}
-    pauses = tuple(b.line for b in report.program.blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE
-                   and (finished or (done and b.line <= last_line)))
-    return RunResult(len(lines), float(t_done), done, math.sqrt(err_sq / err_n) if err_n else 0.0,
-                     err_max if err_n else 0.0, log_path, video_path, not message, message,
-                     time.perf_counter() - t_wall, pauses, interrupted)
+    @staticmethod
+    def result_of_nothing(report: PreflightReport, traj: ControlTrajectory, t_wall: float) -> RunResult:
+        """The result of a run stopped before it started: nothing moved or written."""
+        return RunResult(0, 0.0, 0, 0.0, 0.0, None, None, True, "", time.perf_counter() - t_wall, (), True)
