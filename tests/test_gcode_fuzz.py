@@ -16,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gcode_helpers import assert_fast_path_agrees
+
 from armtwin import robots
 from armtwin.controllers.gcode import GcodeError, interpret, load_program, parse_line, parse_program
 from armtwin.controllers.gcode import parser as P
@@ -129,15 +131,7 @@ def test_random_and_mutated_programs_never_crash_or_hang(lines, edits, end, spec
 @fuzz(300)
 @given(_PROGRAM, _EDITS)
 def test_fast_path_equals_checking_path(lines, edits):
-    text = P.normalise_line_ends(_mutate("\n".join(lines), edits))
-    raw = P.split_lines(text)
-    fast = P._scan_clean(text, raw)
-    slow, faults, _, _ = P._scan(text, raw, 1, 10_000)
-    if fast is not None:
-        assert not faults and fast == slow
-    else:
-        assert faults     # the fast path takes every clean text
-    assert [(pl.lineno, pl.text) for pl in slow] == [(pl.lineno, raw[pl.lineno - 1]) for pl in slow]
+    assert_fast_path_agrees(P.normalise_line_ends(_mutate("\n".join(lines), edits)))
 
 
 @fuzz(200)

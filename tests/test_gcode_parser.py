@@ -245,15 +245,10 @@ def test_fuzz_mutated_programs_never_raise(base, edits):
 @example(["G0 (note) X1"])    # a comment between words: clean
 @example(["%\x1c"])           # a control character on a % line is a fault, not white space
 def test_fast_path_agrees_with_the_checking_path(lines):
+    from gcode_helpers import assert_fast_path_agrees
+
     from armtwin.controllers.gcode import parser as P
-    text = P.normalise_line_ends("\n".join(lines))    # the scanners see LF line ends only
-    raw = P.split_lines(text)
-    fast = P._scan_clean(text, raw)
-    slow, faults, _, _ = P._scan(text, raw, 1, 100)
-    if fast is not None:
-        assert not faults and fast == slow
-    else:
-        assert faults   # the fast path takes every clean file
+    assert_fast_path_agrees(P.normalise_line_ends("\n".join(lines)), 100)    # the scanners see LF line ends only
 
 
 @settings(max_examples=15, deadline=None)
