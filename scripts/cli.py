@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import stat
 import sys
 from typing import Any
@@ -34,6 +35,27 @@ class CliError(Exception):
         self.code = code
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with armtwin's rules for every command and subcommand:
+
+    - a usage error is one line, ``armtwin: error: CMD: …`` with exit code 2, like every other
+      error of bad input (no usage block; ``--help`` shows it);
+    - a value that is a negative number in any notation armtwin prints (``-7.7e-05``, ``-1E3``,
+      ``-.5``, ``-inf``) is a value, not an option.
+    """
+
+    _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self._NUMBER
+
+    def error(self, message: str):  # type: ignore[override]
+        """One line on stderr and exit code 2 (argparse would print the usage block first)."""
+        sub = self.prog.partition(" ")[2]
+        self.exit(EXIT_USAGE, f"armtwin: error: {sub + ': ' if sub else ''}{message} (see {self.prog} --help)\n")
+
+
 def _modules(prefix: str) -> list[str]:
     from . import __path__ as pkg_path
     return sorted(m.name for m in pkgutil.iter_modules(pkg_path) if m.name.startswith(prefix))
@@ -42,7 +64,7 @@ def _modules(prefix: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every discovered subcommand."""
     from .. import __version__
-    parser = argparse.ArgumentParser(prog="armtwin", description="Simulation and digital twin for industrial robot arms.")
+    parser = ArgumentParser(prog="armtwin", description="Simulation and digital twin for industrial robot arms.")
     parser.add_argument("--version", action="version", version=f"armtwin {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _modules("cmd_"):

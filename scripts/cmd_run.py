@@ -8,73 +8,27 @@ lines executed, program time, RMS and max path error (mm).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
 
+from ..envs.config import CameraPreset
 from .cli import CliError, StderrProgress, add_json_flag, output_file, print_json
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
+from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_video_options, check_output_name, check_outputs,
+                      joint_mode, same_file, video_settings)
 
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a G-code program in the simulated world (after the preflight)")
     add_program_args(p)
-    p.add_argument("--mode", default="kinematic", choices=["kinematic", "hinge", "articulation"],
-                   help="joint model (default kinematic)")
-    p.add_argument("--video", metavar="OUT.mp4", help="write a video with the programmed and followed paths")
+    add_joint_mode(p)
+    add_video_options(p, default_camera=CameraPreset.WORK, gif=False,
+                      video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
+                                 "'work' frames the program's path, the others the whole robot")
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
-    p.add_argument("--camera", default="work", choices=["work", "iso", "front", "side", "top"],  # = envs.runner.CAMERAS
-                   help="video camera: work (default) frames the program's path, the others the whole robot")
-    p.add_argument("--fps", type=float, default=30.0,
-                   help=f"video frames per second, {MIN_FPS:g} to {MAX_FPS:g} (default 30; as `armtwin show`)")
     add_json_flag(p)
     p.set_defaults(func=run)
-
-
-#: --fps range (the same as ``armtwin show``): below 1 frame/s a video is a slide show whose frames
-#: claim to last for seconds (0.001 made one frame "lasting" 1000 s); above 120 no player shows more
-MIN_FPS, MAX_FPS = 1.0, 120.0
-#: the file name endings of the outputs
-LOG_SUFFIXES = (".csv",)
-VIDEO_SUFFIXES = (".mp4", ".gif")
-
-
-def check_output_name(path: str, opt: str, suffixes: tuple[str, ...]) -> None:
-    """CliError (naming ``opt``) unless ``path`` is a file name with one of ``suffixes`` (any case)
-    and something before it: ``--log other.ngc`` would overwrite a G-code program with the log,
-    ``--video .mp4`` is only an ending."""
-    what = " or ".join(suffixes)
-    if not path.strip():
-        raise CliError(f"{opt}: needs a file name ending in {what}")
-    name = os.path.basename(path.rstrip("/" + os.sep))
-    if path.endswith(("/", os.sep)) or Path(path).is_dir():
-        raise CliError(f"{opt} {path}: names a folder; give a file name ending in {what}")
-    if not name.lower().endswith(suffixes):
-        raise CliError(f"{opt} {path}: must end in {what}")
-    if name.lower() in suffixes:
-        raise CliError(f"{opt} {path}: needs a file name before {name} (e.g. out{name.lower()})")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file: equal after resolving links and ``..``, or one file (hard links)."""
-    if Path(a).resolve() == Path(b).resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:       # one of them does not exist (yet): then they are not the same file
-        return False
-
-
-def check_outputs(program: str, outputs: dict[str, str | None]) -> None:
-    """CliError when an output file (``{"--log": path, …}``) is the program or another output."""
-    named = [(opt, path) for opt, path in outputs.items() if path]
-    for i, (opt, path) in enumerate(named):
-        if _same_file(path, program):
-            raise CliError(f"{opt} {path}: is the program itself; writing it would destroy the G-code")
-        for opt2, path2 in named[:i]:
-            if _same_file(path, path2):
-                raise CliError(f"{opt} {path}: is the same file as {opt2}; give them different names")
 
 
 def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
@@ -82,7 +36,7 @@ def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
     why = exc.strerror or str(exc)
     name = exc.filename
     for opt, path in outputs.items():
-        if path and name is not None and (os.fspath(name) == path or _same_file(os.fspath(name), path)):
+        if path and name is not None and (os.fspath(name) == path or same_file(os.fspath(name), path)):
             return f"{opt} {path}: cannot write it: {why}"
     named = [f"{opt} {path}" for opt, path in outputs.items() if path]
     where = f" ({', '.join(named)})" if named else ""
@@ -91,17 +45,14 @@ def _output_error(exc: OSError, outputs: dict[str, str | None]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..envs.runner import ControlTrajectoryError, RunConfig, run_program
-    from ..envs.sim import JointMode
     check_outputs(args.program, {"--log": args.log, "--video": args.video})     # first: the gravest mistake
     for opt, path, suffixes in (("--log", args.log, LOG_SUFFIXES), ("--video", args.video, VIDEO_SUFFIXES)):
         if path is not None:
             check_output_name(path, opt, suffixes)
-    if args.video:
-        output_file(args.video, "--video", VIDEO_SUFFIXES)
+    video = video_settings(args)
+    mode = joint_mode(args)
     if args.log:
         output_file(args.log, "--log", LOG_SUFFIXES)
-    if not (math.isfinite(args.fps) and MIN_FPS <= args.fps <= MAX_FPS):
-        raise CliError(f"--fps must be between {MIN_FPS:g} and {MAX_FPS:g}, got {args.fps:g}")
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
@@ -113,10 +64,10 @@ def run(args: argparse.Namespace) -> int:
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
     try:
-        cfg = RunConfig(mode=JointMode.parse(args.mode), video_fps=args.fps, camera=args.camera)
+        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    progress = None if args.json else StderrProgress(f"{spec.name} {args.mode}")
+    progress = None if args.json else StderrProgress(f"{spec.name} {mode.value}")
     try:
         res = run_program(rep, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                           source_lines=Path(args.program).read_text(errors="replace").splitlines() if args.video else None)
@@ -128,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.done()
-    out = {"program": args.program, "robot": spec.name, "mode": args.mode, "ran": True, **res.to_dict()}
+    out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict()}
     if args.json:
         print_json(out)
     else:
-        print(f"{args.program} on {spec.name} ({args.mode}): {res.lines_executed} motion and dwell lines executed, "
+        print(f"{args.program} on {spec.name} ({mode.value}): {res.lines_executed} motion and dwell lines executed, "
               f"program time {res.program_time:.2f} s ({res.samples} control periods, wall {res.wall_time:.1f} s)")
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
         if res.pauses:
