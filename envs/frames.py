@@ -20,6 +20,7 @@ small process:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import mmap
 import os
@@ -292,12 +293,52 @@ class _Overlay:
         return cached
 
 
+def _write_error(path: Path, exc: BaseException) -> VideoWriteError:
+    """The one-line :class:`VideoWriteError` for a failure while writing ``path``.
+
+    ffmpeg reports a failed write to its own output only as a broken pipe to its input; the real
+    cause (a full disk, a file-size limit, a quota) is found by writing to the same file here."""
+    code = getattr(exc, "errno", None)
+    if code in (None, errno.EPIPE):
+        code = _probe_write(path) or code
+    why = os.strerror(code) if isinstance(code, int) else ""
+    if not why:
+        text = str(exc).strip().splitlines()
+        why = text[0][:200] if text else type(exc).__name__
+    return VideoWriteError(code, why, str(path))
+
+
+def _probe_write(path: Path, nbytes: int = 1 << 20) -> int | None:
+    """The errno of appending ``nbytes`` to ``path`` (ENOSPC, EFBIG, EDQUOT, ...), or None when it works."""
+    try:
+        with open(path, "ab") as f:
+            f.write(bytes(nbytes))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        return e.errno
+    return None
+
+
 class _Writer:
+    """One output file. ``close`` returns whether the file holds a video (it is removed when it
+    does not: no frame was written, or writing failed)."""
+
+    path: Path
+    frames = 0
+
     def append(self, img: np.ndarray, repeat: int) -> None:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> bool:
         raise NotImplementedError
+
+    def discard(self) -> None:
+        """Remove the (partial) file."""
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
 
 
 class _Mp4Writer(_Writer):
@@ -313,24 +354,56 @@ class _Mp4Writer(_Writer):
     def __init__(self, path: Path, fps: float, size: tuple[int, int], quality: float, background: bool = True) -> None:
         ffmpeg_exe(path)
         import imageio_ffmpeg
+        self.path = path
         self.size = size
+        self._failed = False
         self._gen = imageio_ffmpeg.write_frames(
             str(path), size, pix_fmt_in="rgba", pix_fmt_out="yuv420p", fps=fps, quality=quality, codec="libx264",
             macro_block_size=2, ffmpeg_log_level="error", output_params=["-preset", "ultrafast", "-threads", "1"])
         start = lambda: self._gen.send(None)  # noqa: E731 - launches ffmpeg
-        if background:
-            _run_at_idle_priority(start)
-        else:
-            start()
+        try:
+            if background:
+                _run_at_idle_priority(start)
+            else:
+                start()
+        except Exception as exc:  # noqa: BLE001 - named in one line
+            err = _write_error(path, exc)
+            self.discard()
+            raise err from None
 
     def append(self, img: np.ndarray, repeat: int) -> None:
         if img.shape != (self.size[1], self.size[0], 4) or img.dtype != np.uint8 or not img.flags.c_contiguous:
             raise ValueError(f"MP4 frames must be contiguous {self.size[1]}x{self.size[0]}x4 uint8, got {img.shape} {img.dtype}")
-        for _ in range(repeat):
-            self._gen.send(img)
+        try:
+            for _ in range(repeat):
+                self._gen.send(img)
+                self.frames += 1
+        except Exception as exc:  # noqa: BLE001 - a full disk, a killed ffmpeg: one line, no partial file
+            self._failed = True
+            self._quiet_close()
+            err = _write_error(self.path, exc)       # finds the cause by writing to the file: before removing it
+            self.discard()
+            raise err from None
 
-    def close(self) -> None:
-        self._gen.close()  # closes ffmpeg's input and waits for it to finish the file
+    def _quiet_close(self) -> None:
+        try:
+            self._gen.close()
+        except Exception:  # noqa: BLE001 - the failure is reported by the caller
+            pass
+
+    def close(self) -> bool:
+        if self._failed:
+            return False
+        try:
+            self._gen.close()  # closes ffmpeg's input and waits for it to finish the file
+        except Exception as exc:  # noqa: BLE001
+            err = _write_error(self.path, exc)
+            self.discard()
+            raise err from None
+        if self.frames == 0:   # ffmpeg wrote a header without a stream: no video, no file
+            self.discard()
+            return False
+        return True
 
 
 def _is_gif(path: str | Path) -> bool:
@@ -380,7 +453,7 @@ class _GifWriter(_Writer):
 
     def __init__(self, path: Path, fps: float) -> None:
         self.path = path
-        self.frames: list = []
+        self.images: list = []
         self.durations: list[int] = []
         self.fps = fps
         self._clock = 0.0  # ms of video written, to keep GIF's 10 ms ticks from drifting
@@ -392,15 +465,23 @@ class _GifWriter(_Writer):
         dur = int(round(self._clock, -1) - start)
         if dur <= 0 and self.durations:
             return  # shorter than GIF's 10 ms tick: dropped (the next frame starts on time)
-        self.frames.append(Image.fromarray(np.ascontiguousarray(img[:, :, :3])).quantize(colors=256, method=Image.Quantize.FASTOCTREE))
+        self.images.append(Image.fromarray(np.ascontiguousarray(img[:, :, :3])).quantize(colors=256, method=Image.Quantize.FASTOCTREE))
         self.durations.append(max(dur, 10))
+        self.frames += repeat
 
-    def close(self) -> None:
-        if not self.frames:
-            return
-        self.frames[0].save(str(self.path), save_all=True, append_images=self.frames[1:], duration=self.durations,
-                            loop=0, optimize=False, disposal=1)
-        self.frames = []
+    def close(self) -> bool:
+        if not self.images:
+            return False
+        try:
+            self.images[0].save(str(self.path), save_all=True, append_images=self.images[1:], duration=self.durations,
+                                loop=0, optimize=False, disposal=1)
+        except Exception as exc:  # noqa: BLE001
+            err = _write_error(self.path, exc)
+            self.discard()
+            raise err from None
+        finally:
+            self.images = []
+        return True
 
 
 # ----- one output: trails, overlay, writers -------------------------------------------------
@@ -495,23 +576,41 @@ class Compositor:
         for wr in self._writers:
             wr.append(img, repeat)
 
-    def close(self) -> None:
-        """Finish every file; raises the first failure after trying them all."""
+    def close(self) -> tuple[str, ...]:
+        """Finish every file; returns the files that hold a video (a file without a frame is
+        removed). Raises the first failure after trying them all."""
         first: BaseException | None = None
+        written = []
         for wr in self._writers:
             try:
-                wr.close()
+                if wr.close():
+                    written.append(str(wr.path))
             except Exception as exc:  # noqa: BLE001 - the others still get closed
                 first = first or exc
         self._writers = []
         if first is not None:
             raise first
+        return tuple(written)
 
 
 # ----- the helper process ------------------------------------------------------------------
 
-class EncoderError(RuntimeError):
-    """The helper process failed; the message says why."""
+class EncoderError(OSError):
+    """The video encoder failed (its helper process stopped, ffmpeg failed); the message says why.
+
+    An ``OSError``: the output could not be made, like a file that cannot be written, so command
+    line entry points end with one line naming it."""
+
+    def __str__(self) -> str:
+        return f"video encoding failed: {self.strerror or (self.args[0] if self.args else '')}"
+
+
+class VideoWriteError(EncoderError):
+    """A video file could not be written (a full disk, a file too large, ffmpeg failed): one line
+    naming the file and why. The file is removed: a video is playable or absent."""
+
+    def __str__(self) -> str:
+        return f"cannot write the video {self.filename}: {self.strerror}"
 
 
 class EncoderProcess:
@@ -533,22 +632,19 @@ class EncoderProcess:
         self._inflight: deque[int] = deque()
         self._last_slot: int | None = None
         self._closed = False
-        self._failure: str | None = None
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        fd, self._shm_path = tempfile.mkstemp(prefix="armtwin-frames-", dir=folder)
-        try:
-            os.ftruncate(fd, self.frame_bytes * self.slots)
-            self._mm = mmap.mmap(fd, self.frame_bytes * self.slots)
-        finally:
-            os.close(fd)
+        self._failure: BaseException | None = None
+        self._proc: subprocess.Popen | None = None
+        self._fd, self._mm = _shared_frames(self.frame_bytes * self.slots)   # no name: nothing can be left behind
         self._buf = np.frombuffer(self._mm, np.uint8).reshape(self.slots, h, w, 4)
         code = ("import importlib.util as u, sys; s = u.spec_from_file_location('armtwin_frames', sys.argv[1]); "
                 "m = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); m._serve()")
-        self._proc: subprocess.Popen | None = None
 
         def start() -> None:
+            # its own session: a Ctrl-C at the terminal reaches the simulation only, which then closes
+            # the video properly (ffmpeg stopped by the same Ctrl-C would leave a file without its index)
             self._proc = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).resolve())],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(self._fd,),
+                                          start_new_session=True)
         self._ready = False  # the helper's "ready" is read with its first reply, not waited for here
         try:
             for p in settings.paths:  # the usual failure, named before anything starts
@@ -556,7 +652,7 @@ class EncoderProcess:
                     ffmpeg_exe(p)
             _run_at_idle_priority(start)
             # plain values only: the helper loads this file by path, not as armtwin.envs.frames
-            self._send(("init", dataclasses.asdict(settings), self._shm_path, self.slots))
+            self._send(("init", dataclasses.asdict(settings), self._fd, self.slots))
         except BaseException:
             self._kill()
             raise
@@ -579,21 +675,24 @@ class EncoderProcess:
             self._expect("done")
         return None if self._last_slot is None else self._buf[self._last_slot, :, :, :3].copy()
 
-    def close(self) -> None:
-        """Finish the files and stop the helper; EncoderError if it failed. Idempotent."""
+    def close(self) -> tuple[str, ...]:
+        """Finish the files and stop the helper; returns the files that hold a video (see
+        :meth:`Compositor.close`). EncoderError (or VideoWriteError) if it failed. Idempotent."""
         if self._closed:
-            return
+            return self._written
         self._closed = True
+        self._written: tuple[str, ...] = ()
         try:
             if self._failure is not None:
-                raise EncoderError(self._failure)
+                raise self._failure
             self._send(("close",))
             while self._inflight:
                 self._expect("done")
-            self._expect("closed")
+            self._written = tuple(self._expect("closed"))
             self._proc.wait()
         finally:
             self._kill()
+        return self._written
 
     # ----- internals
     def _send(self, msg: tuple) -> None:
@@ -605,28 +704,32 @@ class EncoderProcess:
                 self._expect("done")  # raises its own error, or "stopped" at the end of its output
             self._expect("end of output")  # raises: "the video encoding process stopped"
 
-    def _expect(self, kind: str) -> None:
-        """Read the helper's next message; it must be ``kind`` ("done" pops a slot)."""
+    def _expect(self, kind: str):
+        """Read the helper's next message; it must be ``kind`` ("done" pops a slot). Returns its value."""
         if self._failure is not None:
-            raise EncoderError(self._failure)
+            raise self._failure
         if not self._ready:  # its first message: it started, mapped the frames and opened the files
             self._ready = True
             self._read("ready")
-            if os.name == "posix":  # both sides have the frames mapped: the name is no longer needed
-                self._unlink()
-        self._read(kind)
+        return self._read(kind)
 
-    def _read(self, kind: str) -> None:
+    def _read(self, kind: str):
         try:
             msg = pickle.load(self._proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError):
             code = self._proc.poll()
             msg = ("error", "the video encoding process stopped" + (f" (exit code {code})" if code is not None else ""))
         if msg[0] != kind:
-            self._failure = msg[1] if msg[0] == "error" else f"video encoding process: expected {kind!r}, got {msg[0]!r}"
-            raise EncoderError(self._failure)
+            if msg[0] == "error" and len(msg) >= 4 and msg[3]:      # a file that could not be written
+                self._failure = VideoWriteError(msg[2], msg[1], msg[3])
+            elif msg[0] == "error":
+                self._failure = EncoderError(None, msg[1])
+            else:
+                self._failure = EncoderError(None, f"the video encoding process said {msg[0]!r}, expected {kind!r}")
+            raise self._failure
         if kind == "done":
             self._inflight.popleft()
+        return msg[1] if len(msg) > 1 else None
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -646,13 +749,28 @@ class EncoderProcess:
             self._mm.close()
         except (BufferError, ValueError):
             pass  # a caller still holds a view; the mapping goes with it
-        self._unlink()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
-    def _unlink(self) -> None:
-        try:
-            os.unlink(self._shm_path)
-        except OSError:
-            pass
+
+def _shared_frames(nbytes: int) -> tuple[int, mmap.mmap]:
+    """A file descriptor of ``nbytes`` of shared memory without a name in any folder (Linux
+    ``memfd_create``; elsewhere a temporary file unlinked at once), and its mapping. The helper
+    process gets the descriptor (``pass_fds``); the memory goes when both have closed it, however
+    they end (a SIGKILL included)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("armtwin-frames", 0)
+    else:
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        fd, path = tempfile.mkstemp(prefix="armtwin-frames-", dir=folder)
+        os.unlink(path)
+    try:
+        os.ftruncate(fd, nbytes)
+        return fd, mmap.mmap(fd, nbytes)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _serve() -> None:
@@ -687,22 +805,23 @@ def _serve() -> None:
                     comp.process(frames[slot], repeat, state, trail_px, planned_px, clear)
                     reply("done", slot)
                 elif msg[0] == "init":
-                    _, fields, shm_path, slots = msg
+                    _, fields, fd, slots = msg
                     settings = FrameSettings(**fields)
                     w, h = settings.size
-                    with open(shm_path, "r+b") as f:
-                        mm = mmap.mmap(f.fileno(), w * h * 4 * slots)
+                    mm = mmap.mmap(fd, w * h * 4 * slots)
+                    os.close(fd)
                     frames = np.frombuffer(mm, np.uint8).reshape(slots, h, w, 4)
                     comp = Compositor(settings)
                     reply("ready")
                 elif msg[0] == "close":
                     comp, done = None, comp
-                    if done is not None:
-                        done.close()
-                    reply("closed")
+                    reply("closed", done.close() if done is not None else ())
                     return
             except Exception as exc:  # noqa: BLE001 - reported to the recorder, which raises it
-                reply("error", str(exc) or type(exc).__name__)
+                if isinstance(exc, OSError) and exc.filename:
+                    reply("error", exc.strerror or str(exc), exc.errno, exc.filename)
+                else:
+                    reply("error", str(exc) or type(exc).__name__)
     except (BrokenPipeError, OSError):
         return  # the recorder is gone
 

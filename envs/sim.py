@@ -86,14 +86,12 @@ from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
 from .camera import Camera, camera_for_path, cameras_for
+from ..robots.urdfcheck import check_urdf
 from .config import JointMode, PhysicsConfig, Renderer
+from .errors import SimulationError
 
 __all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "camera_for_path", "World", "SimRobot", "JointState", "Instability",
            "SimulationError", "PyBulletIKSettings", "pybullet_ik"]
-
-
-class SimulationError(RuntimeError):
-    """A world or robot could not be created or used (e.g. a URDF that does not load)."""
 
 
 @dataclass(frozen=True)
@@ -210,8 +208,13 @@ class World:
             payload: kg attached at the flange.
             position: where the mounting face stands, world frame (m).
             urdf_path: load another URDF file with the same joints (default: the spec's).
+
+        Raises:
+            RobotDataError: (a ValueError) the URDF file is missing or unusable — checked before
+                PyBullet reads it (:func:`~armtwin.robots.urdfcheck.check_urdf`).
+            SimulationError: PyBullet refused it all the same.
         """
-        path = str(urdf_path or spec.urdf_path)
+        path = str(check_urdf(urdf_path or spec.urdf_path, zip(spec.joint_names, (t.value for t in spec.joint_types))))
         try:
             body = pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
                                      flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)

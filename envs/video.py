@@ -165,7 +165,7 @@ class VideoRecorder:
 
     Raises:
         ValueError: bad path suffix, size, fps or camera name.
-        RuntimeError: the encoder cannot start (e.g. no ffmpeg).
+        EncoderError: (an OSError) the encoder cannot start or a file cannot be opened (e.g. no ffmpeg).
     """
 
     def __init__(self, world: World, robot: SimRobot, path: str | Path, *, camera: str | Camera = "iso",
@@ -220,8 +220,8 @@ class VideoRecorder:
                     background = False
             if not background:
                 self._comp = Compositor(settings)
-        except EncoderError as exc:
-            raise RuntimeError(str(exc)) from None
+        except EncoderError:
+            raise      # an OSError naming what failed (no ffmpeg, a file that cannot be written)
         self.result: VideoResult | None = None
 
     # ----- public API -------------------------------------------------------------------
@@ -293,22 +293,27 @@ class VideoRecorder:
         try:
             if self._frames == 0 and self._error is None:
                 self._emit(1, None, self.robot.flange_pose())  # never leave an empty file
-        except RuntimeError:
+        except (RuntimeError, OSError):
             pass  # reported below
         finally:
-            if self._enc is not None and self._error is None:
-                self._last = self._enc.last_frame() if self._frames else None
+            written: tuple[str, ...] = ()
+            try:
+                if self._enc is not None and self._error is None:
+                    self._last = self._enc.last_frame() if self._frames else None
+            except Exception as exc:  # noqa: BLE001 - reported below
+                self._error = self._error or exc
             self._closed = True
             try:
-                (self._enc or self._comp).close()
+                written = (self._enc or self._comp).close()
             except Exception as exc:  # noqa: BLE001 - reported below
                 self._error = self._error or exc
             self._progress.update(self.world.time - self._t0, self._frames, force=True)
             self._progress.done()
         if self._error is not None:
-            raise RuntimeError(f"video encoding failed: {self._error}") from self._error
-        self.result = VideoResult(self.paths, self._frames, self.fps, self.size, self.world.time - self._t0,
-                                  self.world.renderer, time.monotonic() - self._started)
+            raise self._failure()
+        # a file that never got a frame (interrupted at once) is removed: a video is playable or absent
+        self.result = VideoResult(tuple(p for p in self.paths if str(p) in written), self._frames, self.fps, self.size,
+                                  self.world.time - self._t0, self.world.renderer, time.monotonic() - self._started)
         return self.result
 
     def __enter__(self) -> VideoRecorder:
@@ -328,7 +333,14 @@ class VideoRecorder:
         if self._closed:
             raise RuntimeError("the video recorder is closed")
         if self._error is not None:
-            raise RuntimeError(f"video encoding failed: {self._error}") from self._error
+            raise self._failure()
+
+    def _failure(self) -> BaseException:
+        """The error to raise for the encoder's failure: the OSError itself (one line for the
+        command line), anything else as a RuntimeError naming it."""
+        if isinstance(self._error, OSError):
+            return self._error
+        return RuntimeError(f"video encoding failed: {self._error}")
 
     def _sample(self) -> np.ndarray:
         """The flange pose now (report frame); adds its position to the followed path."""
@@ -365,7 +377,7 @@ class VideoRecorder:
                 self._last = image[:, :, :3]
         except Exception as exc:  # noqa: BLE001 - the encoder's failure, named
             self._error = exc
-            raise RuntimeError(f"video encoding failed: {exc}") from exc
+            raise self._failure() from None
         self._k += repeat
         self._frames += repeat
         self._progress.update(self.world.time - self._t0, self._frames)

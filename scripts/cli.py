@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 EXIT_USAGE = 2
+#: the reader of standard output went away (``armtwin … | head``): 128 + SIGPIPE, as a Unix tool
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):
@@ -56,6 +58,16 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"armtwin: error: {sub + ': ' if sub else ''}{message} (see {self.prog} --help)\n")
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's last flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def _modules(prefix: str) -> list[str]:
     from . import __path__ as pkg_path
     return sorted(m.name for m in pkgutil.iter_modules(pkg_path) if m.name.startswith(prefix))
@@ -79,7 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: optional packages -> the setup.cfg extra that installs them (for a one-line message, not a traceback)
 _EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
-             "viser": "ui", "trimesh": "ui", "playwright": "test", "yourdfpy": "test", "hypothesis": "test"}
+             "viser": "ui", "trimesh": "ui", "yourdfpy": "ui", "playwright": "test", "hypothesis": "test"}
+
+
+def missing_extra(module: str, extra: str | None = None) -> CliError:
+    """The one-line error for an optional package that is not installed, naming its extra:
+    ``this command needs the 'viser' package of the 'ui' extra: pip install -e ".[ui]"``."""
+    top = module.split(".")[0]
+    extra = extra or _EXTRA_OF.get(top, top)
+    return CliError(f"this command needs the '{top}' package of the '{extra}' extra: pip install -e \".[{extra}]\" "
+                    f"(from the repository)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,17 +111,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()       # here, where a reader that went away is handled, not at exit
+        return code
+    except BrokenPipeError:     # `armtwin … | head`: the reader has gone; stop quietly, as Unix tools do
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except CliError as exc:
         print(f"armtwin: error: {exc}", file=sys.stderr)
         return exc.code
     except ModuleNotFoundError as exc:  # an optional extra that is not installed
         top = (exc.name or "").split(".")[0]
-        extra = _EXTRA_OF.get(top)
-        if extra is None:
+        if top not in _EXTRA_OF:
             raise
-        print(f"armtwin: error: this command needs the '{top}' package of the '{extra}' extra: "
-              f"pip install -e \".[{extra}]\" (from the repository)", file=sys.stderr)
+        print(f"armtwin: error: {missing_extra(top)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, KeyError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
@@ -109,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("armtwin: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except RuntimeError as exc:
+        from ..envs.errors import SimulationError   # no PyBullet
+        if not isinstance(exc, SimulationError):
+            raise
+        print(f"armtwin: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 # ----- helpers shared by the subcommands -------------------------------------------------

@@ -24,7 +24,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .cli import CliError, get_robot
+from .cli import CliError, get_robot, missing_extra
 from .cmd_sync import check_log_file, open_log, parse_joints
 from .options import add_joint_mode, joint_mode
 
@@ -117,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--save-dir {save_dir}: not a folder")
     if args.programs is not None and not Path(args.programs).is_dir():
         raise CliError(f"--programs {args.programs}: not a folder")
-    try:
+    try:    # the 'ui' extra (viser draws the robot from its URDF with yourdfpy and trimesh)
+        import trimesh  # noqa: F401
         import viser  # noqa: F401
-    except ImportError:
-        raise CliError("the teach pendant needs the 'viser' package: pip install viser") from None
+        import yourdfpy  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc.name or "viser", "ui") from None
     from ..envs.pendant import Pendant, PendantConfig
     mode = joint_mode(args)
     config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)

@@ -271,7 +271,7 @@ def test_long_programs_show_progress_but_not_under_json(tmp_path, capsys, monkey
 # ----- 6. the fault cap: TOO_MANY_FAULTS (119) names where the report stops ---------------------
 
 def test_too_many_faults_is_reported_once_at_the_first_fault_not_shown():
-    from armtwin.controllers.gcode import Severity, load_program, parse_program
+    from armtwin.controllers.gcode import load_program, parse_program
     # parser alone
     res = parse_program("S1\n" * 50, max_faults=10)
     assert [int(f.code) for f in res.faults] == [11] * 9 + [119] and res.truncated

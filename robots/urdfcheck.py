@@ -1,0 +1,93 @@
+"""Check a robot's URDF file before a simulator or viewer reads it.
+
+PyBullet aborts the whole process on some bad inputs (a folder given as the file ends in
+``std::bad_alloc``) and reports others only as a bare ``error``; viewers raise their own
+exceptions. This check reads the file as data — that it is a regular, readable, non-empty file
+of bounded size, well-formed XML with a ``<robot>`` root, that every joint the robot's data
+names is there with the right type, and that every mesh it refers to is a file next to it —
+and raises :class:`RobotDataError` naming the file and what is wrong. Pure Python: no PyBullet.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Iterable
+
+__all__ = ["RobotDataError", "check_urdf", "MAX_URDF_BYTES"]
+
+#: the largest URDF file read, bytes (armtwin's own are ~10 kB; meshes live in their own files)
+MAX_URDF_BYTES = 16 * 1024 * 1024
+
+
+class RobotDataError(ValueError):
+    """A robot's data file is missing or unusable; the message names the file and why.
+
+    A ``ValueError``: command-line entry points end with one line and exit code 2."""
+
+
+def check_urdf(path: str | os.PathLike, joints: Iterable[tuple[str, str]] = ()) -> Path:
+    """Check a URDF file before it is loaded; returns its path.
+
+    Args:
+        path: the file.
+        joints: (name, type) of the moving joints the robot's data expects, type "revolute"
+            (also accepts "continuous") or "prismatic".
+
+    Raises:
+        RobotDataError: naming ``path`` and the first problem found.
+    """
+    p = Path(path)
+
+    def bad(why: str) -> RobotDataError:
+        return RobotDataError(f"robot description {p}: {why}")
+
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise bad("does not exist (regenerate it: python -m armtwin.robots.urdfgen)") from None
+    except OSError as exc:
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise bad("is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise bad("is not a regular file")
+    if st.st_size == 0:
+        raise bad("is empty")
+    if st.st_size > MAX_URDF_BYTES:
+        raise bad(f"is {st.st_size:,} bytes, more than the {MAX_URDF_BYTES:,} a robot description may have")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise bad(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        line, col = getattr(exc, "position", (0, 0))
+        raise bad(f"is not well-formed XML (line {line}, column {col + 1}): {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    if root.tag != "robot":
+        raise bad(f"its root element is <{root.tag}>, not <robot>")
+    links = {e.get("name") for e in root.findall("link")}
+    if not links:
+        raise bad("has no <link>")
+    found = {e.get("name"): e for e in root.findall("joint")}
+    for e in found.values():
+        for end in ("parent", "child"):
+            ref = e.find(end)
+            if ref is None or ref.get("link") not in links:
+                raise bad(f"joint {e.get('name')!r}: its {end} link is missing")
+    for name, kind in joints:
+        e = found.get(name)
+        if e is None:
+            raise bad(f"has no joint {name!r}, which the robot's data names")
+        want = ("revolute", "continuous") if kind == "revolute" else (kind,)
+        if e.get("type") not in want:
+            raise bad(f"joint {name!r} is {e.get('type')!r}, the robot's data says {kind!r}")
+    for mesh in root.iter("mesh"):
+        ref = mesh.get("filename") or ""
+        target = p.parent / ref.removeprefix("file://") if not ref.startswith("package://") else None
+        if not ref or target is None or not target.is_file():
+            raise bad(f"mesh {ref!r} is not a file next to it")
+    return p
