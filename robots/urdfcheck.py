@@ -10,6 +10,7 @@ and raises :class:`RobotDataError` naming the file and what is wrong. Pure Pytho
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import xml.etree.ElementTree as ET
@@ -26,6 +27,37 @@ class RobotDataError(ValueError):
     """A robot's data file is missing or unusable; the message names the file and why.
 
     A ``ValueError``: command-line entry points end with one line and exit code 2."""
+
+
+#: (element, attribute) pairs holding numbers: every one must be finite; masses and inertia
+#: diagonals not negative, sizes positive
+_NUMERIC = {("origin", "xyz"), ("origin", "rpy"), ("axis", "xyz"), ("mass", "value"), ("limit", "lower"),
+            ("limit", "upper"), ("limit", "effort"), ("limit", "velocity"), ("dynamics", "damping"),
+            ("dynamics", "friction"), ("box", "size"), ("cylinder", "radius"), ("cylinder", "length"),
+            ("sphere", "radius"), ("capsule", "radius"), ("capsule", "length"), ("mesh", "scale"),
+            ("color", "rgba")} | {("inertia", k) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+_NOT_NEGATIVE = {("mass", "value"), ("inertia", "ixx"), ("inertia", "iyy"), ("inertia", "izz"),
+                 ("limit", "effort"), ("limit", "velocity"), ("dynamics", "damping"), ("dynamics", "friction")}
+_POSITIVE = {("box", "size"), ("cylinder", "radius"), ("cylinder", "length"), ("sphere", "radius"),
+             ("capsule", "radius"), ("capsule", "length")}
+_COUNT = {"xyz": 3, "rpy": 3, "size": 3, "scale": 3, "rgba": 4}
+
+
+def _check_numbers(e: ET.Element, attr: str, value: str, bad) -> None:
+    words = value.split()
+    want = _COUNT.get(attr, 1)
+    where = f"<{e.tag} {attr}=\"{value[:40]}\">"
+    try:
+        nums = [float(w) for w in words]
+    except ValueError:
+        raise bad(f"{where}: not a number") from None
+    if len(nums) != want:
+        raise bad(f"{where}: {want} number{'s' if want > 1 else ''} expected, got {len(nums)}")
+    if not all(math.isfinite(v) and abs(v) < 1e6 for v in nums):
+        raise bad(f"{where}: numbers must be finite and below 1e6")
+    key = (e.tag, attr)
+    if key in _NOT_NEGATIVE and min(nums) < 0 or key in _POSITIVE and min(nums) <= 0:
+        raise bad(f"{where}: must be {'positive' if key in _POSITIVE else 'zero or more'}")
 
 
 def check_urdf(path: str | os.PathLike, joints: Iterable[tuple[str, str]] = ()) -> Path:
@@ -85,6 +117,10 @@ def check_urdf(path: str | os.PathLike, joints: Iterable[tuple[str, str]] = ()) 
         want = ("revolute", "continuous") if kind == "revolute" else (kind,)
         if e.get("type") not in want:
             raise bad(f"joint {name!r} is {e.get('type')!r}, the robot's data says {kind!r}")
+    for e in root.iter():
+        for attr, value in e.attrib.items():
+            if (e.tag, attr) in _NUMERIC:
+                _check_numbers(e, attr, value, bad)
     for mesh in root.iter("mesh"):
         ref = mesh.get("filename") or ""
         target = p.parent / ref.removeprefix("file://") if not ref.startswith("package://") else None

@@ -363,3 +363,102 @@ def test_a_video_that_cannot_be_written_is_one_line_and_no_partial_file(tmp_path
     line = _one_line(p, str(video), "File too large")
     assert "ffmpeg" not in p.stderr.lower() or "FFMPEG STDERR" not in p.stderr, line
     assert not video.exists()
+
+
+# ----- seeded fuzzing of the robot-data surface ----------------------------------------------------
+
+def _mutations(text: str, rng: random.Random, n: int) -> list[str]:
+    """``n`` mutated copies of a URDF text: numbers made absurd, elements deleted or duplicated,
+    bytes flipped, cut at a random point."""
+    numbers = [m.span() for m in re.finditer(r"-?\d+(\.\d+)?(e-?\d+)?", text)]
+    elements = [m.span() for m in re.finditer(r"<(inertial|visual|collision|joint|limit|origin|mass|inertia)\b[^>]*?(/>|>)", text)]
+    out = []
+    for _ in range(n):
+        kind = rng.randrange(5)
+        if kind == 0:
+            a, b = rng.choice(numbers)
+            out.append(text[:a] + rng.choice(["nan", "inf", "-inf", "1e308", "-1", "0", "1e-320", "", "x"]) + text[b:])
+        elif kind == 1:
+            a, b = rng.choice(elements)
+            out.append(text[:a] + text[b:])
+        elif kind == 2:
+            a, b = rng.choice(elements)
+            out.append(text[:b] + text[a:b] + text[b:])
+        elif kind == 3:
+            t = bytearray(text.encode())
+            for _ in range(rng.randrange(1, 8)):
+                t[rng.randrange(len(t))] = rng.randrange(256)
+            out.append(t.decode("latin-1"))
+        else:
+            out.append(text[: rng.randrange(len(text))])
+    return out
+
+
+_LOAD_ALL = textwrap.dedent("""
+    import sys, json
+    from pathlib import Path
+    from armtwin import robots
+    from armtwin.envs.sim import World, SimulationError
+    from armtwin.robots.urdfcheck import RobotDataError
+    spec = robots.get(sys.argv[1])
+    out = []
+    with World() as w:
+        for f in sorted(Path(sys.argv[2]).glob("*.urdf")):
+            print(f.name, flush=True)             # the last name printed is the culprit of a crash
+            try:
+                r = w.add_robot(spec, urdf_path=f)
+                r.command(spec.home); w.step(2)
+                out.append("loaded")
+            except RobotDataError:
+                out.append("refused")
+            except SimulationError:
+                out.append("pybullet-refused")
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("robot", ["irb120", "scara", "aubo_i5"])
+def test_mutated_robot_descriptions_are_refused_in_one_line_or_load_never_crash(tmp_path, robot):
+    """Seeded fuzzing of broken robot data: every mutation is either refused by the check (a
+    RobotDataError naming the file) or loads; PyBullet never aborts the process."""
+    spec = robots.get(robot)
+    joints = list(zip(spec.joint_names, (t.value for t in spec.joint_types)))
+    rng = random.Random(f"urdf-{robot}")
+    muts = _mutations(spec.urdf_path.read_text(), rng, 60)
+    for i, m in enumerate(muts):
+        (tmp_path / f"m{i:03d}.urdf").write_bytes(m.encode("utf-8", "surrogateescape") if isinstance(m, str) else m)
+    refused = 0
+    for f in sorted(tmp_path.glob("*.urdf")):
+        try:
+            check_urdf(f, joints)
+        except RobotDataError as exc:
+            refused += 1
+            assert str(f) in str(exc) and "\n" not in str(exc)
+    p = subprocess.run([PY, "-c", _LOAD_ALL, robot, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"crashed (exit {p.returncode}) loading {p.stdout.split()[-1:]}: {p.stderr[-500:]}"
+    results = __import__("json").loads(p.stdout.strip().splitlines()[-1])
+    assert len(results) == len(muts) and results.count("refused") == refused
+    assert refused > len(muts) // 3          # the mutations do break things: the test can fail
+
+
+# ----- seeded fuzzing of the pendant's file names ---------------------------------------------------
+
+def test_random_file_names_never_leave_the_save_folder(tmp_path):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from armtwin.envs.pendant import safe_file_name
+    folder = (tmp_path / "saved").resolve()
+    alphabet = st.characters(codec="utf-8") | st.sampled_from(list("/\\.:~$%*?\0\n\r\t "))
+
+    @settings(max_examples=400, derandomize=True, deadline=None)
+    @given(st.text(alphabet=alphabet, max_size=200))
+    def check(name):
+        safe, why = safe_file_name(name)
+        if safe is None:
+            assert why
+            return
+        assert (folder / safe).resolve().parent == folder and "/" not in safe and "\0" not in safe
+        assert safe.lower().endswith((".ngc", ".nc", ".gcode")) and not safe.startswith(".")
+
+    check()
