@@ -226,6 +226,50 @@ class World:
         self.robots.append(robot)
         return robot
 
+    def add_visual_mesh(self, vertices, triangles, color=(0.1, 0.1, 0.1, 1.0)) -> int:
+        """A static, visual-only mesh (no collision, no mass), world frame; returns its body id.
+
+        For what a run leaves in the scene (ink on the table, a laser's burn): it is drawn by every
+        renderer with the right occlusion, and nothing collides with it.
+
+        Args:
+            vertices: (N, 3) positions, m, world frame.
+            triangles: (M, 3) vertex indices, counter-clockwise seen from the visible side.
+            color: RGBA 0..1.
+        """
+        v = np.asarray(vertices, dtype=float).reshape(-1, 3)
+        t = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+        if len(v) == 0 or len(t) == 0 or not np.all(np.isfinite(v)) or t.min() < 0 or t.max() >= len(v):
+            raise ValueError("a visual mesh needs finite vertices and triangles indexing them")
+        normals = np.zeros_like(v)
+        n = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
+        for k in range(3):
+            np.add.at(normals, t[:, k], n)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+        # through an OBJ file: the EGL renderer draws only meshes read from files. The file lives
+        # for the call only (PyBullet reads it at once), in memory where the system has a tmpfs.
+        import tempfile
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        with tempfile.TemporaryDirectory(prefix="armtwin-mesh-", dir=folder) as tmp:
+            path = os.path.join(tmp, "mesh.obj")
+            with open(path, "w") as f:
+                f.write("".join(f"v {a:.6f} {b:.6f} {c:.6f}\n" for a, b, c in v))
+                f.write("".join(f"vn {a:.5f} {b:.5f} {c:.5f}\n" for a, b, c in normals))
+                f.write("".join(f"f {i + 1}//{i + 1} {j + 1}//{j + 1} {k + 1}//{k + 1}\n" for i, j, k in t))
+            with _quiet_fds():     # the loaders print warnings with C printf
+                shape = pybullet.createVisualShape(pybullet.GEOM_MESH, fileName=path, rgbaColor=list(color),
+                                                   physicsClientId=self.client)
+        if shape < 0:
+            raise SimulationError("PyBullet refused a visual mesh")
+        return pybullet.createMultiBody(baseMass=0, baseCollisionShapeIndex=-1, baseVisualShapeIndex=shape,
+                                        physicsClientId=self.client)
+
+    def remove_body(self, body: int) -> None:
+        """Remove a body made by :meth:`add_visual_mesh` (or any non-robot body)."""
+        if any(r.body == body for r in self.robots):
+            raise ValueError("a robot's body is removed with its world")
+        pybullet.removeBody(int(body), physicsClientId=self.client)
+
     # ----- time -----------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
         """Advance the world by ``n`` control steps of ``physics.dt`` (each ``substeps`` physics steps).
