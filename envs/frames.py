@@ -940,12 +940,7 @@ def _serve() -> None:
         while True:
             try:
                 msg = pickle.load(inp)
-            except EOFError:  # the recorder stopped without closing (or after an error): keep what was written
-                if comp is not None:
-                    try:
-                        comp.close()
-                    except Exception:  # noqa: BLE001 - nobody is left to tell
-                        pass
+            except (EOFError, pickle.UnpicklingError):  # the recorder stopped without closing (or died)
                 return
             try:
                 if msg[0] == "frame":
@@ -965,13 +960,23 @@ def _serve() -> None:
                     comp, done = None, comp
                     reply("closed", done.close() if done is not None else ())
                     return
+            except (BrokenPipeError, ConnectionError):
+                raise                   # the recorder is gone: finish below
             except Exception as exc:  # noqa: BLE001 - reported to the recorder, which raises it
                 if isinstance(exc, OSError) and exc.filename:
                     reply("error", exc.strerror or str(exc), exc.errno, exc.filename)
                 else:
                     reply("error", str(exc) or type(exc).__name__)
-    except (BrokenPipeError, OSError):
-        return  # the recorder is gone
+    except OSError:
+        return  # the recorder is gone (a broken pipe): finish below
+    finally:
+        # however the recorder went (closed without "close", killed by any signal, gone between two
+        # messages): keep what was written as a playable file, remove a file without a frame
+        if comp is not None:
+            try:
+                comp.close()
+            except Exception:  # noqa: BLE001 - nobody is left to tell
+                pass
 
 
 if __name__ == "__main__":
