@@ -82,6 +82,7 @@ with _quiet_fds():  # no "pybullet build time" banner (C printf) on every comman
 import pybullet_data  # noqa: E402
 
 from ..controllers.kinematics import chain_of
+from ..controllers.tools import Tool
 from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
@@ -197,7 +198,7 @@ class World:
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
-                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None) -> "SimRobot":
+                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None) -> "SimRobot":
         """Load ``spec``'s URDF fixed to the ground and return its handle.
 
         Args:
@@ -208,19 +209,31 @@ class World:
             payload: kg attached at the flange.
             position: where the mounting face stands, world frame (m).
             urdf_path: load another URDF file with the same joints (default: the spec's).
+            tool: a tool on the flange (:class:`~armtwin.controllers.tools.Tool`): its body is drawn,
+                its mass acts at its centre of mass in the dynamic joint models, and
+                :meth:`SimRobot.tcp_pose` is its tool centre point. None: the bare flange.
 
         Raises:
             RobotDataError: (a ValueError) the URDF file is missing or unusable — checked before
                 PyBullet reads it (:func:`~armtwin.robots.urdfcheck.check_urdf`).
             SimulationError: PyBullet refused it all the same.
         """
-        path = str(check_urdf(urdf_path or spec.urdf_path, zip(spec.joint_names, (t.value for t in spec.joint_types))))
-        try:
-            body = pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
-                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
-        except pybullet.error as exc:
-            raise SimulationError(f"URDF {path} did not load: {exc}") from None
-        robot = SimRobot(self, spec, body, JointMode.parse(mode), drive or spec.drive, np.asarray(position, float))
+        joints = list(zip(spec.joint_names, (t.value for t in spec.joint_types)))
+        path = str(check_urdf(urdf_path or spec.urdf_path, joints))
+        mode = JointMode.parse(mode)
+        if tool is None:
+            body = self._load_urdf(path, position)
+        else:   # the robot's description with the tool's links, through a file that lives for the call
+            import tempfile
+
+            from ..robots.tooling import urdf_with_tool
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            with tempfile.TemporaryDirectory(prefix="armtwin-tool-", dir=folder) as tmp:
+                tooled = os.path.join(tmp, f"{spec.name}_T{tool.number}.urdf")
+                with open(tooled, "w") as f:
+                    f.write(urdf_with_tool(path, tool))
+                body = self._load_urdf(str(check_urdf(tooled, joints)), position, shown=path)
+        robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool)
         robot.set_payload(payload)
         robot.reset(spec.home if q0 is None else q0)
         self.robots.append(robot)
@@ -269,6 +282,13 @@ class World:
         if any(r.body == body for r in self.robots):
             raise ValueError("a robot's body is removed with its world")
         pybullet.removeBody(int(body), physicsClientId=self.client)
+
+    def _load_urdf(self, path: str, position, shown: str | None = None) -> int:
+        try:
+            return pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
+                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
+        except pybullet.error as exc:
+            raise SimulationError(f"URDF {shown or path} did not load: {exc}") from None
 
     # ----- time -----------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
@@ -375,18 +395,23 @@ class SimRobot:
     PAYLOAD_DENSITY = 2700.0
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
-                 drive: DriveGains, position: np.ndarray) -> None:
+                 drive: DriveGains, position: np.ndarray, tool: Tool | None = None) -> None:
         self.world, self.spec, self.body, self.mode = world, spec, body, mode
+        #: the tool on the flange (None: the bare flange, whose TCP is the flange)
+        self.tool = tool
         p, c = pybullet, world.client
         by_name = {}
+        links: dict[str, int] = {}
         for j in range(p.getNumJoints(body, physicsClientId=c)):
             info = p.getJointInfo(body, j, physicsClientId=c)
             by_name[info[1].decode()] = j
-            if info[12].decode() == "tool0":
-                self.tool_link = j
+            links[info[12].decode()] = j
         missing = [n for n in spec.joint_names if n not in by_name]
-        if missing or not hasattr(self, "tool_link"):
+        if missing or "tool0" not in links:
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
+        self.tool_link = links["tool0"]
+        #: the link whose frame is the TCP (the flange without a tool)
+        self.tcp_link = links.get("tcp", self.tool_link)
         self.joints = [by_name[n] for n in spec.joint_names]
         n = spec.dof
         self._vmax = spec.max_velocity
@@ -529,7 +554,14 @@ class SimRobot:
 
     def flange_pose(self) -> np.ndarray:
         """(4, 4) flange (tool0) pose in the reporting base frame, as the physics engine has it."""
-        ls = pybullet.getLinkState(self.body, self.tool_link, computeForwardKinematics=True, physicsClientId=self.world.client)
+        return self._link_pose(self.tool_link)
+
+    def tcp_pose(self) -> np.ndarray:
+        """(4, 4) the tool centre point's pose in the reporting base frame (the flange without a tool)."""
+        return self._link_pose(self.tcp_link)
+
+    def _link_pose(self, link: int) -> np.ndarray:
+        ls = pybullet.getLinkState(self.body, link, computeForwardKinematics=True, physicsClientId=self.world.client)
         t = transform(quat_to_matrix(ls[5]), ls[4])
         return self._report_T_world @ t
 
