@@ -1,6 +1,6 @@
 """Discrete PID controllers with a control-cycle API (one :meth:`PID.update` per cycle).
 
-Two forms (SPEC.md, "Servo rig"):
+Two forms (docs/RIG.md, "The position loop"):
 
 * :attr:`PIDForm.STANDARD` (default) — a proper discrete PID: accumulating integral
   ``I += Ki·e·dt`` with anti-windup (conditional integration: the integral does not grow

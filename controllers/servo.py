@@ -1,4 +1,4 @@
-"""The servo rig's units and a DC gear-motor model (SPEC.md, "Servo rig").
+"""The servo rig's units and a DC gear-motor model (docs/RIG.md, "The motor").
 
 Conversions:
     * encoder pulses ↔ output degrees: 500 CPR × 27 / 360 = 37.5 pulses per degree
@@ -132,7 +132,7 @@ class MotorParams:
         return self.encoder_cpr * self.gear_ratio / 360.0
 
 
-#: The rig's motor (SPEC.md): 12 V, 1:27, 145 rpm, 500 CPR.
+#: The rig's motor (docs/RIG.md): 12 V, 1:27, 145 rpm, 500 CPR.
 RIG_MOTOR = MotorParams()
 
 

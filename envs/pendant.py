@@ -31,6 +31,8 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
+import tempfile
 import threading
 import time
 from collections import deque
@@ -161,6 +163,47 @@ def safe_file_name(name: str) -> tuple[str | None, str]:
     if len(name) > MAX_FILE_NAME:
         return None, f"a file name of at most {MAX_FILE_NAME} characters, please (got {len(name)})"
     return name, ""
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a new file in the same folder, renamed into place.
+
+    The name may be taken only by a regular file with one link (it is replaced: its other
+    names, if any, would keep the old text, so a hard link is refused too); a symbolic link, a
+    FIFO, a device, a socket or a folder of that name is refused with an OSError saying what it
+    is. Nothing is ever opened through the existing name.
+
+    Raises:
+        OSError: the name is taken by something else, or the folder cannot be written.
+    """
+    def check() -> None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else None if stat.S_ISREG(st.st_mode) else "not a regular file (a FIFO, device or socket)")
+        if what is None and st.st_nlink != 1:
+            what = f"a file with {st.st_nlink} hard links (replacing one name would leave the others)"
+        if what is not None:
+            raise OSError(errno.EEXIST, f"the name is taken by {what}", str(path))
+
+    check()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        check()             # again, just before the rename (the name may have changed meanwhile)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 #: largest jog step accepted, mm or deg
@@ -532,8 +575,10 @@ class PendantCore:
 
         ``name`` comes from the browser, so it is checked by :func:`safe_file_name` (no folder,
         no ``..``, not absolute, not hidden; ``.ngc`` added unless it ends in ``.ngc``, ``.nc`` or
-        ``.gcode``) and the file is opened without following a symbolic link: nothing is
-        written outside the save folder. An existing file of that name is replaced.
+        ``.gcode``), and the text goes into a new file that is then renamed into place
+        (:func:`replace_file`): nothing is written through a link to a file outside the save
+        folder, a FIFO of that name cannot block the pendant, and a reader never sees half a
+        file. An existing regular file of that name is replaced; anything else is refused.
 
         Returns:
             A :class:`SaveResult`; a refused name, no points yet or a failed write are results
@@ -546,15 +591,11 @@ class PendantCore:
         if not self.points:
             return SaveResult(False, None, "not saved: no points recorded yet")
         path = folder / safe
-        text = self.gcode()
         try:
             folder.mkdir(parents=True, exist_ok=True)  # the configured folder only, never one from the name
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+            replace_file(path, self.gcode())
         except OSError as exc:
-            why = "it is a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-            return SaveResult(False, None, f"not saved: {path}: {why}")
+            return SaveResult(False, None, f"not saved: {path}: {exc.strerror or exc}")
         n = len(self.points)
         return SaveResult(True, path, f"saved {n} point{'s' if n != 1 else ''} to {path}")
 

@@ -13,7 +13,6 @@ base frame, for the flange ``tool0``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import sys
@@ -82,189 +81,18 @@ with _quiet_fds():  # no "pybullet build time" banner (C printf) on every comman
     import pybullet
 import pybullet_data  # noqa: E402
 
-from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of
+from ..controllers.tools import Tool
 from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
+from .camera import Camera, camera_for_path, cameras_for
+from ..robots.urdfcheck import check_urdf
+from .config import JointMode, PhysicsConfig, Renderer
+from .errors import SimulationError
 
 __all__ = ["JointMode", "PhysicsConfig", "Camera", "cameras_for", "camera_for_path", "World", "SimRobot", "JointState", "Instability",
            "SimulationError", "PyBulletIKSettings", "pybullet_ik"]
-
-
-class SimulationError(RuntimeError):
-    """A world or robot could not be created or used (e.g. a URDF that does not load)."""
-
-
-class JointMode(Choice):
-    """How the joints of a robot are simulated (SPEC.md, "Joint models").
-
-    KINEMATIC: joint values are set directly each step; no mass, inertia or force.
-    HINGE: an explicit spring–damper drive, computed each physics step and applied as a
-        force-limited joint torque; gravity, inertia and payload act on the arm.
-    ARTICULATION: PyBullet's reduced-coordinate multibody with its own implicit
-        position/velocity drive and force limit.
-    """
-
-    __label__ = "joint mode"
-
-    KINEMATIC = "kinematic"
-    HINGE = "hinge"
-    ARTICULATION = "articulation"
-
-
-
-@dataclass(frozen=True)
-class PhysicsConfig:
-    """Physics settings of a world.
-
-    Attributes:
-        dt: control step, s; :meth:`World.step` advances the time by this much.
-        substeps: physics steps per control step (the physics step is dt / substeps).
-        gravity: m/s², world frame.
-        solver_iterations: PyBullet constraint solver iterations.
-    """
-
-    dt: float = 1.0 / 240.0
-    substeps: int = 1
-    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
-    solver_iterations: int = 50
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.dt) and self.dt > 0):
-            raise ValueError(f"dt must be a positive number of seconds, got {self.dt}")
-        if int(self.substeps) != self.substeps or self.substeps < 1:
-            raise ValueError(f"substeps must be a whole number >= 1, got {self.substeps}")
-
-
-@dataclass(frozen=True)
-class Camera:
-    """A look-at camera. Angles in degrees, distances in metres.
-
-    Attributes:
-        target: point looked at, world frame (m).
-        distance: eye to target (m).
-        azimuth: eye direction measured from world +x, counter-clockwise (deg).
-        elevation: eye height angle above the horizontal plane (deg).
-        fov: vertical field of view (deg).
-    """
-
-    target: tuple[float, float, float]
-    distance: float
-    azimuth: float = 45.0
-    elevation: float = 25.0
-    fov: float = 50.0
-    near: float = 0.02
-    far: float = 20.0
-
-    @property
-    def eye(self) -> np.ndarray:
-        az, el = np.radians(self.azimuth), np.radians(self.elevation)
-        d = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
-        return np.asarray(self.target, dtype=float) + self.distance * d
-
-    def view_matrix(self) -> np.ndarray:
-        """(4, 4) world-to-camera (OpenGL convention, camera looks along −z)."""
-        return self._view.copy()
-
-    @functools.cached_property
-    def _view(self) -> np.ndarray:  # the camera is frozen: computed once (frames and trails ask per frame)
-        eye, tgt = self.eye, np.asarray(self.target, dtype=float)
-        f = tgt - eye
-        f /= np.linalg.norm(f)
-        up = np.array([0.0, 0.0, 1.0])
-        s = np.cross(f, up)
-        s /= np.linalg.norm(s)
-        u = np.cross(s, f)
-        m = np.eye(4)
-        m[0, :3], m[1, :3], m[2, :3] = s, u, -f
-        m[:3, 3] = -m[:3, :3] @ eye
-        return m
-
-    def projection_matrix(self, aspect: float) -> np.ndarray:
-        """(4, 4) OpenGL perspective projection."""
-        t = 1.0 / np.tan(np.radians(self.fov) / 2)
-        n, f = self.near, self.far
-        return np.array([[t / aspect, 0, 0, 0], [0, t, 0, 0],
-                         [0, 0, (f + n) / (n - f), 2 * f * n / (n - f)], [0, 0, -1, 0]])
-
-    def gl_matrices(self, width: int, height: int) -> tuple[list[float], list[float]]:
-        """(view, projection) as PyBullet's flat column-major lists for an image of this size."""
-        key = (int(width), int(height))
-        cache = self.__dict__.setdefault("_gl_cache", {})  # frozen dataclass: cache beside the fields
-        m = cache.get(key)
-        if m is None:
-            m = cache[key] = (self._view.T.reshape(-1).tolist(),
-                              self.projection_matrix(width / height).T.reshape(-1).tolist())
-        return m
-
-    def project(self, points: np.ndarray, width: int, height: int) -> np.ndarray:
-        """Pixel coordinates (N, 2) (x right, y down) of world points (N, 3); NaN behind the eye."""
-        pts = np.atleast_2d(np.asarray(points, dtype=float))
-        P = self.projection_matrix(width / height) @ self._view
-        clip = pts @ P[:, :3].T + P[:, 3]
-        w = clip[:, 3:4]
-        ndc = np.where(w > 1e-9, clip[:, :2] / np.where(w > 1e-9, w, 1.0), np.nan)
-        return np.c_[(ndc[:, 0] + 1) * 0.5 * width, (1 - ndc[:, 1]) * 0.5 * height]
-
-
-def cameras_for(spec: RobotSpec, position=(0.0, 0.0, 0.0)) -> dict[str, Camera]:
-    """Named camera presets that frame a robot standing at ``position`` (world, m).
-
-    The frame is sized from the robot's data: its horizontal reach and the height of
-    its links in the ``home`` pose (analytic FK), so that the arm fills a good part of a
-    4:3 image while it sweeps its workspace.
-
-    Returns:
-        ``{"iso", "front", "side", "top"}`` -> :class:`Camera`. ``iso`` looks from the
-        front-right and above, ``front`` along +y, ``side`` along −x, ``top`` straight down.
-    """
-    from ..controllers.kinematics import fk_frames
-    r = float(spec.reach)
-    frames = spec.report_frame.matrix @ fk_frames(chain_of(spec), spec.home)
-    height = max(float(np.max(frames[:, 2, 3])), 0.5 * r)  # m, top of the arm at home
-    base = np.asarray(position, dtype=float)
-    tgt = tuple(base + np.array([0.1 * r, 0.0, 0.5 * height]))
-    radius = 0.5 * np.hypot(1.5 * r, 1.1 * height)  # m, half the diagonal of the box to show
-    dist = 0.95 * radius / np.tan(np.radians(Camera.fov / 2))
-    top_tgt = tuple(base + np.array([0.15 * r, 0.0, 0.0]))
-    return {
-        "iso": Camera(tgt, dist, azimuth=-55.0, elevation=24.0),
-        "front": Camera(tgt, dist, azimuth=-90.0, elevation=10.0),
-        "side": Camera(tgt, dist, azimuth=0.0, elevation=10.0),
-        "top": Camera(top_tgt, 0.95 * r / np.tan(np.radians(Camera.fov / 2)), azimuth=-90.0, elevation=89.0),
-    }
-
-
-def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.25, margin: float = 1.8) -> Camera:
-    """A camera that frames a tool path (the "work" view of a run).
-
-    It looks down at 50° onto the middle of the path from the side of the line from the robot's
-    base to the work (from −y for work straight ahead along +x), so the arm reaches in from the
-    left and does not stand in front of the work, and text written in the x–y plane reads the
-    right way round. The path's bounding box (at least ``min_size`` m across, so that the wrist
-    and forearm are in the picture too) fills about 1/``margin`` of the picture's height: a
-    60 mm word is about 65 px wide in a 640×480 frame. The flange stands above the point it
-    draws and may hide the path; the recorder draws the tool paths over the robot.
-
-    Args:
-        points: (N, 3) path points, world frame (m); non-finite rows are ignored.
-        base: where the robot stands (world, m).
-
-    Raises:
-        ValueError: no finite point.
-    """
-    pts = np.asarray(points, dtype=float).reshape(-1, 3)
-    pts = pts[np.isfinite(pts).all(axis=1)]
-    if len(pts) == 0:
-        raise ValueError("camera_for_path needs at least one finite point")
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    centre = 0.5 * (lo + hi)
-    size = max(float(np.linalg.norm(hi - lo)), min_size)
-    away = centre[:2] - np.asarray(base, dtype=float)[:2]
-    ahead = np.degrees(np.arctan2(away[1], away[0])) if np.hypot(*away) > 1e-6 else 0.0
-    dist = 0.5 * margin * size / np.tan(np.radians(Camera.fov / 2))
-    return Camera(tuple(centre), dist, azimuth=float(ahead - 90.0), elevation=50.0)
 
 
 @dataclass(frozen=True)
@@ -291,13 +119,15 @@ class World:
     Args:
         physics: time step, substeps, gravity.
         gui: open PyBullet's GUI (needs a display); headless DIRECT otherwise.
-        renderer: "auto" (EGL when it loads, else TinyRenderer), "egl" or "tiny".
+        renderer: a :class:`~armtwin.envs.config.Renderer` (or its name): AUTO (EGL when it loads,
+            else TinyRenderer), EGL or TINY.
             EGL must be loaded before any body, so it is decided here.
         ground: load a ground plane.
     """
 
     def __init__(self, physics: PhysicsConfig | None = None, *, gui: bool = False,
-                 renderer: str = "tiny", ground: bool = True) -> None:
+                 renderer: Renderer | str = Renderer.TINY, ground: bool = True) -> None:
+        renderer = Renderer.parse(renderer)      # a typo fails before a client is made
         self.physics = physics or PhysicsConfig()
         if gui and not os.environ.get("DISPLAY"):
             raise SimulationError("a GUI was asked for but no display is available (DISPLAY is not set)")
@@ -306,11 +136,9 @@ class World:
         if self.client < 0:
             raise SimulationError("could not connect to the PyBullet physics server")
         self._egl_plugin = -1
-        if renderer not in ("auto", "egl", "tiny"):
-            raise ValueError(f"renderer must be auto, egl or tiny, got {renderer!r}")
-        if renderer in ("auto", "egl") and not gui:
+        if renderer is not Renderer.TINY and not gui:
             self._egl_plugin = self._load_egl()
-            if renderer == "egl" and self._egl_plugin < 0:
+            if renderer is Renderer.EGL and self._egl_plugin < 0:
                 self.close()
                 raise SimulationError("the EGL renderer plugin did not load")
         self.time = 0.0  # s
@@ -370,7 +198,7 @@ class World:
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
-                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None) -> "SimRobot":
+                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None) -> "SimRobot":
         """Load ``spec``'s URDF fixed to the ground and return its handle.
 
         Args:
@@ -381,18 +209,86 @@ class World:
             payload: kg attached at the flange.
             position: where the mounting face stands, world frame (m).
             urdf_path: load another URDF file with the same joints (default: the spec's).
+            tool: a tool on the flange (:class:`~armtwin.controllers.tools.Tool`): its body is drawn,
+                its mass acts at its centre of mass in the dynamic joint models, and
+                :meth:`SimRobot.tcp_pose` is its tool centre point. None: the bare flange.
+
+        Raises:
+            RobotDataError: (a ValueError) the URDF file is missing or unusable — checked before
+                PyBullet reads it (:func:`~armtwin.robots.urdfcheck.check_urdf`).
+            SimulationError: PyBullet refused it all the same.
         """
-        path = str(urdf_path or spec.urdf_path)
-        try:
-            body = pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
-                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
-        except pybullet.error as exc:
-            raise SimulationError(f"URDF {path} did not load: {exc}") from None
-        robot = SimRobot(self, spec, body, JointMode.parse(mode), drive or spec.drive, np.asarray(position, float))
+        joints = list(zip(spec.joint_names, (t.value for t in spec.joint_types)))
+        path = str(check_urdf(urdf_path or spec.urdf_path, joints))
+        mode = JointMode.parse(mode)
+        if tool is None:
+            body = self._load_urdf(path, position)
+        else:   # the robot's description with the tool's links, through a file that lives for the call
+            import tempfile
+
+            from ..robots.tooling import urdf_with_tool
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            with tempfile.TemporaryDirectory(prefix="armtwin-tool-", dir=folder) as tmp:
+                tooled = os.path.join(tmp, f"{spec.name}_T{tool.number}.urdf")
+                with open(tooled, "w") as f:
+                    f.write(urdf_with_tool(path, tool))
+                body = self._load_urdf(str(check_urdf(tooled, joints)), position, shown=path)
+        robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool)
         robot.set_payload(payload)
         robot.reset(spec.home if q0 is None else q0)
         self.robots.append(robot)
         return robot
+
+    def add_visual_mesh(self, vertices, triangles, color=(0.1, 0.1, 0.1, 1.0)) -> int:
+        """A static, visual-only mesh (no collision, no mass), world frame; returns its body id.
+
+        For what a run leaves in the scene (ink on the table, a laser's burn): it is drawn by every
+        renderer with the right occlusion, and nothing collides with it.
+
+        Args:
+            vertices: (N, 3) positions, m, world frame.
+            triangles: (M, 3) vertex indices, counter-clockwise seen from the visible side.
+            color: RGBA 0..1.
+        """
+        v = np.asarray(vertices, dtype=float).reshape(-1, 3)
+        t = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+        if len(v) == 0 or len(t) == 0 or not np.all(np.isfinite(v)) or t.min() < 0 or t.max() >= len(v):
+            raise ValueError("a visual mesh needs finite vertices and triangles indexing them")
+        normals = np.zeros_like(v)
+        n = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
+        for k in range(3):
+            np.add.at(normals, t[:, k], n)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+        # through an OBJ file: the EGL renderer draws only meshes read from files. The file lives
+        # for the call only (PyBullet reads it at once), in memory where the system has a tmpfs.
+        import tempfile
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        with tempfile.TemporaryDirectory(prefix="armtwin-mesh-", dir=folder) as tmp:
+            path = os.path.join(tmp, "mesh.obj")
+            with open(path, "w") as f:
+                f.write("".join(f"v {a:.6f} {b:.6f} {c:.6f}\n" for a, b, c in v))
+                f.write("".join(f"vn {a:.5f} {b:.5f} {c:.5f}\n" for a, b, c in normals))
+                f.write("".join(f"f {i + 1}//{i + 1} {j + 1}//{j + 1} {k + 1}//{k + 1}\n" for i, j, k in t))
+            with _quiet_fds():     # the loaders print warnings with C printf
+                shape = pybullet.createVisualShape(pybullet.GEOM_MESH, fileName=path, rgbaColor=list(color),
+                                                   physicsClientId=self.client)
+        if shape < 0:
+            raise SimulationError("PyBullet refused a visual mesh")
+        return pybullet.createMultiBody(baseMass=0, baseCollisionShapeIndex=-1, baseVisualShapeIndex=shape,
+                                        physicsClientId=self.client)
+
+    def remove_body(self, body: int) -> None:
+        """Remove a body made by :meth:`add_visual_mesh` (or any non-robot body)."""
+        if any(r.body == body for r in self.robots):
+            raise ValueError("a robot's body is removed with its world")
+        pybullet.removeBody(int(body), physicsClientId=self.client)
+
+    def _load_urdf(self, path: str, position, shown: str | None = None) -> int:
+        try:
+            return pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
+                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
+        except pybullet.error as exc:
+            raise SimulationError(f"URDF {shown or path} did not load: {exc}") from None
 
     # ----- time -----------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
@@ -499,18 +395,23 @@ class SimRobot:
     PAYLOAD_DENSITY = 2700.0
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
-                 drive: DriveGains, position: np.ndarray) -> None:
+                 drive: DriveGains, position: np.ndarray, tool: Tool | None = None) -> None:
         self.world, self.spec, self.body, self.mode = world, spec, body, mode
+        #: the tool on the flange (None: the bare flange, whose TCP is the flange)
+        self.tool = tool
         p, c = pybullet, world.client
         by_name = {}
+        links: dict[str, int] = {}
         for j in range(p.getNumJoints(body, physicsClientId=c)):
             info = p.getJointInfo(body, j, physicsClientId=c)
             by_name[info[1].decode()] = j
-            if info[12].decode() == "tool0":
-                self.tool_link = j
+            links[info[12].decode()] = j
         missing = [n for n in spec.joint_names if n not in by_name]
-        if missing or not hasattr(self, "tool_link"):
+        if missing or "tool0" not in links:
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
+        self.tool_link = links["tool0"]
+        #: the link whose frame is the TCP (the flange without a tool)
+        self.tcp_link = links.get("tcp", self.tool_link)
         self.joints = [by_name[n] for n in spec.joint_names]
         n = spec.dof
         self._vmax = spec.max_velocity
@@ -653,7 +554,14 @@ class SimRobot:
 
     def flange_pose(self) -> np.ndarray:
         """(4, 4) flange (tool0) pose in the reporting base frame, as the physics engine has it."""
-        ls = pybullet.getLinkState(self.body, self.tool_link, computeForwardKinematics=True, physicsClientId=self.world.client)
+        return self._link_pose(self.tool_link)
+
+    def tcp_pose(self) -> np.ndarray:
+        """(4, 4) the tool centre point's pose in the reporting base frame (the flange without a tool)."""
+        return self._link_pose(self.tcp_link)
+
+    def _link_pose(self, link: int) -> np.ndarray:
+        ls = pybullet.getLinkState(self.body, link, computeForwardKinematics=True, physicsClientId=self.world.client)
         t = transform(quat_to_matrix(ls[5]), ls[4])
         return self._report_T_world @ t
 

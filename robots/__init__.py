@@ -34,7 +34,13 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> RobotSpec:
-    """The spec of robot ``name`` (``scara``, ``irb120``, ``aubo_i5``)."""
+    """The spec of robot ``name`` (``scara``, ``irb120``, ``aubo_i5``; any case, ``-`` for ``_``).
+
+    Raises:
+        UnknownRobotError: (a KeyError) ``name`` is not a registered id, or not text at all.
+    """
+    if not isinstance(name, str):
+        raise UnknownRobotError(f"a robot id is text, got {name!r}; known robots: {', '.join(_MODULES)}")
     key = name.strip().lower().replace("-", "_")
     if key not in _MODULES:
         raise UnknownRobotError(f"unknown robot {name!r}; known robots: {', '.join(_MODULES)}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..envs.config import Renderer, parse_size
 from .cli import CliError, add_json_flag, get_robot, print_json
 
 
@@ -34,20 +35,9 @@ def register(sub) -> None:
     p.add_argument("--frames", type=int, default=20, help="frames per method and round (default 20)")
     p.add_argument("--rounds", type=int, default=12, help="interleaved rounds (default 12)")
     p.add_argument("--size", default="640x480", help="WIDTHxHEIGHT pixels (default 640x480)")
-    p.add_argument("--renderer", default="auto", choices=("auto", "egl", "tiny"), help="PyBullet renderer (default auto)")
+    p.add_argument("--renderer", default=Renderer.AUTO.value, choices=[r.value for r in Renderer], help="PyBullet renderer (default auto)")
     add_json_flag(p)
     p.set_defaults(func=run)
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """"640x480" -> (640, 480); CliError for anything else."""
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise CliError(f"--size must look like 640x480, got {text!r}") from None
-    if w < 16 or h < 16 or w % 2 or h % 2 or w > 7680 or h > 4320:
-        raise CliError(f"--size must be even numbers between 16x16 and 7680x4320, got {text!r}")
-    return w, h
 
 
 def _cpu_time() -> float:
@@ -63,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.video import VideoRecorder, camera_for_robot
 
     spec = get_robot(args.robot)
-    w, h = parse_size(args.size)
+    try:
+        w, h = parse_size(args.size)
+    except ValueError as exc:
+        raise CliError(f"--size {args.size}: {exc}") from None
     if args.frames < 2 or args.rounds < 1:
         raise CliError("--frames must be >= 2 and --rounds >= 1")
     fps = 30.0

@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import stat
 import sys
 from typing import Any
@@ -24,6 +25,29 @@ from typing import Any
 import numpy as np
 
 EXIT_USAGE = 2
+#: the reader of standard output went away (``armtwin … | head``): 128 + SIGPIPE, as a Unix tool
+EXIT_BROKEN_PIPE = 141
+#: stopped by Ctrl-C (SIGINT) or by SIGTERM, after closing what it wrote: 128 + the signal's number
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, like Ctrl-C's KeyboardInterrupt: every command that
+    closes its logs, videos and links on Ctrl-C does the same on SIGTERM (``kill``, a service
+    manager, a container stopping), and ends with :data:`EXIT_TERMINATED`."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def handle_sigterm_as_interrupt() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread (call from the main thread)."""
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 class CliError(Exception):
@@ -34,6 +58,37 @@ class CliError(Exception):
         self.code = code
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with armtwin's rules for every command and subcommand:
+
+    - a usage error is one line, ``armtwin: error: CMD: …`` with exit code 2, like every other
+      error of bad input (no usage block; ``--help`` shows it);
+    - a value that is a negative number in any notation armtwin prints (``-7.7e-05``, ``-1E3``,
+      ``-.5``, ``-inf``) is a value, not an option.
+    """
+
+    _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self._NUMBER
+
+    def error(self, message: str):  # type: ignore[override]
+        """One line on stderr and exit code 2 (argparse would print the usage block first)."""
+        sub = self.prog.partition(" ")[2]
+        self.exit(EXIT_USAGE, f"armtwin: error: {sub + ': ' if sub else ''}{message} (see {self.prog} --help)\n")
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that Python's last flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def _modules(prefix: str) -> list[str]:
     from . import __path__ as pkg_path
     return sorted(m.name for m in pkgutil.iter_modules(pkg_path) if m.name.startswith(prefix))
@@ -42,7 +97,7 @@ def _modules(prefix: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser with every discovered subcommand."""
     from .. import __version__
-    parser = argparse.ArgumentParser(prog="armtwin", description="Simulation and digital twin for industrial robot arms.")
+    parser = ArgumentParser(prog="armtwin", description="Simulation and digital twin for industrial robot arms.")
     parser.add_argument("--version", action="version", version=f"armtwin {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _modules("cmd_"):
@@ -57,38 +112,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: optional packages -> the setup.cfg extra that installs them (for a one-line message, not a traceback)
 _EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
-             "viser": "ui", "trimesh": "ui", "playwright": "test", "yourdfpy": "test", "hypothesis": "test"}
+             "viser": "ui", "trimesh": "ui", "yourdfpy": "ui", "playwright": "test", "hypothesis": "test",
+             "ray": "cluster"}
+
+
+def missing_extra(module: str, extra: str | None = None) -> CliError:
+    """The one-line error for an optional package that is not installed, naming its extra:
+    ``this command needs the 'viser' package of the 'ui' extra: pip install -e ".[ui]"``."""
+    top = module.split(".")[0]
+    extra = extra or _EXTRA_OF.get(top, top)
+    return CliError(f"this command needs the '{top}' package of the '{extra}' extra: pip install -e \".[{extra}]\" "
+                    f"(from the repository)")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``armtwin`` console command."""
+    handle_sigterm_as_interrupt()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()       # here, where a reader that went away is handled, not at exit
+        return code
+    except BrokenPipeError:     # `armtwin … | head`: the reader has gone; stop quietly, as Unix tools do
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except CliError as exc:
         print(f"armtwin: error: {exc}", file=sys.stderr)
         return exc.code
     except ModuleNotFoundError as exc:  # an optional extra that is not installed
         top = (exc.name or "").split(".")[0]
-        extra = _EXTRA_OF.get(top)
-        if extra is None:
+        if top not in _EXTRA_OF:
             raise
-        print(f"armtwin: error: this command needs the '{top}' package of the '{extra}' extra: "
-              f"pip install -e \".[{extra}]\" (from the repository)", file=sys.stderr)
+        print(f"armtwin: error: {missing_extra(top)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, KeyError, OSError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"armtwin: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("armtwin: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (Terminated): what was written is closed and kept
+        term = isinstance(exc, Terminated)
+        print(f"armtwin: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    except RuntimeError as exc:
+        from ..envs.errors import SimulationError   # no PyBullet
+        if not isinstance(exc, SimulationError):
+            raise
+        print(f"armtwin: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 # ----- helpers shared by the subcommands -------------------------------------------------

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .cli import CliError, output_file
-from .cmd_run import _same_file
+from .options import same_file
 
 #: image files the plot can be written to
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -54,7 +54,7 @@ def fault_windows(times: np.ndarray, faults: list[str]) -> list[tuple[str, float
 def run(args: argparse.Namespace) -> int:
     out = args.out or os.path.splitext(args.log)[0] + ".png"
     output_file(out, "--out", PLOT_SUFFIXES)
-    if _same_file(out, args.log):
+    if same_file(out, args.log):
         raise CliError(f"--out {out}: is the log itself; give another file name")
     d = read_log(args.log)
     import matplotlib

@@ -24,9 +24,9 @@ import sys
 
 import numpy as np
 
-from .cli import CliError, get_robot, output_file
+from .cli import CliError, get_robot
 from .cmd_plot import read_log
-from .cmd_run import _same_file
+from .options import add_video_options, same_file, video_settings
 
 #: the servo twin stands this far (m, +y) from the virtual one, in units of the robot's reach
 SIDE_BY_SIDE = 1.6
@@ -39,8 +39,8 @@ def register(sub) -> None:
     p = sub.add_parser("replay", help="video of a twin-sync log: virtual and servo twins side by side")
     p.add_argument("log", help="CSV written by `armtwin sync --log`")
     p.add_argument("--robot", required=True, help="the robot the log was recorded with")
-    p.add_argument("--video", required=True, help="output .mp4 or .gif")
-    p.add_argument("--fps", type=float, default=30.0, help="video frames per second (default 30)")
+    add_video_options(p, required=True, renderer=True, cameras=(),
+                      video_help="output file: .mp4 (H.264) or .gif; the camera frames both twins")
     p.set_defaults(func=run)
 
 
@@ -96,19 +96,17 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.sim import Camera, JointMode, PhysicsConfig, World
     from ..envs.video import VideoRecorder
     spec = get_robot(args.robot)
-    output_file(args.video, "--video", (".mp4", ".gif"))
-    if _same_file(args.video, args.log):
+    video = video_settings(args)
+    if same_file(args.video, args.log):
         raise CliError(f"--video {args.video}: is the log itself; give another file name")
-    if not (0 < args.fps <= 240):
-        raise CliError(f"--fps {args.fps:g}: must be in (0, 240] frames per second")
     log = read_log(args.log)  # checked: STT, Time, finite values, fault names
     joints = _joint_numbers(log, spec)
     t = log["Time"]
     virt = np.radians(np.column_stack([log[f"Virtual_j{j + 1}"] for j in joints]))
     servo = np.radians(_check_ranges(log, joints, spec))
-    dt = float(np.median(np.diff(t))) if len(t) > 1 else 1.0 / args.fps
+    dt = float(np.median(np.diff(t))) if len(t) > 1 else 1.0 / video.fps
     offset = SIDE_BY_SIDE * spec.reach
-    world = World(PhysicsConfig(dt=max(dt, 1e-4)), renderer="auto")
+    world = World(PhysicsConfig(dt=max(dt, 1e-4)), renderer=video.renderer)
     try:
         a = world.add_robot(spec, JointMode.KINEMATIC)
         b = world.add_robot(spec, JointMode.KINEMATIC, position=(0.0, offset, 0.0))
@@ -118,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         camera = Camera((0.25 * r, offset / 2, 0.3 * max(r, 0.6)), 3.6 * r + 0.6, azimuth=-40.0, elevation=20.0, fov=30.0)
         q_virtual, q_servo = spec.home.copy(), spec.home.copy()
         note = _pose_note(joints, spec)
-        with VideoRecorder(world, a, args.video, camera=camera, fps=args.fps, trail=False,
+        with VideoRecorder(world, a, args.video, camera=camera, fps=video.fps, size=video.size, trail=False, gif=video.gif,
                            expected_duration=float(t[-1] - t[0]), title=f"{spec.title} twin: virtual (left) | servo (right)") as rec:
             for k in range(len(t)):
                 q_virtual[joints] = virt[k]

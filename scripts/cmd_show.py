@@ -16,21 +16,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CliError, get_robot, output_file, print_json
+from .cli import CliError, get_robot, print_json
+from .options import add_joint_mode, add_video_options, joint_mode, video_settings
 
 
 def register(sub) -> None:
     p = sub.add_parser("show", help="render a video of the robot sweeping every joint (headless)")
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
-    p.add_argument("--video", metavar="FILE", help="output file, required (show renders headless): .mp4 (H.264) or .gif")
-    p.add_argument("--gif", action="store_true", help="also write a GIF next to the MP4")
-    p.add_argument("--camera", default="iso", choices=("iso", "front", "side", "top"), help="camera preset (default iso)")
+    add_video_options(p, required=True, renderer=True, overlay=True,
+                      video_help="output file, required (show renders headless): .mp4 (H.264) or .gif")
     p.add_argument("--seconds", type=float, default=8.0, help="length of the sweep, simulated s (default 8)")
-    p.add_argument("--fps", type=float, default=30.0, help="video frames per second (default 30)")
-    p.add_argument("--size", default="640x480", help="WIDTHxHEIGHT pixels, even numbers (default 640x480)")
-    p.add_argument("--mode", default="kinematic", help="joint model: kinematic, hinge or articulation (default kinematic)")
-    p.add_argument("--renderer", default="auto", choices=("auto", "egl", "tiny"), help="PyBullet renderer (default auto: EGL if it loads)")
-    p.add_argument("--no-overlay", action="store_true", help="no text overlay")
+    add_joint_mode(p)
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(func=run)
 
@@ -85,35 +81,28 @@ def sweep_trajectory(spec, seconds: float, dt: float) -> tuple[np.ndarray, np.nd
 
 def run(args: argparse.Namespace) -> int:
     from ..controllers.kinematics import chain_of, fk_batch
-    from ..envs.sim import JointMode, PhysicsConfig, SimulationError, World
-    from ..envs.video import VIDEO_SUFFIXES, VideoRecorder
-    from .bench_video import parse_size
+    from ..envs.config import JointMode
+    from ..envs.sim import PhysicsConfig, SimulationError, World
+    from ..envs.video import VideoRecorder
 
     spec = get_robot(args.robot)
-    if not args.video:
-        raise CliError("armtwin show renders headless: give --video FILE.mp4 (or .gif)")
-    path = Path(output_file(args.video, "--video", VIDEO_SUFFIXES))
+    video = video_settings(args)
+    path = Path(args.video)
     if not (np.isfinite(args.seconds) and 0.1 <= args.seconds <= 600):
         raise CliError(f"--seconds must be between 0.1 and 600, got {args.seconds:g}")
-    if not (np.isfinite(args.fps) and 1 <= args.fps <= 120):
-        raise CliError(f"--fps must be between 1 and 120, got {args.fps:g}")
-    size = parse_size(args.size)
-    try:
-        mode = JointMode.parse(args.mode)
-    except ValueError as exc:
-        raise CliError(f"--mode: {exc}") from None
+    mode = joint_mode(args)
 
-    dt = 1.0 / 240.0 if mode is not JointMode.KINEMATIC else 1.0 / max(60.0, 2 * args.fps)
+    dt = 1.0 / 240.0 if mode is not JointMode.KINEMATIC else 1.0 / max(60.0, 2 * video.fps)
     joint, Q = sweep_trajectory(spec, args.seconds, dt)
     try:
-        world = World(PhysicsConfig(dt=dt), renderer=args.renderer)
+        world = World(PhysicsConfig(dt=dt), renderer=video.renderer)
     except SimulationError as exc:
         raise CliError(str(exc)) from None
     with world:
         robot = world.add_robot(spec, mode, q0=Q[0])
         qd = np.gradient(Q, dt, axis=0)
-        with VideoRecorder(world, robot, path, camera=args.camera, fps=args.fps, size=size,
-                           overlay=not args.no_overlay, gif=args.gif, expected_duration=(len(Q) - 1) * dt,
+        with VideoRecorder(world, robot, path, camera=video.camera.value, fps=video.fps, size=video.size,
+                           overlay=video.overlay, gif=video.gif, expected_duration=(len(Q) - 1) * dt,
                            title=f"{spec.title} · joint sweep · {mode.value}") as rec:
             rec.add_planned_path(fk_batch(chain_of(spec), Q)[:, :3, 3])
             rec.maybe_capture({"label": "home"})

@@ -30,7 +30,7 @@ import threading
 
 from .cli import CliError, get_robot, output_file
 from .cmd_rig import BAUD_MAX, BAUD_MIN, check_baud
-from .cmd_run import _same_file, check_outputs
+from .options import add_joint_mode, check_outputs, joint_mode, same_file
 
 #: the published power test: {sample number: power on?}
 POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
@@ -64,9 +64,8 @@ def register(sub) -> None:
     p.add_argument("--power-test", action="store_true",
                    help="the published fault test: cut the rig's power at sample 3000, restore at 3150, cut at 3600, "
                         f"restore at 3750 (the run needs at least {POWER_TEST_SAMPLES} samples)")
-    p.add_argument("--joint-mode", default="kinematic",
-                   help="joint model of the simulated robot: kinematic (default), hinge or articulation "
-                        "(real-to-virtual with a dynamic model shows how the simulated joints lag the rig)")
+    add_joint_mode(p, what="joint model of the simulated robot (real-to-virtual with a dynamic model shows how "
+                            "the simulated joints lag the rig)")
     p.add_argument("--demo", action="store_true",
                    help="with --direction real-to-virtual: ask the rig to move along its built-in sine")
     p.set_defaults(func=run)
@@ -94,7 +93,7 @@ def check_log_file(path: str, opt: str, port: str) -> str:
     a G-code program or another file is never written over by mistake), a regular file when it
     exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
     that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
-    if _same_file(path, port):
+    if same_file(path, port):
         raise CliError(f"{opt} {path}: is the serial port itself")
     output_file(path, opt, (".csv",))
     if os.path.exists(path) and not os.access(path, os.W_OK):  # output_file checked what it is
@@ -180,11 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         check_outputs(args.program, {"--log": args.log})
     check_log_file(args.log, "--log", args.port)
-    from ..envs.sim import JointMode
-    try:
-        joint_mode = JointMode.parse(args.joint_mode)
-    except ValueError as exc:
-        raise CliError(f"--joint-mode: {exc}") from None
+    mode = joint_mode(args)
     cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
     source = None  # checked before anything is opened
     seconds = args.seconds
@@ -213,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        robot = world.add_robot(spec, mode=joint_mode)
+        robot = world.add_robot(spec, mode=mode)
         if source is not None and args.program:
             robot.reset(source(0.0))  # the program's start pose
         give_up = args.connect_timeout

@@ -24,8 +24,9 @@ import signal
 import sys
 from pathlib import Path
 
-from .cli import CliError, get_robot
+from .cli import CliError, get_robot, missing_extra
 from .cmd_sync import check_log_file, open_log, parse_joints
+from .options import add_joint_mode, joint_mode
 
 
 def register(sub) -> None:
@@ -33,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("robot", help="robot id (see `armtwin robots`)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
-    p.add_argument("--mode", default="kinematic", help="initial joint model: kinematic, hinge or articulation")
+    add_joint_mode(p, what="initial joint model")
     p.add_argument("--save-dir", default=".", help="folder for 'save as G-code' (default: the current folder)")
     p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
     p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")
@@ -116,16 +117,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--save-dir {save_dir}: not a folder")
     if args.programs is not None and not Path(args.programs).is_dir():
         raise CliError(f"--programs {args.programs}: not a folder")
-    try:
+    try:    # the 'ui' extra (viser draws the robot from its URDF with yourdfpy and trimesh)
+        import trimesh  # noqa: F401
         import viser  # noqa: F401
-    except ImportError:
-        raise CliError("the teach pendant needs the 'viser' package: pip install viser") from None
+        import yourdfpy  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc.name or "viser", "ui") from None
     from ..envs.pendant import Pendant, PendantConfig
-    from ..envs.sim import JointMode
-    try:
-        mode = JointMode.parse(args.mode)
-    except ValueError as exc:
-        raise CliError(f"--mode: {exc}") from None
+    mode = joint_mode(args)
     config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)
     joints = _rig_options(args, spec)
     _check_bindable(args.host, args.port)

@@ -21,7 +21,7 @@ from .cli import add_json_flag, get_robot, print_json
 POS_TOL = 1e-9   # m
 ROT_TOL = 1e-9   # rad
 
-# Published check: ABB's IRB120 at all-zero joints has its flange at (374, 0, 630) mm (SPEC.md).
+# Published check: ABB's IRB120 at all-zero joints has its flange at (374, 0, 630) mm (docs/ROBOTS.md).
 PUBLISHED = {"irb120": [((0, 0, 0, 0, 0, 0), (374.0, 0.0, 630.0))]}
 
 

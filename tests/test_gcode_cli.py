@@ -278,15 +278,15 @@ def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("cmd", ["check", "run"])
-def test_a_fourth_origin_number_is_named_with_the_subcommands_usage(tmp_path, capsys, cmd):
+def test_a_fourth_origin_number_is_named_in_one_line_with_the_subcommand(tmp_path, capsys, cmd):
     prog = tmp_path / "p.ngc"
     prog.write_text("G21 G90 G0 X0 Y0 Z20\n")
     with pytest.raises(SystemExit) as e:
         main([cmd, str(prog), "--robot", "irb120", "--origin", "350", "0", "200", "1"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert f"usage: armtwin {cmd}" in err and "Traceback" not in err
-    assert f"armtwin {cmd}: error: unrecognized arguments: 1 (--origin takes three numbers: X Y Z, mm)" in err
+    assert "usage:" not in err and "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith(f"armtwin: error: {cmd}: unrecognized arguments: 1 (--origin takes three numbers: X Y Z, mm)")
     with pytest.raises(SystemExit):
         main([cmd, str(prog), "--robot", "irb120", "stray"])
-    assert "unrecognized arguments: stray\n" in capsys.readouterr().err
+    assert "unrecognized arguments: stray (see" in capsys.readouterr().err

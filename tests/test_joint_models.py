@@ -13,7 +13,7 @@ import pytest
 from armtwin import robots
 from armtwin.controllers.kinematics import chain_of, fk_frames
 from armtwin.envs.compare import build_motion, joint_error, run_motion
-from armtwin.envs.sim import JointMode, PhysicsConfig, World
+from armtwin.envs.sim import JointMode, World
 
 IRB = robots.get("irb120")
 H = 1.0 / 240.0

@@ -71,7 +71,7 @@ def _dh_modified(a, alpha, d, theta):
 
 @pytest.mark.parametrize("name,conv", [("irb120", _dh_standard), ("aubo_i5", _dh_modified)])
 def test_fk_equals_the_published_dh_table(name, conv):
-    """The chain built for the URDF reproduces the textbook DH product for the SPEC.md tables."""
+    """The chain built for the URDF reproduces the textbook DH product for the docs/ROBOTS.md tables."""
     spec = robots.get(name)
     dh = spec.dh
     a, d = np.array(dh["a_mm"]) / 1000, np.array(dh["d_mm"]) / 1000
@@ -102,7 +102,7 @@ def test_fk_rejects_wrong_joint_count():
 
 
 def test_aubo_pose_is_reported_in_controller_base_frame():
-    """The mounting face is 23.5 mm below the controller base frame (SPEC.md)."""
+    """The mounting face is 23.5 mm below the controller base frame (docs/ROBOTS.md)."""
     spec = robots.get("aubo_i5")
     with World(ground=False) as world:
         robot = world.add_robot(spec, q0=np.zeros(6))

@@ -1,4 +1,4 @@
-"""Robot data and URDF files: registry, limits from SPEC.md, valid inertials, independent parser."""
+"""Robot data and URDF files: registry, limits from docs/ROBOTS.md, valid inertials, independent parser."""
 
 from __future__ import annotations
 

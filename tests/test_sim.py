@@ -70,8 +70,9 @@ def test_gui_without_display_is_a_simulation_error(monkeypatch):
 def test_urdf_that_does_not_load_names_the_path(tmp_path):
     bad = tmp_path / "broken.urdf"
     bad.write_text("<robot name='x'><link name='a'>")
+    from armtwin.robots.urdfcheck import RobotDataError
     with World() as w:
-        with pytest.raises(SimulationError, match="broken.urdf"):
+        with pytest.raises(RobotDataError, match="broken.urdf.*not well-formed XML"):
             w.add_robot(IRB, urdf_path=str(bad))
 
 

@@ -1,6 +1,6 @@
 // servo_rig.ino — firmware of the two-motor servo rig (Arduino Uno / Nano, ATmega328P).
 //
-// Hardware (see docs/PROTOCOL.md and SPEC.md "Servo rig"):
+// Hardware (see docs/PROTOCOL.md and docs/RIG.md):
 //   * 2 DC gear motors, 12 V, 1:27, 145 rpm, quadrature encoders 500 CPR (A, B);
 //   * an L298N-style dual H-bridge: ENA/ENB take PWM, IN1..IN4 set the direction;
 //   * the 12 V motor supply sensed on A0 through a 10 k / 3.3 k divider (power-cut detection);

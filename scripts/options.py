@@ -1,0 +1,141 @@
+"""The command-line options that several commands share, built from armtwin's vocabulary.
+
+Choices come from the enums of :mod:`armtwin.envs.config` (``--help`` lists the real ones;
+a new joint model or camera is one enum member), bounds from the same module, and each option
+is checked in one place with one message naming it. Output files are checked here too, before
+anything runs: their ending, their folder, that they are not the input or each other, and that
+they are not a FIFO or a device.
+
+Nothing here imports PyBullet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..envs.config import MAX_FPS, MIN_FPS, VIDEO_SUFFIXES, CameraPreset, JointMode, Renderer, VideoSettings, parse_size
+from .cli import CliError, output_file
+
+__all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
+           "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES"]
+
+#: the file name endings of CSV logs
+LOG_SUFFIXES = (".csv",)
+
+
+# ----- joint model -----------------------------------------------------------------------------
+
+def add_joint_mode(p: argparse.ArgumentParser, default: JointMode = JointMode.KINEMATIC, *, what: str = "joint model") -> None:
+    """``--joint-mode`` (alias ``--mode``) with :class:`JointMode`'s choices; read it with :func:`joint_mode`."""
+    p.add_argument("--joint-mode", "--mode", dest="joint_mode", default=default.value, metavar="MODE",
+                   choices=[m.value for m in JointMode],
+                   help=f"{what}: {', '.join(m.value for m in JointMode)} (default {default.value})")
+
+
+def joint_mode(args: argparse.Namespace) -> JointMode:
+    """The parsed ``--joint-mode`` as a :class:`JointMode`."""
+    try:
+        return JointMode.parse(args.joint_mode)
+    except ValueError as exc:
+        raise CliError(f"--joint-mode: {exc}") from None
+
+
+# ----- video -------------------------------------------------------------------------------------
+
+def add_video_options(p: argparse.ArgumentParser, *, cameras: tuple[CameraPreset, ...] | None = None,
+                      default_camera: CameraPreset = CameraPreset.ISO, video_help: str | None = None,
+                      required: bool = False, renderer: bool = False, overlay: bool = False,
+                      gif: bool = True) -> None:
+    """``--video FILE`` with ``--camera``, ``--fps``, ``--size`` (and optionally ``--renderer``,
+    ``--no-overlay``, ``--gif``); read them with :func:`video_settings`.
+
+    Args:
+        cameras: the presets this command offers (default: every robot view, plus WORK when
+            ``default_camera`` is WORK); () for none (the command frames its own picture).
+        required: the command only makes videos (``show``, ``replay``): --video must be given.
+    """
+    if cameras is None:
+        cameras = CameraPreset.robot_views()
+        if default_camera is CameraPreset.WORK:
+            cameras = (CameraPreset.WORK, *cameras)
+    names = [c.value for c in cameras]
+    p.add_argument("--video", metavar="OUT.mp4", required=required,
+                   help=video_help or f"write a video: {' or '.join(VIDEO_SUFFIXES)} (H.264 MP4 or GIF)")
+    if gif:
+        p.add_argument("--gif", action="store_true", help="also write a GIF next to the MP4")
+    if names:   # () for a command with a camera of its own (replay)
+        p.add_argument("--camera", default=default_camera.value, choices=names, metavar="CAMERA",
+                       help=f"video camera: {', '.join(names)} (default {default_camera.value})")
+    p.add_argument("--fps", type=float, default=30.0,
+                   help=f"video frames per simulated second, {MIN_FPS:g} to {MAX_FPS:g} (default 30)")
+    p.add_argument("--size", default="640x480", metavar="WxH",
+                   help="video size in pixels, even numbers, e.g. 1280x720 (default 640x480)")
+    if renderer:
+        p.add_argument("--renderer", default=Renderer.AUTO.value, choices=[r.value for r in Renderer],
+                       help="PyBullet renderer (default auto: EGL when it loads, else tiny)")
+    if overlay:
+        p.add_argument("--no-overlay", action="store_true", help="no text overlay")
+
+
+def video_settings(args: argparse.Namespace) -> VideoSettings:
+    """The video options as one checked :class:`VideoSettings`; CliError naming the option.
+
+    The ``--video`` file itself is checked with :func:`~armtwin.scripts.cli.output_file` (ending,
+    folder) here too, when given.
+    """
+    if getattr(args, "video", None):
+        output_file(args.video, "--video", VIDEO_SUFFIXES)
+    try:
+        size = parse_size(args.size)
+    except ValueError as exc:
+        raise CliError(f"--size {args.size}: {exc}") from None
+    fields = {"fps": args.fps, "size": size, "camera": getattr(args, "camera", CameraPreset.ISO.value),
+              "renderer": getattr(args, "renderer", Renderer.AUTO.value),
+              "overlay": not getattr(args, "no_overlay", False), "gif": bool(getattr(args, "gif", False))}
+    for opt, name in (("--fps", "fps"), ("--camera", "camera"), ("--renderer", "renderer")):
+        try:            # each option alone, so that the message names the one at fault
+            VideoSettings(**{name: fields[name]})
+        except ValueError as exc:
+            raise CliError(f"{opt} {fields[name]}: {exc}") from None
+    return VideoSettings(**fields)
+
+
+# ----- output files ---------------------------------------------------------------------------------
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: equal after resolving links and ``..``, or one file (hard links)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:       # one of them does not exist (yet): then they are not the same file
+        return False
+
+
+def check_outputs(source: str, outputs: dict[str, str | None], *, what: str = "the program") -> None:
+    """CliError when an output file (``{"--log": path, …}``) is the input ``source`` or another output."""
+    named = [(opt, path) for opt, path in outputs.items() if path]
+    for i, (opt, path) in enumerate(named):
+        if same_file(path, source):
+            raise CliError(f"{opt} {path}: is {what} itself; writing it would destroy it")
+        for opt2, path2 in named[:i]:
+            if same_file(path, path2):
+                raise CliError(f"{opt} {path}: is the same file as {opt2}; give them different names")
+
+
+def check_output_name(path: str, opt: str, suffixes: tuple[str, ...]) -> None:
+    """CliError (naming ``opt``) unless ``path`` is a file name with one of ``suffixes`` (any case)
+    and something before it: ``--log other.ngc`` would overwrite a G-code program with the log,
+    ``--video .mp4`` is only an ending."""
+    want = " or ".join(suffixes)
+    if not path.strip():
+        raise CliError(f"{opt}: needs a file name ending in {want}")
+    name = os.path.basename(path.rstrip("/" + os.sep))
+    if path.endswith(("/", os.sep)) or Path(path).is_dir():
+        raise CliError(f"{opt} {path}: names a folder; give a file name ending in {want}")
+    if not name.lower().endswith(suffixes):
+        raise CliError(f"{opt} {path}: must end in {want}")
+    if name.lower() in suffixes:
+        raise CliError(f"{opt} {path}: needs a file name before {name} (e.g. out{name.lower()})")
