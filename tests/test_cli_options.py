@@ -83,8 +83,6 @@ def _private_cross_command_imports() -> list[str]:
     for path in sorted(ROOT.glob("**/*.py")):
         if ".venv" in path.parts or "tests" in path.parts:
             continue
-        if path.name.startswith("ik_"):   # TODO(ik package, issue 16.4): the solvers' shared angle helpers move to one module
-            continue
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level > 0:
