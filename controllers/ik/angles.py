@@ -68,11 +68,15 @@ def wrap_np(a: np.ndarray) -> np.ndarray:
     """Angles wrapped into (-pi, pi] (vectorised, like :func:`wrap`): ``pi - (pi - a) % (2 pi)``.
 
     The floor modulo (~10 ns per element) runs only where ``pi - a`` is outside [0, 2 pi), where
-    it is not the identity; the result is the same floats as the formula everywhere.
+    it is not the identity; the result is the same floats as the formula everywhere except where
+    the modulo rounds up to 2 pi (``a`` a hair above an odd multiple of pi): the formula gives
+    -pi there, outside the interval, and this gives pi.
     """
     x = math.pi - a
     np.remainder(x, TWO_PI, out=x, where=(x < 0.0) | (x >= TWO_PI))
-    return math.pi - x
+    x = math.pi - x
+    np.add(x, TWO_PI, out=x, where=x <= -math.pi)
+    return x
 
 
 def wrap_inplace(a: np.ndarray) -> np.ndarray:
