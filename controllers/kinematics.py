@@ -7,14 +7,20 @@ Poses are expressed in the robot's reporting base frame, for the flange ``tool0`
 Shapes: ``q`` is (n,) rad / m; a batch ``Q`` is (N, n); transforms are (4, 4) or
 (N, 4, 4) in metres.
 """
+# mypy: disallow-untyped-defs, check-untyped-defs
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .transforms import invert
+
+if TYPE_CHECKING:   # the robots package builds on this one; the spec is only a type here
+    from ..robots.spec import RobotSpec
 
 __all__ = ["Chain", "chain_of", "fk", "fk_batch", "fk_frames"]
 
@@ -42,18 +48,19 @@ class Chain:
         return len(self.axes)
 
 
-def chain_of(spec) -> Chain:
-    """The numeric chain of a :class:`~armtwin.robots.RobotSpec` (cached on the spec)."""
-    cached = spec._cache.get("chain")
-    if cached is None:
-        origins = np.array([j.origin.matrix for j in spec.joints])
-        axes = np.array([j.axis for j in spec.joints], dtype=float)
-        axes /= np.linalg.norm(axes, axis=1, keepdims=True)
-        cached = Chain(origins, axes, spec.prismatic.copy(), invert(spec.report_frame.matrix), spec.tool.matrix)
-        for a in (cached.origins, cached.axes, cached.prismatic, cached.base, cached.tool):
-            a.setflags(write=False)
-        spec._cache["chain"] = cached
-    return cached
+def chain_of(spec: RobotSpec) -> Chain:
+    """The numeric chain of a :class:`~armtwin.robots.RobotSpec` (built once, kept with the spec)."""
+    return spec.derived(_build_chain)
+
+
+def _build_chain(spec: RobotSpec) -> Chain:
+    origins = np.array([j.origin.matrix for j in spec.joints])
+    axes = np.array([j.axis for j in spec.joints], dtype=float)
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    chain = Chain(origins, axes, spec.prismatic.copy(), invert(spec.report_frame.matrix), spec.tool.matrix)
+    for a in (chain.origins, chain.axes, chain.prismatic, chain.base, chain.tool):
+        a.setflags(write=False)
+    return chain
 
 
 def _motions(chain: Chain, Q: np.ndarray) -> np.ndarray:
@@ -76,7 +83,7 @@ def _motions(chain: Chain, Q: np.ndarray) -> np.ndarray:
     return m
 
 
-def fk_frames(chain: Chain, q) -> np.ndarray:
+def fk_frames(chain: Chain, q: ArrayLike) -> np.ndarray:
     """Frames of every link after its joint, and the flange, in the reporting frame.
 
     Args:
@@ -86,10 +93,10 @@ def fk_frames(chain: Chain, q) -> np.ndarray:
     Returns:
         (n + 1, 4, 4): link frames 1..n, then the flange.
     """
-    q = np.asarray(q, dtype=float).reshape(1, -1)
-    if q.shape[1] != chain.dof:
-        raise ValueError(f"expected {chain.dof} joint values, got {q.shape[1]}")
-    m = _motions(chain, q)[0]
+    qa = np.asarray(q, dtype=float).reshape(1, -1)
+    if qa.shape[1] != chain.dof:
+        raise ValueError(f"expected {chain.dof} joint values, got {qa.shape[1]}")
+    m = _motions(chain, qa)[0]
     out = np.empty((chain.dof + 1, 4, 4))
     t = chain.base
     for i in range(chain.dof):
@@ -99,18 +106,18 @@ def fk_frames(chain: Chain, q) -> np.ndarray:
     return out
 
 
-def fk(chain: Chain, q) -> np.ndarray:
+def fk(chain: Chain, q: ArrayLike) -> np.ndarray:
     """Flange pose (4, 4) in the reporting frame for one joint vector (n,) rad / m."""
     return fk_frames(chain, q)[-1]
 
 
-def fk_batch(chain: Chain, Q) -> np.ndarray:
+def fk_batch(chain: Chain, Q: ArrayLike) -> np.ndarray:
     """Flange poses (N, 4, 4) for a batch of joint vectors (N, n), vectorised."""
-    Q = np.atleast_2d(np.asarray(Q, dtype=float))
-    if Q.shape[1] != chain.dof:
-        raise ValueError(f"expected {chain.dof} joint values per row, got {Q.shape[1]}")
-    m = _motions(chain, Q)
-    t = np.broadcast_to(chain.base, (len(Q), 4, 4))
+    Qa = np.atleast_2d(np.asarray(Q, dtype=float))
+    if Qa.shape[1] != chain.dof:
+        raise ValueError(f"expected {chain.dof} joint values per row, got {Qa.shape[1]}")
+    m = _motions(chain, Qa)
+    t = np.broadcast_to(chain.base, (len(Qa), 4, 4))
     for i in range(chain.dof):
         t = t @ (chain.origins[i] @ m[:, i])
     return t @ chain.tool

@@ -6,10 +6,12 @@ Conventions used throughout armtwin:
     * RPY angles (radians) follow URDF/ROS: fixed axes X, then Y, then Z, i.e.
       ``R = Rz(yaw) @ Ry(pitch) @ Rx(roll)``.
 """
+# mypy: disallow-untyped-defs, check-untyped-defs
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "rot_x", "rot_y", "rot_z", "transform", "rpy_to_matrix", "matrix_to_rpy",
@@ -35,7 +37,7 @@ def rot_z(a: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def transform(rotation: np.ndarray | None = None, translation=(0.0, 0.0, 0.0)) -> np.ndarray:
+def transform(rotation: ArrayLike | None = None, translation: ArrayLike = (0.0, 0.0, 0.0)) -> np.ndarray:
     """(4, 4) homogeneous transform from a (3, 3) rotation and a translation (metres)."""
     t = np.eye(4)
     if rotation is not None:
@@ -44,12 +46,12 @@ def transform(rotation: np.ndarray | None = None, translation=(0.0, 0.0, 0.0)) -
     return t
 
 
-def rpy_to_matrix(rpy) -> np.ndarray:
+def rpy_to_matrix(rpy: ArrayLike) -> np.ndarray:
     """Rotation matrix of URDF roll-pitch-yaw angles (radians); batch-aware: (..., 3) -> (..., 3, 3)."""
-    rpy = np.asarray(rpy, dtype=float)
-    r, p, y = rpy[..., 0], rpy[..., 1], rpy[..., 2]
+    a = np.asarray(rpy, dtype=float)
+    r, p, y = a[..., 0], a[..., 1], a[..., 2]
     cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    m = np.empty(rpy.shape[:-1] + (3, 3))
+    m = np.empty(a.shape[:-1] + (3, 3))
     m[..., 0, 0] = cy * cp
     m[..., 0, 1] = cy * sp * sr - sy * cr
     m[..., 0, 2] = cy * sp * cr + sy * sr
@@ -62,29 +64,29 @@ def rpy_to_matrix(rpy) -> np.ndarray:
     return m
 
 
-def matrix_to_rpy(m) -> np.ndarray:
+def matrix_to_rpy(m: ArrayLike) -> np.ndarray:
     """URDF roll-pitch-yaw (radians) of a rotation matrix; batch-aware: (..., 3, 3) -> (..., 3).
 
     At pitch = ±90° (gimbal lock) roll is set to 0 and the whole rotation goes to yaw.
     """
-    m = np.asarray(m, dtype=float)
-    sp = np.clip(-m[..., 2, 0], -1.0, 1.0)
+    r = np.asarray(m, dtype=float)
+    sp = np.clip(-r[..., 2, 0], -1.0, 1.0)
     pitch = np.arcsin(sp)
-    cp = np.sqrt(m[..., 0, 0] ** 2 + m[..., 1, 0] ** 2)
+    cp = np.sqrt(r[..., 0, 0] ** 2 + r[..., 1, 0] ** 2)
     locked = cp < 1e-9
-    roll = np.where(locked, 0.0, np.arctan2(m[..., 2, 1], m[..., 2, 2]))
-    yaw = np.where(locked, np.arctan2(-m[..., 0, 1], m[..., 1, 1]), np.arctan2(m[..., 1, 0], m[..., 0, 0]))
+    roll = np.where(locked, 0.0, np.arctan2(r[..., 2, 1], r[..., 2, 2]))
+    yaw = np.where(locked, np.arctan2(-r[..., 0, 1], r[..., 1, 1]), np.arctan2(r[..., 1, 0], r[..., 0, 0]))
     return np.stack([roll, pitch, yaw], axis=-1)
 
 
-def quat_to_matrix(q) -> np.ndarray:
+def quat_to_matrix(q: ArrayLike) -> np.ndarray:
     """Rotation matrix of a quaternion (x, y, z, w); normalised first; batch-aware."""
-    q = np.asarray(q, dtype=float)
-    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    qa = np.asarray(q, dtype=float)
+    n = np.linalg.norm(qa, axis=-1, keepdims=True)
     if np.any(n < 1e-12):
         raise ValueError("quaternion has zero length")
-    x, y, z, w = np.moveaxis(q / n, -1, 0)
-    m = np.empty(q.shape[:-1] + (3, 3))
+    x, y, z, w = np.moveaxis(qa / n, -1, 0)
+    m = np.empty(qa.shape[:-1] + (3, 3))
     m[..., 0, 0] = 1 - 2 * (y * y + z * z)
     m[..., 0, 1] = 2 * (x * y - z * w)
     m[..., 0, 2] = 2 * (x * z + y * w)
@@ -97,37 +99,37 @@ def quat_to_matrix(q) -> np.ndarray:
     return m
 
 
-def matrix_to_quat(m) -> np.ndarray:
+def matrix_to_quat(m: ArrayLike) -> np.ndarray:
     """Quaternion (x, y, z, w) with w >= 0 of a rotation matrix; batch-aware: (..., 3, 3) -> (..., 4)."""
-    m = np.asarray(m, dtype=float)
-    tr = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+    r = np.asarray(m, dtype=float)
+    tr = r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2]
     # Four candidate forms; pick the numerically largest denominator per element.
     cands = np.stack([
         1 + tr,
-        1 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
-        1 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2],
-        1 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2],
+        1 + r[..., 0, 0] - r[..., 1, 1] - r[..., 2, 2],
+        1 - r[..., 0, 0] + r[..., 1, 1] - r[..., 2, 2],
+        1 - r[..., 0, 0] - r[..., 1, 1] + r[..., 2, 2],
     ], axis=-1)
     k = np.argmax(cands, axis=-1)
     s = np.sqrt(np.maximum(np.take_along_axis(cands, k[..., None], -1)[..., 0], 1e-300)) * 2
-    q = np.empty(m.shape[:-2] + (4,))
-    w_ = np.stack([s / 4, (m[..., 2, 1] - m[..., 1, 2]) / s, (m[..., 0, 2] - m[..., 2, 0]) / s, (m[..., 1, 0] - m[..., 0, 1]) / s], -1)
-    x_ = np.stack([(m[..., 2, 1] - m[..., 1, 2]) / s, s / 4, (m[..., 0, 1] + m[..., 1, 0]) / s, (m[..., 0, 2] + m[..., 2, 0]) / s], -1)
-    y_ = np.stack([(m[..., 0, 2] - m[..., 2, 0]) / s, (m[..., 0, 1] + m[..., 1, 0]) / s, s / 4, (m[..., 1, 2] + m[..., 2, 1]) / s], -1)
-    z_ = np.stack([(m[..., 1, 0] - m[..., 0, 1]) / s, (m[..., 0, 2] + m[..., 2, 0]) / s, (m[..., 1, 2] + m[..., 2, 1]) / s, s / 4], -1)
+    q = np.empty(r.shape[:-2] + (4,))
+    w_ = np.stack([s / 4, (r[..., 2, 1] - r[..., 1, 2]) / s, (r[..., 0, 2] - r[..., 2, 0]) / s, (r[..., 1, 0] - r[..., 0, 1]) / s], -1)
+    x_ = np.stack([(r[..., 2, 1] - r[..., 1, 2]) / s, s / 4, (r[..., 0, 1] + r[..., 1, 0]) / s, (r[..., 0, 2] + r[..., 2, 0]) / s], -1)
+    y_ = np.stack([(r[..., 0, 2] - r[..., 2, 0]) / s, (r[..., 0, 1] + r[..., 1, 0]) / s, s / 4, (r[..., 1, 2] + r[..., 2, 1]) / s], -1)
+    z_ = np.stack([(r[..., 1, 0] - r[..., 0, 1]) / s, (r[..., 0, 2] + r[..., 2, 0]) / s, (r[..., 1, 2] + r[..., 2, 1]) / s, s / 4], -1)
     wxyz = np.choose(k[..., None], [w_, x_, y_, z_])
     q[..., 0], q[..., 1], q[..., 2], q[..., 3] = wxyz[..., 1], wxyz[..., 2], wxyz[..., 3], wxyz[..., 0]
     q *= np.where(q[..., 3:4] < 0, -1.0, 1.0)
     return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
 
-def invert(t: np.ndarray) -> np.ndarray:
+def invert(t: ArrayLike) -> np.ndarray:
     """Inverse of a (…, 4, 4) rigid transform."""
-    t = np.asarray(t, dtype=float)
-    out = np.zeros_like(t)
-    rt = np.swapaxes(t[..., :3, :3], -1, -2)
+    a = np.asarray(t, dtype=float)
+    out = np.zeros_like(a)
+    rt = np.swapaxes(a[..., :3, :3], -1, -2)
     out[..., :3, :3] = rt
-    out[..., :3, 3] = -np.einsum("...ij,...j->...i", rt, t[..., :3, 3])
+    out[..., :3, 3] = -np.einsum("...ij,...j->...i", rt, a[..., :3, 3])
     out[..., 3, 3] = 1.0
     return out
 

@@ -801,7 +801,7 @@ class Pendant:
         self.tool_frame = self.server.scene.add_frame("/tool", axes_length=0.06, axes_radius=0.003)
 
     def _is_scara(self) -> bool:
-        return set(self.spec.geometry) == {"l1", "l2", "z0"}
+        return self.spec.roll_only
 
     def _guard(self, fn) -> None:
         """Run a GUI callback; errors become the status line, never a dead server."""

@@ -12,6 +12,7 @@ Drive gains and friction are not published; chosen for a stable, stiff drive.
 
 import numpy as np
 
+from ..controllers.ik.geometry import OffsetWristGeometry
 from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_modified_origins, revolute_joints
 
 D_MM = (98.5, 121.5, 0.0, 0.0, 102.5, 94.0)
@@ -58,7 +59,8 @@ SPEC = RobotSpec(
         "zero": (0, 0, 0, 0, 0, 0),
         "home": tuple(np.radians((0, -20, 80, 10, 90, 0))),  # tool pointing down at (612, -122, 323) mm
     },
-    geometry={"d1": 0.0985, "d2": 0.1215, "a2": 0.408, "a3": 0.376, "d5": 0.1025, "d6": 0.094},
+    geometry=OffsetWristGeometry(d1=D_MM[0] / 1000, d2=D_MM[1] / 1000, a2=A_MM[2] / 1000, a3=A_MM[3] / 1000,
+                                 d5=D_MM[4] / 1000, d6=D_MM[5] / 1000, offsets=tuple(np.radians(OFFSET_DEG))),
     # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
     # I_min / I_max the smallest / largest joint-space inertia diagonal M_ii over the joint ranges
     # (no payload / rated payload; the effective inertia 1/(M⁻¹)_ii tracked worse on this arm) and

@@ -12,6 +12,7 @@ d=[290,0,0,302,0,72], theta offsets=[0,-90,0,0,0,180]. At q = 0 the flange is at
 
 import numpy as np
 
+from ..controllers.ik.geometry import SphericalWristGeometry
 from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_standard_origins, revolute_joints
 
 A_MM = (0.0, 270.0, 70.0, 0.0, 0.0, 0.0)
@@ -56,7 +57,8 @@ SPEC = RobotSpec(
         "home": tuple(np.radians((0, 0, 0, 0, 90, 0))),
         "ready": tuple(np.radians((0, 20, 10, 0, 60, 0))),
     },
-    geometry={"d1": 0.290, "a2": 0.270, "a3": 0.070, "d4": 0.302, "d6": 0.072},
+    geometry=SphericalWristGeometry(d1=D_MM[0] / 1000, a2=A_MM[1] / 1000, a3=A_MM[2] / 1000, d4=D_MM[3] / 1000,
+                                    d6=D_MM[5] / 1000, offsets=tuple(np.radians(OFFSET_DEG))),
     # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
     # I_min the smallest effective inertia 1/(M⁻¹)_ii (no payload), I_max the largest M_ii (rated
     # payload) over the joint ranges, h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with

@@ -12,7 +12,8 @@ class of robot: the values here are chosen to be plausible (total 17 kg; arm pla
 
 import numpy as np
 
-from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, ToolOrientation, WorkCell
+from ..controllers.ik.geometry import ScaraGeometry
+from .spec import DriveGains, JointSpec, JointType, LinkSpec, Origin, RobotSpec, WorkCell
 
 L1 = 0.325  # m
 L2 = 0.275  # m
@@ -29,7 +30,6 @@ _FLANGE = (0.12, 0.12, 0.12, 1.0)
 
 SPEC = RobotSpec(
     name="scara",
-    tool_orientation=ToolOrientation.ROLL,
     title="SCARA 600 mm (LS6-B602 class)",
     maker="armtwin (generic, Epson LS6-B602 class)",
     reference="Epson LS6-B602 public data sheet (reach, arm lengths, ranges, stroke)",
@@ -54,7 +54,7 @@ SPEC = RobotSpec(
         "zero": (0, 0, 0, 0),
         "home": (np.radians(0), np.radians(90), 0.05, 0.0),
     },
-    geometry={"l1": L1, "l2": L2, "z0": Z0},
+    geometry=ScaraGeometry(l1=L1, l2=L2, z0=Z0),   # the type makes the tool orientation ROLL
     # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
     # I_min the smallest effective inertia 1/(M⁻¹)_ii (no payload), I_max the largest M_ii (rated
     # payload) over the joint ranges, h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with

@@ -1,8 +1,8 @@
 """Frozen data classes that describe a robot, and builders from DH tables.
 
 A robot is data: links (mass, shape, colour), joints (origin, axis, type, limits),
-the reporting base frame, the flange (``tool0``) frame, named poses and the
-geometry parameters that the closed-form IK uses. The URDF files under
+the reporting base frame, the flange (``tool0``) frame, named poses and the typed
+geometry that the closed-form IK uses (:mod:`armtwin.controllers.ik.geometry`). The URDF files under
 ``robots/urdf/`` are generated from these specs (``python -m armtwin.robots.urdfgen``)
 so that the analytic FK and the physics model cannot drift apart.
 
@@ -15,24 +15,17 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Callable, Mapping, TypeVar, get_args
 
 import numpy as np
 
+# ToolOrientation belongs to the IK geometry (the family fixes it); robots re-export it as data
+from ..controllers.ik.geometry import IKGeometry, KinematicFamily, ToolOrientation
 from ..controllers.transforms import matrix_to_rpy, rot_x, rot_z, rpy_to_matrix, transform
 
+_T = TypeVar("_T")
+
 URDF_DIR = Path(__file__).resolve().parent / "urdf"
-
-
-class ToolOrientation(enum.Enum):
-    """Which tool orientations a robot can reach.
-
-    FULL: any orientation (6-axis arms). ROLL: the tool points down and only its roll about
-    the base z axis is free (SCARA); tools, IK inputs and goals then carry one angle.
-    """
-
-    FULL = "full"
-    ROLL = "roll"
 
 
 class JointType(enum.Enum):
@@ -216,13 +209,13 @@ class RobotSpec:
         payload: rated payload, kg.
         reach: horizontal reach of the wrist/tool, m.
         named_poses: name -> joint vector (rad / m).
-        geometry: kinematic parameters for the closed-form IK (metres / radians).
+        geometry: the closed-form IK's typed geometry (metres / radians); its type is the
+            robot's kinematic family (:attr:`family`) and fixes :attr:`tool_orientation`.
         dh: the DH table as published (for documentation), or None.
         drive: default drive gains for the dynamic joint models.
         notes: free text.
         workcell: G-code work cell data (default work origin, rapid speed, tool
             acceleration), or None for a robot that cannot run G-code yet.
-        tool_orientation: which tool orientations the arm can reach.
     """
 
     name: str
@@ -236,13 +229,13 @@ class RobotSpec:
     payload: float
     reach: float
     named_poses: Mapping[str, tuple[float, ...]]
-    geometry: Mapping[str, float]
+    geometry: IKGeometry
     drive: DriveGains
     dh: Mapping[str, tuple[float, ...]] | None = None
     notes: str = ""
     workcell: WorkCell | None = None
-    tool_orientation: ToolOrientation = ToolOrientation.FULL
-    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    # values derived from this (frozen) spec, built once each: see derived()
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.links) != len(self.joints) + 1:
@@ -252,15 +245,42 @@ class RobotSpec:
             if len(q) != n:
                 raise ValueError(f"{self.name}: named pose {pose!r} has {len(q)} values, expected {n}")
         object.__setattr__(self, "named_poses", MappingProxyType(dict(self.named_poses)))
-        object.__setattr__(self, "geometry", MappingProxyType(dict(self.geometry)))
+        if not isinstance(self.geometry, get_args(IKGeometry)):
+            raise TypeError(f"{self.name}: geometry must be one of "
+                            f"{', '.join(c.__name__ for c in get_args(IKGeometry))}, got {type(self.geometry).__name__}")
         if self.dh is not None:
             object.__setattr__(self, "dh", MappingProxyType(dict(self.dh)))
 
+    def derived(self, build: Callable[[RobotSpec], _T]) -> _T:
+        """A value derived from this spec, built by ``build(self)`` on first use and kept with it.
+
+        For per-robot data that costs time to prepare and never changes, since the spec is
+        frozen: the kinematic chain (:func:`armtwin.controllers.kinematics.chain_of`), the
+        prepared IK (:func:`armtwin.controllers.ik.robot_ik`). ``build`` itself is the key, so
+        two modules cannot collide. A spec made with ``dataclasses.replace`` starts empty.
+        """
+        cache = self._derived
+        try:
+            return cache[build]
+        except KeyError:
+            value = cache[build] = build(self)
+            return value
+
     # ----- derived views -------------------------------------------------------------
+    @property
+    def family(self) -> KinematicFamily:
+        """The closed-form IK family (from the type of :attr:`geometry`)."""
+        return self.geometry.family
+
+    @property
+    def tool_orientation(self) -> ToolOrientation:
+        """Which tool orientations the arm reaches (from the type of :attr:`geometry`)."""
+        return self.geometry.tool_orientation
+
     @property
     def roll_only(self) -> bool:
         """True when only the tool roll about base z is free (:attr:`ToolOrientation.ROLL`)."""
-        return self.tool_orientation is ToolOrientation.ROLL
+        return self.geometry.tool_orientation is ToolOrientation.ROLL
 
     @property
     def dof(self) -> int:

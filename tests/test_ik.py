@@ -16,12 +16,11 @@ from armtwin.controllers.ik import (
     default_weights,
     pose_from_quat,
     pose_from_rpy,
+    robot_ik,
     solve,
     solve_batch,
     solve_path,
 )
-from armtwin.controllers.ik import _context as ik_context
-from armtwin.controllers.ik_choice import pick
 from armtwin.controllers.kinematics import chain_of, fk, fk_batch
 from armtwin.controllers.transforms import matrix_to_quat, rotation_angle
 from hypothesis import HealthCheck, example, given, settings
@@ -231,10 +230,10 @@ def test_irb120_stretched_arm_and_wrist_on_j1_axis():
     spec = robots.get("irb120")
     g = spec.geometry
     chain = chain_of(spec)
-    phi = math.atan2(g["d4"], g["a3"])
+    phi = math.atan2(g.d4, g.a3)
     q = np.array([0.3, 0.0, -phi, 0.2, 0.4, 0.1])   # arm stretched straight up, wrist centre on J1
     T = fk(chain, q)
-    wc = T[:3, 3] - g["d6"] * T[:3, 2]
+    wc = T[:3, 3] - g.d6 * T[:3, 2]
     assert abs(wc[0]) < 1e-12 and abs(wc[1]) < 1e-12
     q_near = np.array([-0.4, 0.0, -1.0, 0.5, 0.3, 0.0])
     r = solve(spec, T, q_near)
@@ -262,7 +261,7 @@ def test_aubo_wrist_singular_and_target_on_j1_axis():
     assert np.allclose(T2[:3, 2], [-1, 0, 0])
     r2 = solve(spec, T2)
     assert r2.status is IKStatus.UNREACHABLE
-    assert r2.distance == pytest.approx(g["d2"] - g["d6"], abs=1e-12)
+    assert r2.distance == pytest.approx(g.d2 - g.d6, abs=1e-12)
     # ... and a J5 centre exactly d2 from the axis (shoulder singularity: the two J1 roots meet)
     T3 = fk(chain, np.radians([0, 0, 0, 0, 40, 0]))
     r3 = solve(spec, T3)
@@ -339,7 +338,7 @@ def test_scara_stretched_gives_one_solution():
 def test_irb120_unreachable_distance():
     spec = robots.get("irb120")
     g = spec.geometry
-    phi = math.atan2(g["d4"], g["a3"])
+    phi = math.atan2(g.d4, g.a3)
     T = fk(chain_of(spec), np.array([0.0, 0.0, -phi, 0.0, 0.0, 0.0]))   # stretched straight up
     T[2, 3] += 0.05
     r = solve(spec, T)
@@ -367,7 +366,7 @@ def test_aubo_unreachable_distance_bounded_by_the_shift():
 
 def test_scara_out_of_range_names_j3():
     spec = robots.get("scara")
-    z = spec.geometry["z0"] - 0.25   # 50 mm beyond the 200 mm stroke
+    z = spec.geometry.z0 - 0.25   # 50 mm beyond the 200 mm stroke
     r = solve(spec, pose_from_rpy((0.4, 0.2, z), (math.pi, 0, 0)))
     assert r.status is IKStatus.OUT_OF_RANGE and r.best is None
     assert "J3" in r.reason and "50.0 mm" in r.reason
@@ -482,12 +481,12 @@ def test_irb120_batch_at_the_wrist_singularity():
 
 @pytest.mark.parametrize("name", ROBOTS)
 def test_choose_agrees_with_pick(name):
-    """solver.choose() (branches skipped while solving) picks exactly what ik_choice.pick() picks
+    """solver.choose() (branches skipped while solving) picks exactly what TravelRule.pick() picks
     from every solution, over random poses, weights and branch filters, including poses near
     singularities and beyond the joint ranges."""
     spec = robots.get(name)
     chain = chain_of(spec)
-    ctx = ik_context(spec)
+    ctx = robot_ik(spec)
     solver = ctx.solver
     B = len(solver.labels)
     rng = np.random.default_rng(5)
@@ -501,12 +500,12 @@ def test_choose_agrees_with_pick(name):
     for q, qn in zip(Q, qns):
         t, qn = fk(chain, q).ravel().tolist(), qn.tolist()
         w = rng.uniform(0.0, 2.0, spec.dof) * (rng.random(spec.dof) > 0.2)      # some weights 0
-        choice = ctx.choice_for(w.tolist())
+        choice = ctx.rule_for(w.tolist())
         mask = int(rng.integers(0, B))                                            # random branch filter
         choice = choice.with_branch(int(rng.integers(0, B)), mask)
         got = solver.choose(t, qn, choice)
         cands, _, flags = solver.solve_flags(t, qn)
-        assert (got and got[:2]) == pick(choice, cands, qn)
+        assert (got and got[:2]) == choice.pick(cands, qn)
         if got is not None:   # the chosen solution's singularity flags are its candidate's
             assert got[2] == flags[[c for _, c in cands].index(got[1])]
         chosen += got is not None
@@ -619,7 +618,7 @@ def test_irb120_wrist_singularity_is_reported():
 def test_irb120_j1_axis_and_stretched_arm_are_reported():
     spec = robots.get("irb120")
     g = spec.geometry
-    phi = math.atan2(g["d4"], g["a3"])
+    phi = math.atan2(g.d4, g.a3)
     T = fk(chain_of(spec), np.array([0.3, 0.0, -phi, 0.2, 0.4, 0.1]))   # wrist centre on J1, arm stretched
     r = solve(spec, T, np.array([-0.4, 0.0, -1.0, 0.5, 0.3, 0.0]))
     assert r.ok and r.singular and r.free_joints == (0,)

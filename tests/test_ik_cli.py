@@ -67,7 +67,7 @@ def test_ik_scara_uses_mm_for_j3_and_the_roll(capsys):
     assert main(["ik", "scara", "400", "100", "300", "--rpy", "180", "0", "30", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     spec = robots.get("scara")
-    z0_mm = spec.geometry["z0"] * 1000
+    z0_mm = spec.geometry.z0 * 1000
     for s in out["solutions"]:
         j1, j2, j3, j4 = s["joints_deg"]
         assert j3 == pytest.approx(z0_mm - 300.0)

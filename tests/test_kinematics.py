@@ -51,9 +51,9 @@ def test_scara_fk_is_the_planar_formula(q1, q2, q3, q4):
     spec = robots.get("scara")
     g = spec.geometry
     T = fk(chain_of(spec), [q1, q2, q3, q4])
-    assert T[0, 3] == pytest.approx(g["l1"] * np.cos(q1) + g["l2"] * np.cos(q1 + q2), abs=1e-12)
-    assert T[1, 3] == pytest.approx(g["l1"] * np.sin(q1) + g["l2"] * np.sin(q1 + q2), abs=1e-12)
-    assert T[2, 3] == pytest.approx(g["z0"] - q3, abs=1e-12)
+    assert T[0, 3] == pytest.approx(g.l1 * np.cos(q1) + g.l2 * np.cos(q1 + q2), abs=1e-12)
+    assert T[1, 3] == pytest.approx(g.l1 * np.sin(q1) + g.l2 * np.sin(q1 + q2), abs=1e-12)
+    assert T[2, 3] == pytest.approx(g.z0 - q3, abs=1e-12)
     roll = q1 + q2 + q4
     assert np.allclose(T[:3, 0], [np.cos(roll), np.sin(roll), 0], atol=1e-12)
     assert np.allclose(T[:3, 2], [0, 0, -1], atol=1e-12)  # tool points down

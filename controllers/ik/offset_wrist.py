@@ -2,8 +2,8 @@
 
 Kinematic family: modified (Craig) DH with alpha_{i-1} = (0, -90, 180, 180, -90, 90) deg,
 a_{i-1} = (0, 0, a2, a3, 0, 0), d = (d1, d2, 0, 0, d5, d6); ``theta_i = q_i + offset_i``.
-Geometry from ``spec.geometry`` (d1, d2, a2, a3, d5, d6, metres), offsets from
-``spec.dh["offset_deg"]``. J2, J3, J4 are parallel; the arm plane sits d2 beside the J1 axis.
+Geometry and offsets from ``spec.geometry``, a :class:`.geometry.OffsetWristGeometry` (metres,
+radians). J2, J3, J4 are parallel; the arm plane sits d2 beside the J1 axis.
 
 Method (as for UR arms): the J5 centre ``p5 = p - d6 * z_tool`` must lie d2 beside the J1 axis,
 which gives two J1 (front / back); the J4 axis is then known (it is J2's), so
@@ -25,27 +25,33 @@ J5 centre. J6 keeps its ``q_near`` value where J2..J4 then have a solution insid
 have one (:meth:`OffsetWristSolver._free_j6`, in closed form); a pose from the FK of an in-range
 joint vector is always solved in range. Near theta5 = 0 J6 is only known to ~1e-16 / |sin theta5|
 rad from a float pose, and it keeps its ``q_near`` value whenever that reproduces the pose as well
-as the float pose itself (:func:`.ik_spherical.kept_angle`).
+as the float pose itself (:func:`.angles.kept_angle`).
 """
+# mypy: disallow-untyped-defs, check-untyped-defs
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import MappingProxyType
+from typing import NamedTuple, overload
 
 import numpy as np
 
-from .ik_choice import SING_ELBOW, SING_SHOULDER, SING_WRIST, BranchSolver, Choice, fit
-from .ik_spherical import (
+from .angles import (
     ELBOW_SNAP,
     KEEP_TOL,
-    _wrap,
-    _wrap_np,
     elbow_angle,
     elbow_angle_np,
     kept_angle,
     kept_angle_np,
+    turn_near,
+    wrap,
+    wrap_np,
 )
+from .geometry import OffsetWristGeometry
+from .solver import SING_ELBOW, SING_SHOULDER, SING_WRIST, AllBranches, BranchSolver, Chosen, Singularity
+from .travel import Candidate, TravelRule
 
 __all__ = ["OffsetWristSolver"]
 
@@ -53,6 +59,16 @@ _SING = 1e-10
 # Metres of slack at the edge of the elbow's reach. Near theta5 = 0 the J5 axis (hence the J4
 # origin) is only known to ~1e-16 / sin(theta5) rad, so a stretched arm can miss by ~1e-10 m.
 _REACH_TOL = 1e-9
+
+
+class _Limits(NamedTuple):
+    """Joint ranges as :meth:`OffsetWristSolver.set_limits` keeps them (rad)."""
+
+    lo: tuple[float, ...]     # lower limits
+    hi: tuple[float, ...]     # upper limits
+    lo_t: tuple[float, ...]   # lower limits minus the slack
+    hi_t: tuple[float, ...]   # upper limits plus the slack
+    narrow6: bool             # J6's range lies within (-pi, pi]
 
 
 class OffsetWristSolver(BranchSolver):
@@ -65,23 +81,21 @@ class OffsetWristSolver(BranchSolver):
     before the elbow is solved.
 
     Args:
-        geometry: mapping with d1, d2, a2, a3, d5, d6 (metres).
-        offsets: (6,) DH theta offsets, rad.
+        geometry: lengths (m) and DH offsets (rad).
     """
 
-    family = "offset_wrist"
     arm_mask = 0b110
-    # singularity flag -> (joint kept from q_near or None, code bits whose branches merge, description)
-    singularities = MappingProxyType({
-        SING_WRIST: (5, 1, "wrist singular (J5 = 0°, J6 axis parallel to J2–J4)"),
-        SING_ELBOW: (None, 2, "arm stretched or folded (one elbow solution)"),
-        SING_SHOULDER: (None, 6, "J5 centre d2 from the J1 axis (one J1 solution)"),
+    singularities: MappingProxyType[int, Singularity] = MappingProxyType({
+        SING_WRIST: Singularity(5, 1, "wrist singular (J5 = 0°, J6 axis parallel to J2–J4)"),
+        SING_ELBOW: Singularity(None, 2, "arm stretched or folded (one elbow solution)"),
+        SING_SHOULDER: Singularity(None, 6, "J5 centre d2 from the J1 axis (one J1 solution)"),
     })
 
-    geometry_keys = ("d1", "d2", "a2", "a3", "d5", "d6")
-
-    def __init__(self, geometry, offsets) -> None:
-        super().__init__(geometry, offsets)
+    def __init__(self, geometry: OffsetWristGeometry) -> None:
+        self.geometry = geometry
+        g = geometry
+        self.d1, self.d2, self.a2, self.a3, self.d5, self.d6 = g.d1, g.d2, g.a2, g.a3, g.d5, g.d6
+        self.off: tuple[float, ...] = g.offsets
         self.reach_out = self.a2 + self.a3
         self.reach_in = abs(self.a2 - self.a3)
         # Code bit s = 0 is the J1 root with the J5 centre on the +x1 side. The arm's forward
@@ -89,9 +103,9 @@ class OffsetWristSolver(BranchSolver):
         names = ("front", "back") if math.cos(self.off[0]) >= 0.0 else ("back", "front")
         self.labels: tuple[str, ...] = tuple(
             f"{s}/{e}/{w}" for s in names for e in ("up", "down") for w in ("noflip", "flip"))
-        self.limits: tuple | None = None   # see set_limits()
+        self.limits: _Limits | None = None   # see set_limits()
 
-    def set_limits(self, lower, upper, tol: float) -> None:
+    def set_limits(self, lower: Sequence[float], upper: Sequence[float], tol: float) -> None:
         """Joint ranges (6,) rad, and the slack beyond them that still counts as inside.
 
         Only the free J6 at the wrist singularity uses them (:meth:`_free_j6`): it is placed
@@ -104,9 +118,14 @@ class OffsetWristSolver(BranchSolver):
         # J6 within (-pi, pi]: a segment of the circle (travel is not taken across +-pi);
         # else (wider than a turn) a whole turn centred on q_near's J6
         narrow6 = lo[5] >= -math.pi - 1e-12 and hi[5] <= math.pi + 1e-12
-        self.limits = (lo, hi, lo_t, hi_t, narrow6)
+        self.limits = _Limits(lo, hi, lo_t, hi_t, narrow6)
 
-    def _branches(self, t: list, qn: list, ch: Choice | None):
+    @overload
+    def _branches(self, t: list[float], qn: list[float], ch: None) -> AllBranches: ...
+    @overload
+    def _branches(self, t: list[float], qn: list[float], ch: TravelRule) -> Chosen | None: ...
+
+    def _branches(self, t: list[float], qn: list[float], ch: TravelRule | None) -> AllBranches | Chosen | None:
         """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
         nx, ox, ax, px, ny, oy, ay, py, nz, oz, az, pz = t[:12]
         d1, d2, d5, d6, a2, a3 = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3
@@ -124,20 +143,21 @@ class OffsetWristSolver(BranchSolver):
         asn = 0.5 * pi if x >= 1.0 - ELBOW_SNAP else math.asin(min(x, 1.0))
         if x >= 0.5:   # q_near's asn: theta1 = psi - asn (front root) or psi - pi + asn (back root)
             d = psi - (qn[0] + off0)
-            for a0 in (_wrap(d), _wrap(pi - d)):
+            for a0 in (wrap(d), wrap(pi - d)):
                 if 0.0 <= a0 <= 0.5 * pi and -ELBOW_SNAP <= math.sin(a0) - x <= ELBOW_SNAP:
                     asn = a0
                     break
-        b_near = abs(_wrap(qn[2] + off2))
-        shoulders = ((0, psi - asn), (1, psi - pi + asn)) if asn < 0.5 * pi else ((0, psi - asn),)
-        fpose = 0 if asn < 0.5 * pi else SING_SHOULDER   # singularity flags (see ik_choice)
+        b_near = abs(wrap(qn[2] + off2))
+        shoulders: tuple[tuple[int, float], ...] = ((0, psi - asn), (1, psi - pi + asn)) if asn < 0.5 * pi else ((0, psi - asn),)
+        fpose = 0 if asn < 0.5 * pi else SING_SHOULDER   # singularity flags (see .solver)
         reach_out, reach_in = self.reach_out, self.reach_in
-        out = []
-        flags = []
+        out: list[Candidate] = []
+        flags: list[int] = []
         miss = math.inf
-        # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
+        # with a rule (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
-            best, bcode, bcost, bflags = None, -1, math.inf, 0
+            best: list[float] | None = None
+            bcode, bcost, bflags = -1, math.inf, 0
             r0, r1, r2, r3, r4, r5 = qn
             l0, l1, l2, l3, l4, l5 = ch.lo
             h0, h1, h2, h3, h4, h5 = ch.hi
@@ -146,12 +166,12 @@ class OffsetWristSolver(BranchSolver):
             mask, want = ch.mask, ch.want
         for s, th1 in shoulders:
             q1 = th1 - off0
-            if not -pi < q1 <= pi:   # _wrap() inline
+            if not -pi < q1 <= pi:   # wrap() inline
                 q1 = fmod(q1 + pi, tau)
                 q1 = (q1 + tau if q1 <= 0.0 else q1) - pi
             if ch is not None:
                 if u0:
-                    q1 = fit(q1, r0, l0, h0)
+                    q1 = turn_near(q1, r0, l0, h0)
                 if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
                     continue
                 cost1 = w0 * abs(q1 - r0)
@@ -169,10 +189,11 @@ class OffsetWristSolver(BranchSolver):
                 th6 = atan2(sg * v, -sg * u) if s5a > _SING else 0.0
                 t6 = qn[5] + off5   # kept_angle(), its common case inline
                 if s5a <= _SING:    # J6 free: q_near's, or the nearest value with J2-J4 in reach and range
-                    th6, m6 = self._free_j6(t, c1, s1, c5, s5, qn[5], b_near)
-                    if th6 is None:
+                    f6, m6 = self._free_j6(t, c1, s1, c5, s5, qn[5], b_near)
+                    if f6 is None:
                         miss = min(miss, m6)
                         continue
+                    th6 = f6
                 elif s5a * abs(th6 - t6) <= KEEP_TOL:
                     th6 = t6
                 elif not -pi <= th6 - t6 <= pi:
@@ -183,18 +204,18 @@ class OffsetWristSolver(BranchSolver):
                 # pose's rounding / s5 and are no longer a unit vector (metres of error in p4)
                 c6, s6 = cos(th6), sin(th6)
                 q5 = th5 - off4
-                if not -pi < q5 <= pi:   # _wrap() inline
+                if not -pi < q5 <= pi:   # wrap() inline
                     q5 = fmod(q5 + pi, tau)
                     q5 = (q5 + tau if q5 <= 0.0 else q5) - pi
                 q6 = th6 - off5
-                if not -pi < q6 <= pi:   # _wrap() inline
+                if not -pi < q6 <= pi:   # wrap() inline
                     q6 = fmod(q6 + pi, tau)
                     q6 = (q6 + tau if q6 <= 0.0 else q6) - pi
                 if ch is not None:
                     if u4:
-                        q5 = fit(q5, r4, l4, h4)
+                        q5 = turn_near(q5, r4, l4, h4)
                     if u5:
-                        q6 = fit(q6, r5, l5, h5)
+                        q6 = turn_near(q6, r5, l5, h5)
                     if q5 < l4 or q5 > h4 or q6 < l5 or q6 > h5 or (w ^ want) & mask & 1:
                         continue
                     cost5 = w4 * abs(q5 - r4)
@@ -230,7 +251,7 @@ class OffsetWristSolver(BranchSolver):
                     q3 = th3 - off2
                     q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
                     q4 = th3 + al2 - ang4 - off3
-                    if not -pi < q4 <= pi:   # _wrap() inline
+                    if not -pi < q4 <= pi:   # wrap() inline
                         q4 = fmod(q4 + pi, tau)
                         q4 = (q4 + tau if q4 <= 0.0 else q4) - pi
                     code = 4 * s + 2 * e + w
@@ -241,11 +262,11 @@ class OffsetWristSolver(BranchSolver):
                     if (2 * e ^ want) & mask & 2:
                         continue
                     if u1:
-                        q2 = fit(q2, r1, l1, h1)
+                        q2 = turn_near(q2, r1, l1, h1)
                     if u2:
-                        q3 = fit(q3, r2, l2, h2)
+                        q3 = turn_near(q3, r2, l2, h2)
                     if u3:
-                        q4 = fit(q4, r3, l3, h3)
+                        q4 = turn_near(q4, r3, l3, h3)
                     if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or q4 < l3 or q4 > h3:
                         continue
                     cost = cost1 + w1 * abs(q2 - r1)
@@ -260,7 +281,7 @@ class OffsetWristSolver(BranchSolver):
             return out, (0.0 if out else miss), flags
         return None if best is None else (best, bcode, bflags)
 
-    def _free_j6(self, t: list, c1: float, s1: float, c5: float, s5: float, r5: float, b_near: float):
+    def _free_j6(self, t: list[float], c1: float, s1: float, c5: float, s5: float, r5: float, b_near: float) -> tuple[float | None, float]:
         """theta6 at the wrist singularity (theta5 = 0 or pi), where the pose fixes only the sum of J6
         and the planar angle of J2-J4, on the shoulder with angle theta1 (``c1``, ``s1``).
 
@@ -287,8 +308,9 @@ class OffsetWristSolver(BranchSolver):
         reach_out, reach_in = self.reach_out, self.reach_in
         p5x, p5y, p5z = px - d6 * ax, py - d6 * ay, pz - d6 * az
         lim = self.limits
+        lo_t, hi_t = (lim.lo_t, lim.hi_t) if lim is not None else ((), ())
 
-        def arms(th6):
+        def arms(th6: float) -> list[tuple[float, float, float]]:
             """[(q2, q3, q4)] per elbow with J6 at th6 (no elbow: []), as _branches computes them."""
             c6, s6 = cos(th6), sin(th6)
             k, m = c5 * c6, c5 * s6
@@ -305,31 +327,31 @@ class OffsetWristSolver(BranchSolver):
             delta = atan2(a3 * sin(b), a2 + a3 * D)
             gam = atan2(Z, X)
             ang4 = atan2(x4z, c1 * x4x + s1 * x4y)
-            out = []
+            out: list[tuple[float, float, float]] = []
             for th3 in ((b, -b) if 0.0 < b < pi else (b,)):
                 al2 = gam - delta if th3 >= 0.0 else gam + delta
-                out.append((_wrap(-al2 - off1), _wrap(th3 - off2), _wrap(th3 + al2 - ang4 - off3)))
+                out.append((wrap(-al2 - off1), wrap(th3 - off2), wrap(th3 + al2 - ang4 - off3)))
             return out
 
-        def inside(v, j):   # some 2 pi equivalent of v within joint j's range (with the slack)
-            lo, hi = lim[2][j], lim[3][j]
+        def inside(v: float, j: int) -> bool:   # some 2 pi equivalent of v within joint j's range (with the slack)
+            lo, hi = lo_t[j], hi_t[j]
             return v + tau * math.ceil((lo - v) / tau) <= hi
 
         # J6 as the value x of the joint (theta6 = x + off5) on a segment around r5 where travel
         # is |x - r5|: J6's own range when it lies within (-pi, pi], else a turn centred on r5
-        if lim is not None and lim[4]:
-            lo6, hi6 = max(lim[2][5], -pi), min(lim[3][5], pi)
+        if lim is not None and lim.narrow6:
+            lo6, hi6 = max(lim.lo_t[5], -pi), min(lim.hi_t[5], pi)
 
-            def as_x(th6):
-                return _wrap(th6 - off5)
+            def as_x(th6: float) -> float:
+                return wrap(th6 - off5)
         else:
             lo6, hi6 = r5 - pi, r5 + pi
 
-            def as_x(th6):
-                return r5 + _wrap(th6 - off5 - r5)
+            def as_x(th6: float) -> float:
+                return r5 + wrap(th6 - off5 - r5)
 
-        def good(x):    # J2-J4 (one elbow at least) and J6 in range
-            if not lo6 <= x <= hi6 or (lim is not None and not lim[4] and not inside(x, 5)):
+        def good(x: float) -> bool:    # J2-J4 (one elbow at least) and J6 in range
+            if not lo6 <= x <= hi6 or (lim is not None and not lim.narrow6 and not inside(x, 5)):
                 return False
             return any(inside(q2, 1) and inside(q3, 2) and inside(q4, 3) for q2, q3, q4 in arms(x + off5))
 
@@ -347,9 +369,9 @@ class OffsetWristSolver(BranchSolver):
         kap = 1.0 if nX * oZ - nZ * oX >= 0.0 else -1.0
         mu0 = atan2(oZ, oX)
         dl = mu0 - atan2(c5 * nZ, c5 * nX)
-        mus = []
+        mus: list[float] = []
 
-        def circles(cx, cz, rc, rp, shift=0.0):
+        def circles(cx: float, cz: float, rc: float, rp: float, shift: float = 0.0) -> None:
             """mu where a point on the circle (c, rc) is rp from P (P - point along mu + shift)."""
             ex, ez = PX - cx, PZ - cz
             dd = hypot(ex, ez)
@@ -371,7 +393,7 @@ class OffsetWristSolver(BranchSolver):
         circles(0.0, 0.0, reach_in, d5)
         xs = [as_x(kap * (mu0 - mu)) for mu in mus]
         if lim is not None:
-            lo, hi = lim[0], lim[1]
+            lo, hi = lim.lo, lim.hi
             mus.clear()
             for L in (lo[1], hi[1]):                 # J2 on a limit: the J3 origin is known
                 al2 = -(L + off1)
@@ -383,7 +405,7 @@ class OffsetWristSolver(BranchSolver):
                 wx, wz = d5 + a3 * cos(c), a3 * sin(c)
                 circles(0.0, 0.0, a2, hypot(wx, wz), atan2(wz, wx))
             cand = xs + [as_x(kap * (mu0 - mu)) for mu in mus]
-            if lim[4]:
+            if lim.narrow6:
                 cand += [max(lo[5], -pi), min(hi[5], pi)]   # J6 on a limit
             cand.sort(key=lambda x: abs(x - r5))
             for x in cand:
@@ -392,7 +414,7 @@ class OffsetWristSolver(BranchSolver):
             if arms(t6):   # no in-range solution anywhere: q_near's J6, as without the ranges
                 return t6, 0.0
             # nearest where J2-J4 reach, on the turn around r5
-            xs = [r5 + _wrap(x - r5) for x in xs]
+            xs = [r5 + wrap(x - r5) for x in xs]
         xs.sort(key=lambda x: abs(x - r5))
         for x in xs:
             if arms(x + off5):
@@ -408,9 +430,10 @@ class OffsetWristSolver(BranchSolver):
             qn: (N, 6) joint vectors for the free joint at the wrist singularity, rad.
 
         Returns:
-            (J, distance): J (6, N, 8) joint-major solutions, rad, NaN for branches without a
-            real solution (last axis indexed by branch code); (N,) smallest miss distance (m),
-            0 where any branch solves; (N, 8) int singularity flags (``SING_*`` bits) per branch.
+            (J, distance, flags): J (6, N, 8) joint-major solutions, rad, NaN for branches
+            without a real solution (last axis indexed by branch code); (N,) smallest miss
+            distance (m), 0 where any branch solves; (N, 8) int singularity flags (``SING_*``
+            bits) per branch.
         """
         N = len(T)
         d1, d2, d5, d6, a2, a3, off = self.d1, self.d2, self.d5, self.d6, self.a2, self.a3, self.off
@@ -422,12 +445,12 @@ class OffsetWristSolver(BranchSolver):
             x = d2 / rho
             asn = np.where(x >= 1.0 - ELBOW_SNAP, 0.5 * math.pi, np.arcsin(np.minimum(x, 1.0)))
             d = psi - (qn[:, 0] + off[0])
-            for a0 in (_wrap_np(math.pi - d), _wrap_np(d)):   # the first match wins, as in the loop above
+            for a0 in (wrap_np(math.pi - d), wrap_np(d)):   # the first match wins, as in the loop above
                 keep = (x >= 0.5) & (a0 >= 0.0) & (a0 <= 0.5 * math.pi) & (np.abs(np.sin(a0) - x) <= ELBOW_SNAP)
                 asn = np.where(keep, a0, asn)
         th1 = np.stack([psi - asn, psi - math.pi + asn], axis=1)          # (N, 2)
         c1, s1 = np.cos(th1), np.sin(th1)
-        def ex(v, i):  # (N, 1) column of a (N, 3) array
+        def ex(v: np.ndarray, i: int) -> np.ndarray:  # (N, 1) column of a (N, 3) array
             return v[:, i, None]
 
         c5 = -s1 * ex(a, 0) + c1 * ex(a, 1)
@@ -445,7 +468,7 @@ class OffsetWristSolver(BranchSolver):
         th6 = np.where(sing[..., None], ref6, np.where(keep6, kept6, th6))
         c6, s6 = np.cos(th6), np.sin(th6)
         k, m = c5w * c6, c5w * s6
-        def e3(v, i):  # (N, 1, 1) column of a (N, 3) array
+        def e3(v: np.ndarray, i: int) -> np.ndarray:  # (N, 1, 1) column of a (N, 3) array
             return v[:, i, None, None]
 
         x4x = k * e3(n, 0) - m * e3(o, 0) + s5 * e3(a, 0)
@@ -461,7 +484,7 @@ class OffsetWristSolver(BranchSolver):
         miss = np.maximum(np.maximum(r - self.reach_out, self.reach_in - r), 0.0)   # (N, 2, 2)
         miss[miss <= _REACH_TOL] = 0.0
         b, _ = elbow_angle_np((r * r - a2 * a2 - a3 * a3) / (2.0 * a2 * a3),
-                              np.abs(_wrap_np(qn[:, 2] + off[2]))[:, None, None])
+                              np.abs(wrap_np(qn[:, 2] + off[2]))[:, None, None])
         gam = np.arctan2(Z, X)
         ang4 = np.arctan2(x4z, c1e * x4x + s1e * x4y)
         # theta3 per (s, e, w): "up" is -b in front, +b at the back. The planar angle
@@ -472,14 +495,14 @@ class OffsetWristSolver(BranchSolver):
         th3 = sgn * b[:, :, None, :]                                      # (N, s, e, w)
         al2 = gam[:, :, None, :] - sgn * dl[:, :, None, :]
         # J (6, N, s, e, w): the last three axes are the code bits, so J.reshape(6, N, 8) is by code
-        J = np.empty((6, N, 2, 2, 2))
+        J: np.ndarray = np.empty((6, N, 2, 2, 2))
         J[0] = (th1 - off[0])[:, :, None, None]
         J[1] = -al2 - off[1]
         J[2] = th3 - off[2]
         J[3] = th3 + al2 - ang4[:, :, None, :] - off[3]
         J[4] = (th5 - off[4])[:, :, None, :]
         J[5] = (th6 - off[5])[:, :, None, :]
-        J = _wrap_np(J)
+        J = wrap_np(J)
         # drop what the single-pose path does not produce: unreal branches and duplicates
         folded = (b <= 0.0) | (b >= math.pi)                              # (N, s, w)
         bad = np.zeros((N, 2, 2, 2), dtype=bool)
@@ -498,7 +521,7 @@ class OffsetWristSolver(BranchSolver):
         flags = ((asn >= 0.5 * math.pi) * SING_SHOULDER)[:, None, None, None] \
             | (sing * SING_WRIST)[:, :, None, None] | (folded * SING_ELBOW)[:, :, None, :]
         flags = np.broadcast_to(flags, (N, 2, 2, 2)).reshape(N, 8)
-        rows = np.flatnonzero(sing.any(axis=1)) if N else ()
+        rows = np.flatnonzero(sing.any(axis=1)) if N else np.zeros(0, dtype=np.intp)
         if len(rows):
             # wrist singular (J6 free): where it goes depends on the reach and ranges of J2-J4
             # (_free_j6), a search done per pose; these (rare) rows are solved one by one
@@ -513,15 +536,15 @@ class OffsetWristSolver(BranchSolver):
                 distance[i] = dist
         return J, distance, flags
 
-    def branch_code(self, q) -> int:
+    def branch_code(self, q: Sequence[float]) -> int:
         """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""
         off = self.off
         al2 = -(q[1] + off[1])
-        th3 = _wrap(q[2] + off[2])
+        th3 = wrap(q[2] + off[2])
         al3 = al2 + th3
         al4 = al3 - (q[3] + off[3])
         x5 = self.a2 * math.cos(al2) + self.a3 * math.cos(al3) + self.d5 * math.sin(al4)
         s = 0 if x5 >= 0.0 else 1
         e = 0 if (th3 <= 0.0) == (s == 0) else 1
-        w = 0 if _wrap(q[4] + off[4]) >= 0.0 else 1
+        w = 0 if wrap(q[4] + off[4]) >= 0.0 else 1
         return 4 * s + 2 * e + w

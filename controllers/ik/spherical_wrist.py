@@ -2,8 +2,8 @@
 
 Kinematic family: standard DH with alpha = (-90, 0, -90, 90, -90, 0) deg, a = (0, a2, a3, 0, 0, 0),
 d = (d1, 0, 0, d4, 0, d6); the joint angle of DH row i is ``theta_i = q_i + offset_i`` (offsets
-from the robot's published table). Geometry comes from ``spec.geometry`` (d1, a2, a3, d4, d6,
-metres) and the offsets from ``spec.dh["offset_deg"]``.
+from the robot's published table). Geometry and offsets come from ``spec.geometry``, a
+:class:`.geometry.SphericalWristGeometry` (metres, radians).
 
 Method (Pieper): the wrist centre ``w = p - d6 * z_tool`` fixes J1 (front / back), then J2, J3
 from a planar two-link problem in the J1 plane (elbow up / down, with the elbow offset a3 folded
@@ -18,146 +18,44 @@ Branch labels ``"<shoulder>/<elbow>/<wrist>"``:
 Singularities keep the current (``q_near``) value of the free joint: wrist centre on the J1 axis
 (J1 free), theta5 = 0 (J4 free; J6 takes the rest). Near theta5 = 0 (or pi) J4 is only known to
 ~1e-16 / |sin theta5| rad from a float pose; there J4 also keeps its ``q_near`` value whenever
-that reproduces the pose as well as the float pose itself (:func:`kept_angle`), so a wrist
+that reproduces the pose as well as the float pose itself (:func:`.angles.kept_angle`), so a wrist
 that is almost straight does not drift off ``q_near`` (or across a joint limit) by rounding
 noise. A stretched or folded arm gives one elbow solution instead of two. Nothing returns NaN
-for a reachable pose. Each solution carries singularity flags (``.ik_choice.SING_*``: J1 axis,
+for a reachable pose. Each solution carries singularity flags (``.solver.SING_*``: J1 axis,
 wrist at |sin theta5| <= 1e-10, one elbow) from values the solver computes anyway.
 """
+# mypy: disallow-untyped-defs, check-untyped-defs
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import MappingProxyType
+from typing import overload
 
 import numpy as np
 
-from .ik_choice import SING_ELBOW, SING_J1_AXIS, SING_WRIST, BranchSolver, Choice, fit
+from .angles import (
+    KEEP_TOL,
+    TWO_PI,
+    elbow_angle,
+    elbow_angle_np,
+    flip_half_turn,
+    kept_angle,
+    kept_angle_np,
+    turn_near,
+    wrap,
+    wrap_inplace,
+    wrap_np,
+)
+from .geometry import SphericalWristGeometry
+from .solver import SING_ELBOW, SING_J1_AXIS, SING_WRIST, AllBranches, BranchSolver, Chosen, Singularity
+from .travel import Candidate, TravelRule
 
-__all__ = ["ELBOW_SNAP", "KEEP_TOL", "SphericalWristSolver", "elbow_angle", "elbow_angle_np", "elbow_cos", "elbow_cos_np", "kept_angle", "kept_angle_np"]
+__all__ = ["SphericalWristSolver"]
 
-_TWO_PI = 2.0 * math.pi
 _SING = 1e-10       # |sin theta5| / wrist-centre radius (m) below which a joint is free
 _REACH_TOL = 1e-12  # metres of slack when clamping a stretched / folded elbow
-# Largest pose change (rad, and m per m of lever) accepted for keeping a near-free joint at
-# its q_near value: 1000 times below the solvers' 1e-9 accuracy, ~1e4 float steps of a pose entry.
-KEEP_TOL = 1e-12
-
-
-# A two-link elbow is only known to ~sqrt(1e-16) = 1e-8 rad from a float pose when it is stretched
-# or folded (cos beta = D near +-1, where d beta / d D is unbounded); so is the AUBO's shoulder
-# angle asin(d2 / rho) near 1, which is snapped the same way. Within this much of +-1, D is
-# taken as +-1 exactly: that moves the reached point by (1 - |D|) * a * b / (a + b) < 1e-15 m for
-# these arms, and gives the stretched / folded solution with exact joints instead of rounding noise.
-ELBOW_SNAP = 4e-15
-
-
-def elbow_cos(D: float) -> float:
-    """Cosine of a two-link elbow, clamped into [-1, 1] and snapped to +-1 within :data:`ELBOW_SNAP`."""
-    if D >= 1.0 - ELBOW_SNAP:
-        return 1.0
-    if D <= ELBOW_SNAP - 1.0:
-        return -1.0
-    return D
-
-
-def elbow_cos_np(D: np.ndarray) -> np.ndarray:
-    """:func:`elbow_cos` element-wise."""
-    return np.where(D >= 1.0 - ELBOW_SNAP, 1.0, np.where(D <= ELBOW_SNAP - 1.0, -1.0, D))
-
-
-def elbow_angle(D: float, b_near: float) -> tuple[float, float]:
-    """Elbow angle ``b`` in [0, pi] with ``cos b = D``, and its cosine.
-
-    Where the pose cannot tell (``cos(b_near)`` equals ``D`` to :data:`ELBOW_SNAP`: a stretched or
-    folded elbow is only known to ~1e-8 rad) the reference elbow ``b_near`` (from ``q_near``) is
-    kept, so a joint vector comes back as it went in; else ``acos`` of :func:`elbow_cos`.
-
-    Args:
-        D: cosine of the elbow computed from the pose (may lie a little outside [-1, 1]).
-        b_near: |elbow angle| of the reference joints, rad in [0, pi].
-    """
-    c = math.cos(b_near)
-    if -ELBOW_SNAP <= c - D <= ELBOW_SNAP:
-        return b_near, c
-    D = elbow_cos(D)
-    return math.acos(D), D
-
-
-def elbow_angle_np(D: np.ndarray, b_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`elbow_angle` element-wise: (b, cos b)."""
-    c = np.cos(b_near)
-    keep = np.abs(c - D) <= ELBOW_SNAP
-    D = elbow_cos_np(D)
-    return np.where(keep, b_near, np.arccos(D)), np.where(keep, c, D)
-
-
-def kept_angle(s: float, th: float, ref: float, period: float = _TWO_PI) -> float | None:
-    """The angle a nearly free joint keeps, or None.
-
-    Near a singularity where the joint with angle ``th`` becomes free, replacing ``th`` by an
-    angle ``ref + k * period`` (the partner joint absorbing the difference) changes the pose by
-    at most ``s * |th - ref - k * period|`` (rad), ``s`` being the sine of the angle to the
-    singular set. The nearest such angle is kept when that is at most :data:`KEEP_TOL`.
-    ``period`` is pi where a wrist flip (theta4 + pi, -theta5) maps the joint onto itself.
-
-    Args:
-        s: distance to the singularity, |sin theta| (>= 0).
-        th: the joint angle computed from the pose, rad.
-        ref: its reference (``q_near``) angle, rad.
-        period: 2 pi, or pi for a joint that flips with the wrist.
-
-    Returns:
-        ``ref`` itself (same float) or ``ref + k * period``, or None when the pose would change more.
-    """
-    k = round((th - ref) / period)
-    if s * abs(th - ref - k * period) > KEEP_TOL:
-        return None
-    return ref if k == 0 else ref + k * period
-
-
-def kept_angle_np(s: np.ndarray, th: np.ndarray, ref: np.ndarray, period: float = _TWO_PI):
-    """:func:`kept_angle` element-wise (broadcasting): (bool mask of kept, the kept angles)."""
-    k = np.round((th - ref) / period)
-    keep = s * np.abs(th - ref - k * period) <= KEEP_TOL
-    return keep, np.where(k == 0, ref, ref + k * period)
-
-
-def _wrap(a: float) -> float:
-    """Angle wrapped into (-pi, pi]."""
-    if -math.pi < a <= math.pi:
-        return a
-    a = math.fmod(a + math.pi, _TWO_PI)
-    if a <= 0.0:
-        a += _TWO_PI
-    return a - math.pi
-
-
-def _wrap_np(a: np.ndarray) -> np.ndarray:
-    """Angles wrapped into (-pi, pi] (vectorised, like :func:`_wrap`): ``pi - (pi - a) % (2 pi)``.
-
-    The floor modulo (~10 ns per element) runs only where ``pi - a`` is outside [0, 2 pi), where
-    it is not the identity; the result is the same floats as the formula everywhere.
-    """
-    x = math.pi - a
-    np.remainder(x, _TWO_PI, out=x, where=(x < 0.0) | (x >= _TWO_PI))
-    return math.pi - x
-
-
-def _wrap3(a: np.ndarray) -> np.ndarray:
-    """Angles within (-3 pi, 3 pi] wrapped into (-pi, pi], IN PLACE; returns ``a``.
-
-    The same floats as the scalar inline wraps (``a - 2 pi`` / ``a + 2 pi`` only where needed,
-    signed zeros kept); masked ufuncs instead of ``np.where``, which costs ~10 ns per element.
-    """
-    np.subtract(a, _TWO_PI, out=a, where=a > math.pi)
-    np.add(a, _TWO_PI, out=a, where=a <= -math.pi)
-    return a
-
-
-def _flip(a: np.ndarray) -> np.ndarray:
-    """``a - pi`` where ``a > 0``, else ``a + pi`` (the same floats; branch-free, unlike ``np.where``)."""
-    return a - ((a > 0.0) * _TWO_PI - math.pi)   # 2 pi - pi == pi and x - (-pi) == x + pi exactly
 
 
 class SphericalWristSolver(BranchSolver):
@@ -170,43 +68,45 @@ class SphericalWristSolver(BranchSolver):
     range, before its wrist is solved.
 
     Args:
-        geometry: mapping with d1, a2, a3, d4, d6 (metres).
-        offsets: (6,) DH theta offsets, rad.
+        geometry: lengths (m) and DH offsets (rad).
     """
 
-    family = "spherical_wrist"
     labels: tuple[str, ...] = tuple(
         f"{s}/{e}/{w}" for s in ("front", "back") for e in ("up", "down") for w in ("noflip", "flip"))
     arm_mask = 0b110  # code bits that describe the arm (shoulder, elbow), not the wrist
-    # singularity flag -> (joint kept from q_near or None, code bits whose branches merge, description)
-    singularities = MappingProxyType({
-        SING_J1_AXIS: (0, 0, "wrist centre on the J1 axis"),
-        SING_WRIST: (3, 1, "wrist singular (J5 = 0°, only J4 + J6 fixed)"),
-        SING_ELBOW: (None, 2, "arm stretched or folded (one elbow solution)"),
+    singularities: MappingProxyType[int, Singularity] = MappingProxyType({
+        SING_J1_AXIS: Singularity(0, 0, "wrist centre on the J1 axis"),
+        SING_WRIST: Singularity(3, 1, "wrist singular (J5 = 0°, only J4 + J6 fixed)"),
+        SING_ELBOW: Singularity(None, 2, "arm stretched or folded (one elbow solution)"),
     })
 
-    geometry_keys = ("d1", "a2", "a3", "d4", "d6")
-
-    def __init__(self, geometry, offsets) -> None:
-        super().__init__(geometry, offsets)
+    def __init__(self, geometry: SphericalWristGeometry) -> None:
+        self.geometry = geometry
+        self.d1, self.a2, self.a3, self.d4, self.d6 = geometry.d1, geometry.a2, geometry.a3, geometry.d4, geometry.d6
+        self.off: tuple[float, ...] = geometry.offsets
         self.L3 = math.hypot(self.a3, self.d4)
         self.phi = math.atan2(self.d4, self.a3)
         self.reach_out = self.a2 + self.L3
         self.reach_in = abs(self.a2 - self.L3)
 
     # ----- single pose ---------------------------------------------------------------
-    def _branches(self, t: list, qn: list, ch: Choice | None):
+    @overload
+    def _branches(self, t: list[float], qn: list[float], ch: None) -> AllBranches: ...
+    @overload
+    def _branches(self, t: list[float], qn: list[float], ch: TravelRule) -> Chosen | None: ...
+
+    def _branches(self, t: list[float], qn: list[float], ch: TravelRule | None) -> AllBranches | Chosen | None:
         """:meth:`solve` (``ch`` None) and :meth:`choose` in one body, so both compute the same floats."""
         nx, _, ax, px, ny, _, ay, py, nz, _, az, pz = t[:12]   # the tool y axis is not needed
         d6 = self.d6
         wx, wy, wz = px - d6 * ax, py - d6 * ay, pz - d6 * az
         off0, off1, off2, off3, off4, off5 = self.off
-        pi, tau = math.pi, _TWO_PI
+        pi, tau = math.pi, TWO_PI
         atan2, cos, sin, hypot = math.atan2, math.cos, math.sin, math.hypot
         sing = _SING
         rho = hypot(wx, wy)
         th1f = atan2(wy, wx) if rho > sing else qn[0] + off0
-        fpose = 0 if rho > sing else SING_J1_AXIS   # singularity flags of the pose (see ik_choice)
+        fpose = 0 if rho > sing else SING_J1_AXIS   # singularity flags of the pose (see .solver)
         y1 = self.d1 - wz
         a2, L3, phi = self.a2, self.L3, self.phi
         dist = hypot(rho, y1)
@@ -215,13 +115,14 @@ class SphericalWristSolver(BranchSolver):
         if dist < self.reach_in - _REACH_TOL:
             return ([], self.reach_in - dist, []) if ch is None else None
         D = (rho * rho + y1 * y1 - a2 * a2 - L3 * L3) / (2.0 * a2 * L3)
-        b, D = elbow_angle(D, abs(_wrap(qn[2] + off2 + phi)))
+        b, D = elbow_angle(D, abs(wrap(qn[2] + off2 + phi)))
         # beta = +b: theta2 = gamma - delta, e = s; beta = -b: theta2 = gamma + delta, e = 1 - s;
         # theta3 = beta - phi. Per elbow: (theta3, q3, +/-delta, e xor s)
         delta = atan2(L3 * sin(b), a2 + L3 * D)
         th3 = b - phi
         q3 = th3 - off2
         q3 = q3 - tau if q3 > pi else (q3 + tau if q3 <= -pi else q3)
+        elbows: tuple[tuple[float, float, float, int], ...]
         if 0.0 < b < pi:
             th3m = -b - phi
             q3m = th3m - off2
@@ -230,11 +131,12 @@ class SphericalWristSolver(BranchSolver):
         else:
             elbows = ((th3, q3, -delta, 0),)
             fpose |= SING_ELBOW
-        out = []
-        flags = []
-        # with a choice (see BranchSolver): travel summed joint by joint, branches dropped early
+        out: list[Candidate] = []
+        flags: list[int] = []
+        # with a rule (see BranchSolver): travel summed joint by joint, branches dropped early
         if ch is not None:
-            best, bcode, bcost, bflags = None, -1, math.inf, 0
+            best: list[float] | None = None
+            bcode, bcost, bflags = -1, math.inf, 0
             r0, r1, r2, r3, r4, r5 = qn
             l0, l1, l2, l3, l4, l5 = ch.lo
             h0, h1, h2, h3, h4, h5 = ch.hi
@@ -247,7 +149,7 @@ class SphericalWristSolver(BranchSolver):
             q1 = q1 - tau if q1 > pi else (q1 + tau if q1 <= -pi else q1)
             if ch is not None:
                 if u0:
-                    q1 = fit(q1, r0, l0, h0)
+                    q1 = turn_near(q1, r0, l0, h0)
                 if q1 < l0 or q1 > h0 or (4 * s ^ want) & mask & 4:
                     continue
                 cost1 = w0 * abs(q1 - r0)
@@ -268,9 +170,9 @@ class SphericalWristSolver(BranchSolver):
                 q2 = q2 - tau if q2 > pi else (q2 + tau if q2 <= -pi else q2)
                 if ch is not None:
                     if u1:
-                        q2 = fit(q2, r1, l1, h1)
+                        q2 = turn_near(q2, r1, l1, h1)
                     if u2:
-                        q3 = fit(q3, r2, l2, h2)
+                        q3 = turn_near(q3, r2, l2, h2)
                     if q2 < l1 or q2 > h1 or q3 < l2 or q3 > h2 or (2 * e ^ want) & mask & 2:
                         continue
                     cost3 = cost1 + w1 * abs(q2 - r1)
@@ -296,8 +198,9 @@ class SphericalWristSolver(BranchSolver):
                     if s5a * abs(d) <= KEEP_TOL:
                         keep = True
                     elif not -0.5 * pi <= d <= 0.5 * pi:
-                        t4 = kept_angle(s5a, th4, t4, pi)
-                        keep = t4 is not None
+                        k4 = kept_angle(s5a, th4, t4, pi)
+                        if k4 is not None:
+                            t4, keep = k4, True
                 if keep:
                     th4 = t4
                     c4, s4 = cos(th4), sin(th4)
@@ -312,6 +215,7 @@ class SphericalWristSolver(BranchSolver):
                 q6 = th6 - off5
                 q6 = q6 - tau if q6 > pi else (q6 + tau if q6 <= -pi else q6)
                 code = 4 * s + 2 * e
+                wrists: tuple[tuple[int, float, float, float], ...]
                 if s5a > sing:
                     # the flipped wrist: theta4 + pi, -theta5, theta6 + pi
                     f5 = -th5 - off4
@@ -330,11 +234,11 @@ class SphericalWristSolver(BranchSolver):
                     if (w ^ want) & mask & 1:
                         continue
                     if u3:
-                        v4 = fit(v4, r3, l3, h3)
+                        v4 = turn_near(v4, r3, l3, h3)
                     if u4:
-                        v5 = fit(v5, r4, l4, h4)
+                        v5 = turn_near(v5, r4, l4, h4)
                     if u5:
-                        v6 = fit(v6, r5, l5, h5)
+                        v6 = turn_near(v6, r5, l5, h5)
                     if v4 < l3 or v4 > h3 or v5 < l4 or v5 > h4 or v6 < l5 or v6 > h5:
                         continue
                     cost = cost3 + w3 * abs(v4 - r3)
@@ -378,7 +282,7 @@ class SphericalWristSolver(BranchSolver):
         distance = np.maximum(np.maximum(dist - self.reach_out, self.reach_in - dist), 0.0)
         distance[distance <= _REACH_TOL] = 0.0
         b, D = elbow_angle_np((dist * dist - (a2 * a2 + L3 * L3)) / (2.0 * a2 * L3),
-                              np.abs(_wrap_np(qn[:, 2] + off2 + self.phi)))
+                              np.abs(wrap_np(qn[:, 2] + off2 + self.phi)))
         delta = np.arctan2(L3 * np.sin(b), a2 + L3 * D)
         # front shoulder: theta1 = atan2(wy, wx); back: + pi (cos, sin negated, x1 = -rho)
         sing1 = rho <= _SING
@@ -388,8 +292,8 @@ class SphericalWristSolver(BranchSolver):
         if sing1.any():
             th1[sing1] = qn[sing1, 0] + off0
             c1[sing1], s1[sing1] = np.cos(th1[sing1]), np.sin(th1[sing1])
-        q1f = _wrap3(th1 - off0)
-        q1b = _flip(q1f)
+        q1f = wrap_inplace(th1 - off0)
+        q1b = flip_half_turn(q1f)
         gf = np.arctan2(y1, rho)
         gb = np.arctan2(y1, -rho)
         # (N, 2, 2) over (shoulder, elbow code): up/down is beta = +b / -b in front, -b / +b at the back
@@ -430,19 +334,19 @@ class SphericalWristSolver(BranchSolver):
             r21i = np.broadcast_to(r21, keep4.shape)[i]        # r21 is (N, 2, 1): the same for both elbows
             th4[i] = t4
             th6[i] = np.arctan2(-s4 * r11[i] + c4 * r21i, c5 * (c4 * r11[i] + s4 * r21i) + s5a[i] * r31[i])
-        J = np.empty((6, N, 2, 2, 2))
+        J: np.ndarray = np.empty((6, N, 2, 2, 2))
         J[0, :, 0] = q1f[:, None, None]
         J[0, :, 1] = q1b[:, None, None]
-        J[1] = _wrap3(th2 - off1)[..., None]
-        J[2] = _wrap3(th3 - off2)[..., None]
-        q4 = _wrap3(th4 - off3)
+        J[1] = wrap_inplace(th2 - off1)[..., None]
+        J[2] = wrap_inplace(th3 - off2)[..., None]
+        q4 = wrap_inplace(th4 - off3)
         J[3, ..., 0] = q4
-        J[3, ..., 1] = _flip(q4)
-        J[4, ..., 0] = _wrap3(th5 - off4)
-        J[4, ..., 1] = _wrap3(-th5 - off4)
-        q6 = _wrap3(th6 - off5)
+        J[3, ..., 1] = flip_half_turn(q4)
+        J[4, ..., 0] = wrap_inplace(th5 - off4)
+        J[4, ..., 1] = wrap_inplace(-th5 - off4)
+        q6 = wrap_inplace(th6 - off5)
         J[5, ..., 0] = q6
-        J[5, ..., 1] = _flip(q6)
+        J[5, ..., 1] = flip_half_turn(q6)
         J = J.reshape(6, N, 8)
         # drop what solve() does not produce: unreachable poses and duplicates at singularities
         folded = (b <= 0.0) | (b >= pi)                    # one elbow: beta = +b (code 0 front, 1 back)
@@ -459,13 +363,13 @@ class SphericalWristSolver(BranchSolver):
         return J, distance, flags
 
     # ----- labels ----------------------------------------------------------------------
-    def branch_code(self, q) -> int:
+    def branch_code(self, q: Sequence[float]) -> int:
         """Branch code (index into :attr:`labels`) of a joint vector (6,) rad."""
         off = self.off
         th2 = q[1] + off[1]
-        beta = _wrap(q[2] + off[2] + self.phi)
+        beta = wrap(q[2] + off[2] + self.phi)
         x1 = self.a2 * math.cos(th2) + self.L3 * math.cos(th2 + beta)
         s = 0 if x1 >= 0.0 else 1
         e = 0 if (beta >= 0.0) == (s == 0) else 1
-        w = 0 if _wrap(q[4] + off[4]) >= 0.0 else 1
+        w = 0 if wrap(q[4] + off[4]) >= 0.0 else 1
         return 4 * s + 2 * e + w
