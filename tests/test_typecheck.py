@@ -20,12 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 #: modules that must pass, relative to the repository
 TYPED = [
     "controllers/choices.py",
+    "controllers/dynamics.py",
     "controllers/tools.py",
+    "controllers/torque_budget.py",
     "envs/config.py",
     "envs/camera.py",
     "envs/errors.py",
     "envs/marking.py",
     "envs/sweep.py",
+    "robots/bodies.py",
+    "robots/gains.py",
+    "robots/reference.py",
     "robots/urdfcheck.py",
     "robots/tooling.py",
     "scripts/options.py",
