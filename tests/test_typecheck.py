@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TYPED = [
     "controllers/choices.py",
     "controllers/dynamics.py",
+    "controllers/ident.py",
     "controllers/tools.py",
     "controllers/torque_budget.py",
     "envs/config.py",
@@ -34,6 +35,8 @@ TYPED = [
     "robots/urdfcheck.py",
     "robots/tooling.py",
     "scripts/options.py",
+    "scripts/cmd_torque.py",
+    "scripts/cmd_fit.py",
 ]
 
 
