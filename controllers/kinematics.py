@@ -22,7 +22,7 @@ from .transforms import invert
 if TYPE_CHECKING:   # the robots package builds on this one; the spec is only a type here
     from ..robots.spec import RobotSpec
 
-__all__ = ["Chain", "chain_of", "fk", "fk_batch", "fk_frames"]
+__all__ = ["Chain", "chain_of", "fk", "fk_batch", "fk_frames", "link_frames_batch"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +103,28 @@ def fk_frames(chain: Chain, q: ArrayLike) -> np.ndarray:
         t = t @ chain.origins[i] @ m[i]
         out[i] = t
     out[-1] = t @ chain.tool
+    return out
+
+
+def link_frames_batch(chain: Chain, Q: ArrayLike) -> np.ndarray:
+    """Frames of every link after its joint in the root (mounting) link's frame, for a batch.
+
+    Args:
+        chain: the robot's chain.
+        Q: (N, n) joint vectors, rad / m.
+
+    Returns:
+        (N, n, 4, 4): link frames 1..n (the chain's ``base`` and ``tool`` are not applied).
+    """
+    Q = np.atleast_2d(np.asarray(Q, dtype=float))
+    if Q.shape[1] != chain.dof:
+        raise ValueError(f"expected {chain.dof} joint values per row, got {Q.shape[1]}")
+    m = _motions(chain, Q)
+    out = np.empty((len(Q), chain.dof, 4, 4))
+    t = np.broadcast_to(np.eye(4), (len(Q), 4, 4))
+    for i in range(chain.dof):
+        t = t @ (chain.origins[i] @ m[:, i])
+        out[:, i] = t
     return out
 
 

@@ -1193,15 +1193,19 @@ class Emulator:
         link: optional stable path (a symlink to the pty) — lets a restarted emulator
             reappear under the same name (the reconnect test).
         exe: a prebuilt binary (default: :func:`build_emulator`).
+        motor_params: a motor parameter file (``armtwin fit --save``, ``name = value`` lines) for
+            both motors, instead of the data sheet motor.
     """
 
     def __init__(self, baud: int = 115200, *, link: str | None = None, exe: str | None = None,
-                 control_hz: int = 1000) -> None:
+                 control_hz: int = 1000, motor_params: str | os.PathLike | None = None) -> None:
         import subprocess
         self.exe = exe or build_emulator()
         cmd = [self.exe, "--baud", str(int(baud)), "--control-hz", str(int(control_hz)), "--quiet"]
         if link:
             cmd += ["--link", link]
+        if motor_params is not None:
+            cmd += ["--motor-params", os.fspath(motor_params)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()  # type: ignore[union-attr]
         if len(line) != 2 or line[0] != "DEVICE":

@@ -81,6 +81,7 @@ with _quiet_fds():  # no "pybullet build time" banner (C printf) on every comman
     import pybullet
 import pybullet_data  # noqa: E402
 
+from ..controllers.dynamics import PAYLOAD_DENSITY
 from ..controllers.kinematics import chain_of
 from ..controllers.tools import Tool
 from ..controllers.transforms import invert, quat_to_matrix, transform
@@ -392,7 +393,7 @@ class SimRobot:
     #: physics steps of a drive torque flipping between ±effort that count as unstable chatter
     CHATTER_STEPS = 24
     #: density of the payload body (aluminium), kg/m³: a payload is a solid sphere at the flange
-    PAYLOAD_DENSITY = 2700.0
+    PAYLOAD_DENSITY = PAYLOAD_DENSITY
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
                  drive: DriveGains, position: np.ndarray, tool: Tool | None = None) -> None:
@@ -490,13 +491,10 @@ class SimRobot:
         """
         if not (np.isfinite(mass) and mass >= 0):
             raise ValueError(f"payload must be >= 0 kg, got {mass}")
+        from ..robots.bodies import flange_inertia   # the same flange body as the numpy dynamics
         from ..robots.urdfgen import FLANGE_MASS
         m = FLANGE_MASS + float(mass)
-        if mass > 0:
-            r = (3.0 * mass / (4.0 * np.pi * self.PAYLOAD_DENSITY)) ** (1.0 / 3.0)
-            inertia = max(0.4 * mass * r * r, 1e-8)
-        else:
-            inertia = 1e-8
+        inertia = flange_inertia(float(mass))
         pybullet.changeDynamics(self.body, self.tool_link, mass=m, localInertiaDiagonal=[inertia] * 3,
                                 physicsClientId=self.world.client)
         self.payload = float(mass)

@@ -55,13 +55,10 @@ SPEC = RobotSpec(
         "home": (np.radians(0), np.radians(90), 0.05, 0.0),
     },
     geometry=ScaraGeometry(l1=L1, l2=L2, z0=Z0),   # the type makes the tool orientation ROLL
-    # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
-    # I_min the smallest effective inertia 1/(M⁻¹)_ii (no payload), I_max the largest M_ii (rated
-    # payload) over the joint ranges, h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with
-    # x + y = 2 and damping ratio >= 0.1 at I_max (joint_damping = 10 % of the total damping); then
-    # all gains scaled by one factor so that max over 400 random poses of
-    # eig(M(q)⁻¹ (h²K + 2h(D + joint_damping))) = 2, half the explicit-Euler limit of 4 (the
-    # coupled J2–J3 mode buzzes at the Nyquist rate above it). Friction: implicit, stable at any value.
+    # Hinge gains by a stability rule, not by hand: robots/gains.py (``python -m armtwin.robots.gains``
+    # prints them), from the inertias above — the largest eigenvalue of M(q)⁻¹(h²K + 2h(D + joint_damping))
+    # over 400 random poses is 2 at h = 1/240 s, half the explicit-Euler limit of 4. Friction: implicit,
+    # stable at any value.
     drive=DriveGains(
         stiffness=(8000.0, 1000.0, 57000.0, 3.9),
         damping=(18.0, 2.6, 66.0, 0.019),

@@ -56,6 +56,73 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class Inertial:
+    """Mass distribution of a link in its own (armtwin URDF) frame; the mass is :attr:`LinkSpec.mass`.
+
+    Attributes:
+        com: centre of mass, m, in the link frame.
+        inertia: inertia tensor about the centre of mass in the link axes, kg·m², as URDF writes it:
+            (ixx, ixy, ixz, iyy, iyz, izz); None: derived from the link's drawing shapes at uniform
+            density (for a link whose published value is a placeholder; ``source`` says so).
+        source: where the numbers come from (repository, file, link, transform) or how they were
+            derived; written into the URDF next to them.
+
+    Raises:
+        ValueError: a non-finite value, or an inertia tensor that is not physically valid (not
+            positive definite, or principal moments against the triangle inequality).
+    """
+
+    com: tuple[float, float, float]
+    inertia: tuple[float, float, float, float, float, float] | None
+    source: str
+
+    def __post_init__(self) -> None:
+        com = tuple(float(v) for v in self.com)
+        if len(com) != 3 or not all(np.isfinite(com)):
+            raise ValueError(f"Inertial.com must be three finite numbers (m), got {self.com}")
+        object.__setattr__(self, "com", com)
+        if self.inertia is not None:
+            i6 = tuple(float(v) for v in self.inertia)
+            if len(i6) != 6 or not all(np.isfinite(i6)):
+                raise ValueError(f"Inertial.inertia must be six finite numbers (kg·m²), got {self.inertia}")
+            object.__setattr__(self, "inertia", i6)
+            check_inertia(self.tensor, self.source)
+
+    @property
+    def tensor(self) -> np.ndarray:
+        """(3, 3) inertia tensor about the centre of mass, kg·m² (raises for a derived one)."""
+        if self.inertia is None:
+            raise ValueError(f"this inertia is derived from the drawing shapes ({self.source})")
+        return inertia_matrix(self.inertia)
+
+
+def inertia_matrix(i6) -> np.ndarray:
+    """(3, 3) symmetric tensor of URDF's (ixx, ixy, ixz, iyy, iyz, izz), kg·m²."""
+    xx, xy, xz, yy, yz, zz = (float(v) for v in i6)
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+
+
+def inertia_tuple(m: np.ndarray) -> tuple[float, float, float, float, float, float]:
+    """URDF's (ixx, ixy, ixz, iyy, iyz, izz) of a (3, 3) tensor (symmetrised), kg·m²."""
+    m = 0.5 * (np.asarray(m, dtype=float) + np.asarray(m, dtype=float).T)
+    return (float(m[0, 0]), float(m[0, 1]), float(m[0, 2]), float(m[1, 1]), float(m[1, 2]), float(m[2, 2]))
+
+
+def check_inertia(m: np.ndarray, what: str = "") -> None:
+    """ValueError unless ``m`` (3, 3) is a rigid body's inertia: symmetric, positive definite and
+    its principal moments obey the triangle inequality (to 10⁻⁹ of the largest)."""
+    m = np.asarray(m, dtype=float)
+    where = f" ({what})" if what else ""
+    if m.shape != (3, 3) or not np.allclose(m, m.T, rtol=0, atol=1e-15 + 1e-12 * np.abs(m).max()):
+        raise ValueError(f"inertia tensor must be a symmetric 3x3 matrix{where}")
+    a, b, c = np.linalg.eigvalsh(m)
+    if a <= 0:
+        raise ValueError(f"inertia tensor is not positive definite (principal moments {a:.3g}, {b:.3g}, {c:.3g}){where}")
+    if a + b < c * (1 - 1e-9):
+        raise ValueError(f"inertia tensor breaks the triangle inequality ({a:.3g} + {b:.3g} < {c:.3g}){where}")
+
+
+@dataclass(frozen=True)
 class LinkSpec:
     """One rigid link.
 
@@ -70,6 +137,9 @@ class LinkSpec:
         housing: length (m) of the motor housing drawn along the joint axis at the
             link origin; 0 for none.
         accent: RGBA of the housing (default: ``color``).
+        inertial: centre of mass and inertia in the link frame (a maker's published data,
+            :mod:`armtwin.robots.reference`); None: both derived from the drawing shapes at
+            uniform density (a plausible choice, not a fact).
     """
 
     name: str
@@ -79,6 +149,7 @@ class LinkSpec:
     path: tuple[tuple[float, float, float], ...] = ()
     housing: float = 0.0
     accent: tuple[float, float, float, float] | None = None
+    inertial: Inertial | None = None
 
 
 @dataclass(frozen=True)

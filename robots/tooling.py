@@ -19,10 +19,13 @@ import numpy as np
 from ..controllers.tools import Tool, ToolKind
 from ..controllers.transforms import matrix_to_rpy
 
-__all__ = ["urdf_with_tool", "TOOL_LINK", "TCP_LINK"]
+__all__ = ["urdf_with_tool", "tool_inertial", "TOOL_LINK", "TCP_LINK", "TCP_MASS", "TCP_INERTIA"]
 
 TOOL_LINK = "tool"
 TCP_LINK = "tcp"
+#: the tcp link is a frame, not a body: a token mass (kg) and inertia (kg·m² per axis)
+TCP_MASS = 1e-6
+TCP_INERTIA = 1e-9
 
 #: colours of the tools' bodies and tips, RGBA
 _BODY = {ToolKind.SPINDLE: (0.72, 0.74, 0.78, 1.0), ToolKind.LASER: (0.12, 0.12, 0.14, 1.0),
@@ -67,8 +70,7 @@ def _tool_link(tool: Tool) -> ET.Element:
     L = max(float(np.linalg.norm(tool.offset)), 0.01)
     # shapes are drawn along the flange's z axis up to the TCP's distance (an angled TCP keeps a
     # straight body: the shape is a picture; the TCP frame below is exact)
-    body_r = {ToolKind.SPINDLE: 0.032, ToolKind.LASER: 0.022, ToolKind.PEN: 0.012, ToolKind.VACUUM: 0.012,
-              ToolKind.GRIPPER: 0.03}.get(tool.kind, 0.015)
+    body_r = _body_radius(tool)
     body_c, tip_c = _BODY[tool.kind], _TIP[tool.kind]
     if tool.kind is ToolKind.GRIPPER:
         palm = 0.6 * L
@@ -88,13 +90,32 @@ def _tool_link(tool: Tool) -> ET.Element:
         _cylinder(link, "visual", (0, 0, L - tip / 2), max(0.25 * body_r, 0.002), tip, tip_c, "tool_tip")
         _cylinder(link, "collision", (0, 0, L / 2), body_r, L)
     inertial = ET.SubElement(link, "inertial")
-    ET.SubElement(inertial, "origin", xyz=_vec(tool.com), rpy="0 0 0")
-    m = max(tool.mass, 1e-4)
+    m, com, inertia = tool_inertial(tool)
+    ET.SubElement(inertial, "origin", xyz=_vec(com), rpy="0 0 0")
     ET.SubElement(inertial, "mass", value=_f(m))
-    r, h = body_r, L   # a solid cylinder of the body's size
-    ixx = m * (3 * r * r + h * h) / 12.0
-    ET.SubElement(inertial, "inertia", ixx=_f(ixx), ixy="0", ixz="0", iyy=_f(ixx), iyz="0", izz=_f(0.5 * m * r * r))
+    ET.SubElement(inertial, "inertia", ixx=_f(inertia[0, 0]), ixy="0", ixz="0", iyy=_f(inertia[1, 1]), iyz="0",
+                  izz=_f(inertia[2, 2]))
     return link
+
+
+def _body_radius(tool: Tool) -> float:
+    """Radius of the tool's drawn body, m."""
+    return {ToolKind.SPINDLE: 0.032, ToolKind.LASER: 0.022, ToolKind.PEN: 0.012, ToolKind.VACUUM: 0.012,
+            ToolKind.GRIPPER: 0.03}.get(tool.kind, 0.015)
+
+
+def tool_inertial(tool: Tool) -> tuple[float, np.ndarray, np.ndarray]:
+    """The ``tool`` link's mass properties in the flange frame, as its URDF writes them.
+
+    Returns:
+        (mass kg — at least 10⁻⁴, centre of mass (3,) m, inertia about it (3, 3) kg·m²: a solid
+        cylinder of the drawn body's radius and the TCP's distance, along the flange's z).
+    """
+    L = max(float(np.linalg.norm(tool.offset)), 0.01)
+    m = max(tool.mass, 1e-4)
+    r = _body_radius(tool)
+    ixx = m * (3 * r * r + L * L) / 12.0
+    return m, np.asarray(tool.com, dtype=float), np.diag([ixx, ixx, 0.5 * m * r * r])
 
 
 def urdf_with_tool(urdf_path: str | Path, tool: Tool) -> str:
@@ -123,8 +144,9 @@ def urdf_with_tool(urdf_path: str | Path, tool: Tool) -> str:
     tcp = ET.SubElement(root, "link", name=TCP_LINK)
     inertial = ET.SubElement(tcp, "inertial")
     ET.SubElement(inertial, "origin", xyz="0 0 0", rpy="0 0 0")
-    ET.SubElement(inertial, "mass", value="1e-06")
-    ET.SubElement(inertial, "inertia", ixx="1e-09", ixy="0", ixz="0", iyy="1e-09", iyz="0", izz="1e-09")
+    ET.SubElement(inertial, "mass", value=_f(TCP_MASS))
+    ET.SubElement(inertial, "inertia", ixx=_f(TCP_INERTIA), ixy="0", ixz="0", iyy=_f(TCP_INERTIA), iyz="0",
+                  izz=_f(TCP_INERTIA))
     j = ET.SubElement(root, "joint", name="tcp_joint", type="fixed")
     ET.SubElement(j, "parent", link="tool0")
     ET.SubElement(j, "child", link=TCP_LINK)

@@ -2,10 +2,12 @@
 
 Run ``python -m armtwin.robots.urdfgen`` after changing a spec; a test checks that the
 committed files equal what this module generates. Shapes are primitives (cylinders
-and spheres) placed along each link's path, so the arms are recognisable in renders;
-inertials are computed from the same shapes (uniform density per link), which makes
-them physically valid by construction (positive definite, triangle inequality, centre
-of mass inside the body).
+and spheres) placed along each link's path, so the arms are recognisable in renders.
+Inertials are the link's data (:attr:`LinkSpec.inertial <armtwin.robots.spec.LinkSpec>`: a
+maker's published centre of mass and inertia, turned into the link frame) where the robot has
+them, with their source in a comment; otherwise they are computed from the drawing shapes at
+uniform density per link, which makes them physically valid by construction (positive definite,
+triangle inequality, centre of mass inside the body) — a plausible choice, not a fact.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..controllers.transforms import matrix_to_rpy
 from .spec import JointType, RobotSpec
 
 FLANGE_MASS = 1e-3  # kg, tool0 is a frame, not a body; payloads are attached to it at run time
+FLANGE_INERTIA = 1e-8  # kg·m² per axis of that token body
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,8 @@ def link_pieces(spec: RobotSpec, i: int) -> list[Piece]:
     return pieces
 
 
-def link_inertial(spec: RobotSpec, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """(centre of mass (3,), inertia about the COM (3, 3)) of link ``i``, uniform density."""
+def shape_inertial(spec: RobotSpec, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(centre of mass (3,) m, inertia about it (3, 3) kg·m²) of link ``i``'s drawing shapes at uniform density."""
     pieces = link_pieces(spec, i)
     mass = spec.links[i].mass
     vols = np.array([p.volume for p in pieces])
@@ -89,6 +92,27 @@ def link_inertial(spec: RobotSpec, i: int) -> tuple[np.ndarray, np.ndarray]:
         d = p.center - com
         inertia += p.inertia(m) + m * (d @ d * np.eye(3) - np.outer(d, d))
     return com, inertia
+
+
+def link_inertial(spec: RobotSpec, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(centre of mass (3,) m, inertia about it (3, 3) kg·m²) of link ``i`` (0 = base) in its frame.
+
+    The link's :class:`~armtwin.robots.spec.Inertial` where it has one (a derived inertia there:
+    the drawing shapes' about their own centre), else the drawing shapes' (:func:`shape_inertial`).
+    """
+    data = spec.links[i].inertial
+    if data is None:
+        return shape_inertial(spec, i)
+    inertia = shape_inertial(spec, i)[1] if data.inertia is None else data.tensor
+    return np.array(data.com), inertia
+
+
+def inertial_source(spec: RobotSpec, i: int) -> str:
+    """Where link ``i``'s inertial comes from, in words (written into the URDF)."""
+    data = spec.links[i].inertial
+    if data is None:
+        return "derived from the drawing shapes at uniform density (no published data: a plausible choice)"
+    return data.source
 
 
 def _f(v: float) -> str:
@@ -109,6 +133,7 @@ def _link_xml(spec: RobotSpec, i: int) -> str:
     link = spec.links[i]
     com, inertia = link_inertial(spec, i)
     out = [f'  <link name="{escape(link.name)}">']
+    out.append(f"    <!-- inertial: {escape(inertial_source(spec, i)).replace('--', '-')} -->")
     out.append("    <inertial>")
     out.append(f'      <origin xyz="{_vec(com)}" rpy="0 0 0"/>')
     out.append(f'      <mass value="{_f(link.mass)}"/>')
@@ -147,7 +172,7 @@ def urdf_text(spec: RobotSpec) -> str:
     r = spec.links[-1].radius
     out.append('  <link name="tool0">\n    <inertial>\n      <origin xyz="0 0 0" rpy="0 0 0"/>\n'
                f'      <mass value="{_f(FLANGE_MASS)}"/>\n'
-               '      <inertia ixx="1e-08" ixy="0" ixz="0" iyy="1e-08" iyz="0" izz="1e-08"/>\n    </inertial>\n'
+               f'      <inertia ixx="{_f(FLANGE_INERTIA)}" ixy="0" ixz="0" iyy="{_f(FLANGE_INERTIA)}" iyz="0" izz="{_f(FLANGE_INERTIA)}"/>\n    </inertial>\n'
                f'    <visual>\n      <origin xyz="{_f(r * 0.6)} 0 0" rpy="0 0 0"/>\n'
                f'      <geometry><sphere radius="{_f(r * 0.25)}"/></geometry>\n'
                '      <material name="tool0_mark"><color rgba="0.9 0.1 0.1 1"/></material>\n    </visual>\n  </link>')

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: optional packages -> the setup.cfg extra that installs them (for a one-line message, not a traceback)
 _EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
              "viser": "ui", "trimesh": "ui", "yourdfpy": "ui", "playwright": "test", "hypothesis": "test",
-             "ray": "cluster"}
+             "ray": "cluster", "scipy": "fit", "numba": "fit"}
 
 
 def missing_extra(module: str, extra: str | None = None) -> CliError:

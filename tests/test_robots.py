@@ -46,7 +46,10 @@ def test_spec_limits_match_spec_md():
     aubo = robots.get("aubo_i5")
     assert _deg(aubo.upper).tolist() == [175] * 6
     assert aubo.max_effort.tolist() == [133, 133, 133, 13.5, 13.5, 13.5]
-    assert sum(l.mass for l in aubo.links) == pytest.approx(23.54, abs=0.01)
+    assert aubo.max_velocity.tolist() == pytest.approx([2.5964] * 3 + [3.1105] * 3, abs=1e-12)  # AUBO's rad/s
+    # AUBO's published masses; docs/ROBOTS.md rounds them to 1.54, 4.85, 10.84, 2.85, 1.63, 1.63, 0.20 (≈ 23.5)
+    assert [l.mass for l in aubo.links] == [1.53902, 4.848581, 10.836261, 2.849168, 1.628022, 1.628022, 0.1978]
+    assert sum(l.mass for l in aubo.links) == pytest.approx(23.5, abs=0.05)
     scara = robots.get("scara")
     assert _deg(scara.upper[[0, 1, 3]]).tolist() == [132, 150, 360]
     assert (scara.lower[2], scara.upper[2]) == (0.0, 0.2)

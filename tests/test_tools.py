@@ -92,8 +92,11 @@ def _joint_axes_world(robot):
         ls = p.getLinkState(robot.body, j, computeForwardKinematics=True, physicsClientId=robot.world.client)
         info = p.getJointInfo(robot.body, j, physicsClientId=robot.world.client)
         from armtwin.controllers.transforms import quat_to_matrix
-        R = quat_to_matrix(ls[5])
-        out.append((np.asarray(ls[4]), R @ np.asarray(info[13])))     # link frame = joint frame (URDF)
+        # PyBullet gives the joint axis in the child's inertial (centre-of-mass) frame, turned against
+        # the URDF link frame where the inertia tensor has products of inertia; the axis passes
+        # through the link frame's origin (URDF: link frame = joint frame)
+        R = quat_to_matrix(ls[1])
+        out.append((np.asarray(ls[4]), R @ np.asarray(info[13])))
     return out
 
 

@@ -24,16 +24,24 @@ TYPED = [
     "controllers/ik",              # the whole IK package (its modules also ask for typed defs, inline)
     "controllers/kinematics.py",
     "controllers/transforms.py",
+    "controllers/dynamics.py",
+    "controllers/ident.py",
     "controllers/tools.py",
+    "controllers/torque_budget.py",
     "envs/config.py",
     "envs/camera.py",
     "envs/errors.py",
     "envs/runner.py",
     "envs/marking.py",
     "envs/sweep.py",
+    "robots/bodies.py",
+    "robots/gains.py",
+    "robots/reference.py",
     "robots/urdfcheck.py",
     "robots/tooling.py",
     "scripts/options.py",
+    "scripts/cmd_torque.py",
+    "scripts/cmd_fit.py",
 ]
 
 

@@ -2,8 +2,13 @@
 // pseudo-terminal whose bytes are paced at the configured baud rate (10 bits per byte,
 // both directions), so that rates and latencies hold for a real serial cable.
 //
-//   ./rig_emulator [--baud 115200] [--control-hz 1000] [--link PATH] [--quiet]
+//   ./rig_emulator [--baud 115200] [--control-hz 1000] [--link PATH] [--quiet] [--motor-params FILE]
 //   ./rig_emulator --motor-trace VOLTS SECONDS   (prints "t rpm pulses" every 10 ms, then exits)
+//
+// --motor-params FILE (before --motor-trace, if both): "name = value" lines ('#' starts a comment)
+// setting the MotorParams fields rotor_inertia, load_inertia, coulomb_friction, viscous_friction,
+// no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
+// passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
 //
 // On start it prints one line "DEVICE <pty path>" on stdout (flushed); it runs until
@@ -13,6 +18,7 @@
 #ifndef ARDUINO
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,11 +43,58 @@ static double now_s() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static rig::MotorParams g_motor;    // --motor-params, else the data sheet motor
+static double g_dead_band = 0.0;    // V
+
+// The voltage the motor gets for a commanded one: none inside the H-bridge's dead band.
+static double bridge(double volts) { return fabs(volts) < g_dead_band ? 0.0 : volts; }
+
+// Reads --motor-params FILE into g_motor / g_dead_band; false (with a message) on any fault.
+static bool load_motor_params(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (!f) { fprintf(stderr, "rig_emulator: --motor-params %s: %s\n", path, strerror(errno)); return false; }
+  char line[256];
+  int n = 0;
+  bool ok = true;
+  while (ok && fgets(line, sizeof(line), f)) {
+    ++n;
+    char* hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char key[64];
+    double v;
+    char rest[2];
+    int got = sscanf(line, " %63[A-Za-z_] = %lf %1s", key, &v, rest);
+    if (got <= 0) continue;  // blank or comment
+    if (got != 2 || !isfinite(v)) { ok = false; break; }
+    if (!strcmp(key, "rotor_inertia")) g_motor.rotor_inertia = v;
+    else if (!strcmp(key, "load_inertia")) g_motor.load_inertia = v;
+    else if (!strcmp(key, "coulomb_friction")) g_motor.coulomb_friction = v;
+    else if (!strcmp(key, "viscous_friction")) g_motor.viscous_friction = v;
+    else if (!strcmp(key, "no_load_rpm")) g_motor.no_load_rpm = v;
+    else if (!strcmp(key, "resistance")) g_motor.resistance = v;
+    else if (!strcmp(key, "gear_ratio")) g_motor.gear_ratio = v;
+    else if (!strcmp(key, "encoder_cpr")) g_motor.encoder_cpr = (int)v;
+    else if (!strcmp(key, "nominal_voltage")) g_motor.nominal_voltage = v;
+    else if (!strcmp(key, "dead_band")) g_dead_band = v;
+    else ok = false;
+  }
+  fclose(f);
+  if (!ok) { fprintf(stderr, "rig_emulator: --motor-params %s: line %d is not a known 'name = number'\n", path, n); return false; }
+  if (!(g_motor.rotor_inertia > 0 && g_motor.load_inertia >= 0 && g_motor.coulomb_friction >= 0 &&
+        g_motor.viscous_friction >= 0 && g_motor.resistance > 0 && g_motor.gear_ratio > 0 && g_motor.encoder_cpr >= 1 &&
+        g_motor.no_load_rpm > 0 && g_motor.nominal_voltage > 0 && g_dead_band >= 0 && g_motor.motor_constant() > 0)) {
+    fprintf(stderr, "rig_emulator: --motor-params %s: values out of range (positive inertia, resistance, speed; "
+            "friction and dead band >= 0; the no-load speed reachable)\n", path);
+    return false;
+  }
+  return true;
+}
+
 static int motor_trace(double volts, double seconds) {
-  rig::MotorModel m;
+  rig::MotorModel m(g_motor);
   for (int k = 0; k <= (int)(seconds * 100 + 0.5); ++k) {
     printf("%.3f %.6f %d\n", k * 0.01, m.output_rpm(), (int)m.pulses());
-    m.step(volts, 0.01);
+    m.step(bridge(volts), 0.01);
   }
   return 0;
 }
@@ -66,6 +119,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--control-hz") && i + 1 < argc) control_hz = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--link") && i + 1 < argc) link = argv[++i];
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
+    else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else { fprintf(stderr, "rig_emulator: unknown argument %s\n", argv[i]); return 2; }
@@ -113,7 +167,8 @@ int main(int argc, char** argv) {
   rig::RigConfig cfg;
   cfg.control_hz = (uint16_t)control_hz;
   rig::RigCore core(cfg);
-  rig::MotorModel motor[rig::N_MOTORS];
+  static_assert(rig::N_MOTORS == 2, "one motor model per motor");
+  rig::MotorModel motor[rig::N_MOTORS] = {rig::MotorModel(g_motor), rig::MotorModel(g_motor)};
   const double byte_time = 10.0 / baud;
   const double period = 1.0 / control_hz;
   const double t0 = now_s();
@@ -151,7 +206,7 @@ int main(int argc, char** argv) {
         core.on_rx_byte(rx.front().second, (uint32_t)((uint64_t)((rx.front().first - t0) * 1e6)));
         rx.pop_front();
       }
-      for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].step(pwm[i] * 12.0 / 255.0, period);
+      for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].step(bridge(pwm[i] * 12.0 / 255.0), period);
       int pc = core.take_power_command();
       if (pc >= 0) for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].powered = (pc == 1);
       int32_t pos[rig::N_MOTORS];

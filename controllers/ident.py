@@ -1,0 +1,859 @@
+"""System identification of the servo rig's motors from a twin log (issue 20, item 3).
+
+A twin log (``armtwin sync --log``, read by :func:`armtwin.envs.rig.read_twin_log`) holds, per
+sample and mapped joint, the angle the host commanded (``Virtual``) and the angle the rig
+reported back (``Servo``), and the rig's faults (a power cut shows as ``POWER``). Between the
+two sits the whole loop: the serial link (a transport delay), the firmware's position loop
+(target extrapolation, the PID of :mod:`armtwin.controllers.pid`, velocity and friction
+feed-forward, the PWM), the H-bridge (a dead band) and the DC gear motor of
+:mod:`armtwin.controllers.servo`. :func:`simulate_loop` runs that loop for many parameter sets
+at once (numpy, vectorised over the sets) from the logged commands; :func:`fit_motor` fits the
+motor's parameters with SciPy's ``least_squares`` so that the simulated servo angles meet the
+logged ones on the first part of the log, and reports on the rest.
+
+What can be known from such a log. The armature resistance R only scales the others (J, b, Tc
+by α and R by 1/α give the same motion), so it is fixed at the data sheet value. While the motor
+is powered, position data show only ``J·R/k``, ``k + b·R/k`` and ``R·Tc/k``; a power cut (the
+motor coasts, no current) adds ``b/J`` and ``Tc/J``. The rig's viscous friction is small (b·R/k
+is under 1 % of k, and b·ω a few % of Tc at the speeds a rig reaches), so in practice k, J and Tc
+are well determined and b is not. Each parameter's 95 % confidence interval comes from the
+Jacobian with the residuals' autocorrelation taken into account (the model's errors are slow,
+not independent per sample); a parameter known to no better than ±:data:`MAX_RELATIVE_CI`, or
+lying in a direction the log cannot see at all (singular values below :data:`NULL_RATIO` of
+the largest), is reported as **not identifiable**, without a number.
+
+The loop model follows the firmware (``firmware/servo_rig/rig_core.cpp``, ``RigCore::control_tick``)
+and the motor model. Its exact form uses the rig's own arithmetic (encoder counts, PWM steps,
+the motor in 0.1 ms Euler steps); its smoothed form, whose cost is smooth in the parameters,
+reads the encoder as the continuous angle less half a pulse (the mean of the floor), leaves the
+PID output unrounded (but keeps the PWM's zero step as a dead zone) and integrates the motor
+exactly over each control tick. The loop is compiled with Numba (extra ``fit``).
+
+Pure numpy and SciPy. Units: s, V, rad, N·m, kg·m²; angles in logs and reports in degrees.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .pid import RIG_GAINS, PIDGains
+from .servo import RIG_MOTOR, SUPPLY_V, MotorParams
+
+__all__ = ["LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
+           "prediction_error", "NULL_RATIO", "read_params_file", "write_params_file", "Excitation", "excitation",
+           "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES"]
+
+#: a singular value of the scaled Jacobian below this fraction of the largest marks a direction
+#: the log cannot see
+NULL_RATIO = 1e-4
+
+#: the fitted parameters, in the order of the parameter vectors (``resistance`` is fixed)
+PARAMETERS = ("inertia", "viscous", "coulomb", "motor_constant", "dead_band", "delay_down", "delay_up")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """The firmware's position loop, as the fit assumes it (``RigConfig`` in ``rig_core.h``).
+
+    Attributes:
+        control_hz: control ticks per second.
+        pulses_per_deg: encoder pulses per output degree.
+        gains: the position PID (error in pulses, output in V).
+        supply: motor supply, V (the voltage limit and the PWM scale).
+        ff_pulses_per_s_per_volt: velocity feed-forward, (pulses/s) per V.
+        ff_static_v: friction feed-forward while the target moves, V.
+        extrapolate_max_s: the target is extrapolated at most this long past its arrival, s.
+        target_gap_max_s: a target velocity is taken from two targets at most this far apart, s.
+    """
+
+    control_hz: float = 1000.0
+    pulses_per_deg: float = 37.5
+    gains: PIDGains = RIG_GAINS
+    supply: float = SUPPLY_V
+    ff_pulses_per_s_per_volt: float = 145.0 * 6.0 * 37.5 / 12.0
+    ff_static_v: float = 0.21
+    extrapolate_max_s: float = 0.02
+    target_gap_max_s: float = 0.05
+
+
+@dataclass(frozen=True)
+class MotorFit:
+    """The parameters of the loop that are fitted (and the fixed resistance).
+
+    Attributes:
+        inertia: total inertia on the motor shaft (rotor, gears and load / ratio²), kg·m².
+        viscous: motor-side viscous friction, N·m·s/rad.
+        coulomb: motor-side Coulomb friction (and stiction), N·m.
+        motor_constant: torque constant = back-EMF constant, N·m/A = V·s/rad.
+        dead_band: the H-bridge passes no current below this voltage, V.
+        delay_down: from a logged command to the rig acting on it, s.
+        delay_up: from the rig's reading to the log, s (both include the host's and the rig's
+            scheduling, not only the wire).
+        resistance: armature resistance, Ω (not identifiable: fixed).
+        gear_ratio: motor turns per output turn.
+        encoder_cpr: encoder counts per motor turn.
+    """
+
+    inertia: float
+    viscous: float
+    coulomb: float
+    motor_constant: float
+    dead_band: float = 0.0
+    delay_down: float = 0.0
+    delay_up: float = 0.0
+    resistance: float = RIG_MOTOR.resistance
+    gear_ratio: float = RIG_MOTOR.gear_ratio
+    encoder_cpr: int = RIG_MOTOR.encoder_cpr
+
+    @staticmethod
+    def of(motor: MotorParams = RIG_MOTOR, *, dead_band: float = 0.0, delay_down: float = 0.0,
+           delay_up: float = 0.0) -> "MotorFit":
+        """The parameters of a :class:`~armtwin.controllers.servo.MotorParams` motor."""
+        return MotorFit(motor.inertia, motor.viscous_friction, motor.coulomb_friction, motor.motor_constant,
+                        dead_band, delay_down, delay_up, motor.resistance, motor.gear_ratio, motor.encoder_cpr)
+
+    def motor_params(self) -> MotorParams:
+        """The same motor as :class:`MotorParams` (all inertia on the rotor; the no-load speed that
+        gives this motor constant)."""
+        k, r = self.motor_constant, self.resistance
+        w0 = (SUPPLY_V * k - r * self.coulomb) / (k * k + r * self.viscous)     # motor-side no-load speed, rad/s
+        rpm = w0 / self.gear_ratio * 60.0 / (2 * math.pi)
+        return MotorParams(nominal_voltage=SUPPLY_V, no_load_rpm=rpm, gear_ratio=self.gear_ratio,
+                           encoder_cpr=self.encoder_cpr, resistance=r, rotor_inertia=self.inertia, load_inertia=0.0,
+                           coulomb_friction=self.coulomb, viscous_friction=self.viscous)
+
+    def vector(self) -> np.ndarray:
+        """(7,) the fitted parameters in :data:`PARAMETERS` order."""
+        return np.array([getattr(self, n) for n in PARAMETERS], dtype=float)
+
+    def with_vector(self, v) -> "MotorFit":
+        values: dict = {n: float(x) for n, x in zip(PARAMETERS, v)}
+        return replace(self, **values)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One joint of a twin log.
+
+    Attributes:
+        t: (K,) sample times, s (increasing).
+        virtual: (K,) commanded angle, deg.
+        servo: (K,) measured angle, deg (NaN: none).
+        powered: (K,) whether the motor supply was on (no ``POWER`` fault).
+        label: the joint's name in the log.
+    """
+
+    t: np.ndarray
+    virtual: np.ndarray
+    servo: np.ndarray
+    powered: np.ndarray
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        k = len(self.t)
+        for name in ("virtual", "servo", "powered"):
+            if len(getattr(self, name)) != k:
+                raise ValueError(f"Trace.{name} has {len(getattr(self, name))} samples, t has {k}")
+        if k < 2 or not np.all(np.diff(self.t) > 0):
+            raise ValueError("a trace needs at least two samples at increasing times")
+
+    def cut(self, a: int, b: int) -> "Trace":
+        """Samples a..b-1."""
+        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label)
+
+
+def _kernel():
+    """The loop simulation compiled by Numba (built on first use; cached on disk)."""
+    import numba
+
+    @numba.njit(cache=True, fastmath=False, parallel=True)
+    def run(t, tgt, vel, powered_log, P, R, rad_per_pulse, h, ticks, kp, ki, kd, dtau, lim, ilim, ff, ff_static,
+            supply, half_step, extrap, exact, half_log, out):
+        n_sets = P.shape[0]
+        K = t.shape[0]
+        for q in numba.prange(n_sets):
+            J, B, TC, KM, DB, down, up = P[q, 0], P[q, 1], P[q, 2], P[q, 3], P[q, 4], P[q, 5], P[q, 6]
+            ip = 0
+            theta = out[q, 0]
+            omega = 0.0
+            volts = 0.0
+            integ = 0.0
+            dterm = 0.0
+            e_prev = 0.0
+            fresh = True
+            idx = -1
+            thresh = DB if (DB > half_step or exact) else half_step
+            a_pow = (KM * KM / R + B) / J
+            a_off = B / J
+            for n in range(ticks):
+                s = n * h
+                # the supply as the log saw it delay_up later (a change shows in the log up to one log
+                # period after it happened: half a period is the best guess)
+                while ip + 1 < K and t[ip + 1] <= s + up + half_log:
+                    ip += 1
+                powered = powered_log[ip]
+                v = volts if (volts >= thresh or volts <= -thresh) else 0.0
+                if exact:
+                    # DCMotor / MotorModel: explicit Euler in 0.1 ms steps, stiction below Tc
+                    m = 10
+                    hs = h / m
+                    for _ in range(m):
+                        cur = (v - KM * omega) / R if powered else 0.0
+                        t_drive = KM * cur - B * omega
+                        if abs(omega) < 1e-9 and abs(t_drive) <= TC:
+                            omega = 0.0
+                            continue
+                        if omega != 0.0:
+                            sg = 1.0 if omega > 0 else -1.0
+                        else:
+                            sg = 1.0 if t_drive > 0 else -1.0
+                        w_new = omega + hs * (t_drive - TC * sg) / J
+                        if omega != 0.0 and w_new * omega < 0:
+                            w_new = 0.0
+                        theta += 0.5 * (omega + w_new) * hs
+                        omega = w_new
+                    out[q, n] = theta
+                    meas = np.floor(theta / rad_per_pulse + 1e-9)
+                else:
+                    # exact over the tick at constant voltage
+                    g_drive = KM / R if powered else 0.0
+                    a = a_pow if powered else a_off
+                    if omega == 0.0:
+                        if abs(g_drive * v) > TC:
+                            sgn = 1.0 if v > 0 else -1.0
+                        else:
+                            sgn = 0.0
+                    else:
+                        sgn = 1.0 if omega > 0 else -1.0
+                    if sgn != 0.0:
+                        f = (g_drive * v - TC * sgn) / J
+                        if a * h < 1e-9:
+                            w1 = omega + f * h
+                            th1 = theta + omega * h + 0.5 * f * h * h
+                            if w1 * sgn < 0.0:
+                                ts = -omega / f
+                                th1 = theta + omega * ts + 0.5 * f * ts * ts
+                                w1 = 0.0
+                        else:
+                            w_ss = f / a
+                            e = np.exp(-a * h)
+                            w1 = w_ss + (omega - w_ss) * e
+                            th1 = theta + w_ss * h + (omega - w_ss) * (1.0 - e) / a
+                            if w1 * sgn < 0.0:
+                                ts = -np.log(-w_ss / (omega - w_ss)) / a
+                                es = np.exp(-a * ts)
+                                th1 = theta + w_ss * ts + (omega - w_ss) * (1.0 - es) / a
+                                w1 = 0.0
+                        omega = w1
+                        theta = th1
+                    out[q, n] = theta
+                    meas = theta / rad_per_pulse - 0.5
+                # the newest target that has arrived, extrapolated
+                while idx + 1 < K and t[idx + 1] + down <= s:
+                    idx += 1
+                if idx < 0 or not powered:
+                    volts = 0.0
+                    integ = 0.0
+                    dterm = 0.0
+                    e_prev = 0.0
+                    fresh = True
+                    continue
+                since = s - t[idx] - down
+                if since > extrap:
+                    since = extrap
+                sp = tgt[idx] + vel[idx] * since
+                e = sp - meas
+                dt = 0.0 if fresh else h
+                if dt > 0:
+                    d_raw = kd * (e - e_prev) / dt
+                    al = dt / (dtau + dt) if dtau > 0 else 1.0
+                    dterm += al * (d_raw - dterm)
+                cand = integ + ki * e * dt
+                un = kp * e + cand + dterm
+                if (un > lim and e > 0) or (un < -lim and e < 0):
+                    cand = integ
+                if cand > ilim:
+                    cand = ilim
+                elif cand < -ilim:
+                    cand = -ilim
+                integ = cand
+                u = kp * e + integ + dterm
+                if u > lim:
+                    u = lim
+                elif u < -lim:
+                    u = -lim
+                vv = vel[idx]
+                if abs(vv) > 1.0:
+                    u += vv / ff + (ff_static if vv > 0 else -ff_static)
+                if exact:     # the PWM: U·255/supply rounded half away from zero, clamped to ±255
+                    pw = u / (2.0 * half_step)
+                    pw = np.floor(pw + 0.5) if pw >= 0 else -np.floor(-pw + 0.5)
+                    if pw > 255.0:
+                        pw = 255.0
+                    elif pw < -255.0:
+                        pw = -255.0
+                    u = pw * 2.0 * half_step
+                if u > supply:
+                    u = supply
+                elif u < -supply:
+                    u = -supply
+                volts = u
+                e_prev = e
+                fresh = False
+        return out
+
+    return run
+
+
+_RUN = None
+
+
+def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopConfig = LoopConfig(), *,
+                  until: float | None = None, exact: bool = False) -> np.ndarray:
+    """The servo angle the loop gives for each parameter set, at the trace's sample times.
+
+    A command reaches the rig ``delay_down`` after the log's time; the logged servo angle is the
+    rig's ``delay_up`` before it.
+
+    Args:
+        trace: the logged commands (and power states); the motor starts where the log's first
+            servo angle says.
+        params: (N, 7) parameter sets in :data:`PARAMETERS` order.
+        base: the fixed parameters (resistance, gear ratio, encoder).
+        loop: the firmware's position loop.
+        until: simulate only up to this time, s (samples after it are NaN).
+        exact: quantise as the rig does (encoder counts, PWM steps) instead of the smoothed model.
+
+    Returns:
+        (N, K) servo angles, deg.
+    """
+    global _RUN
+    if _RUN is None:
+        _RUN = _kernel()
+    P = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+    if P.shape[1] != len(PARAMETERS) or not np.all(np.isfinite(P)) or np.any(P[:, [0, 3]] <= 0) or np.any(P < 0):
+        raise ValueError(f"parameter sets must be (N, {len(PARAMETERS)}) finite, inertia and motor constant > 0, "
+                         f"the others >= 0")
+    rad_per_pulse = 2 * math.pi / base.encoder_cpr
+    ppd = loop.pulses_per_deg
+    g = loop.gains
+    h = 1.0 / loop.control_hz
+    t = np.ascontiguousarray(trace.t - trace.t[0], dtype=float)
+    end = t[-1] if until is None else min(t[-1], float(until) - trace.t[0])
+    ticks = int(math.floor(end / h + 1e-9)) + 2
+    tgt = np.rint(trace.virtual * ppd)
+    gap = np.diff(t)
+    vel = np.zeros_like(tgt)
+    vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / gap, 0.0)
+    powered = np.ascontiguousarray(trace.powered, dtype=np.bool_)
+    known = trace.servo[np.isfinite(trace.servo)]
+    theta0 = (known[0] if len(known) else trace.virtual[0]) * ppd * rad_per_pulse + 0.5 * rad_per_pulse
+    out = np.empty((len(P), ticks))
+    out[:, 0] = theta0
+    ilim = g.output_limit if g.integral_limit is None else g.integral_limit
+    _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
+         g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
+         0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), out)
+    # the logged angle: the rig's, delay_up before the log's time (linear between ticks), less the half
+    # pulse the encoder's floor loses on average
+    when = (t[None, :] - P[:, 6:7]) / h                                   # (N, K) in ticks
+    i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
+    frac = np.clip(when - i0, 0.0, 1.0)
+    rows = np.arange(len(P))[:, None]
+    theta = out[rows, i0] * (1 - frac) + out[rows, i0 + 1] * frac
+    if exact:
+        theta = out[rows, np.clip(np.floor(when + 1e-9).astype(np.int64), 0, ticks - 1)]
+        servo = np.floor(theta / rad_per_pulse + 1e-9) / ppd
+    else:
+        servo = (theta / rad_per_pulse - 0.5) / ppd
+    if until is not None:
+        servo[:, t > end + 1e-12] = np.nan
+    return servo
+
+
+@dataclass(frozen=True)
+class FitParam:
+    """One fitted parameter.
+
+    Attributes:
+        name: one of :data:`PARAMETERS`, ``delay_total`` or ``resistance``.
+        value: fitted value (SI), or None when the log cannot tell it.
+        ci95: half-width of its 95 % confidence interval (SI), or None.
+        start: the value the fit started from (the nominal motor).
+        identifiable: whether the log determines it.
+        fixed: not fitted (the resistance).
+    """
+
+    name: str
+    value: float | None
+    ci95: float | None
+    start: float
+    identifiable: bool
+    fixed: bool = False
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """The result of :func:`fit_motor` for one joint.
+
+    Attributes:
+        label: the joint's name in the log.
+        params: per parameter: PARAMETERS, then ``delay_total`` (the round trip, down + up: better
+            known than its split) and ``resistance`` (fixed).
+        fitted: the fitted loop, every value the search found (the best predictor, even where a
+            value alone is not identifiable).
+        split_time: the log is fitted before this time and checked after it, s.
+        rms_before, max_before: held-out prediction error of the start model, deg.
+        rms_after, max_after: held-out prediction error of the fitted model, deg.
+        rms_fit: residual on the fitted part, deg.
+        seconds: wall time of the fit, s.
+        evaluations: loop simulations run (one per parameter set).
+        not_identifiable: the parameters the log cannot tell, with why.
+    """
+
+    label: str
+    params: tuple[FitParam, ...]
+    fitted: MotorFit
+    split_time: float
+    rms_before: float
+    max_before: float
+    rms_after: float
+    max_after: float
+    rms_fit: float
+    seconds: float
+    evaluations: int
+    not_identifiable: str = ""
+
+    def param(self, name: str) -> FitParam:
+        return next(p for p in self.params if p.name == name)
+
+
+def prediction_error(trace: Trace, predicted: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """(RMS, max) of |predicted − servo| over ``mask`` where the servo angle is known, deg."""
+    m = mask & np.isfinite(trace.servo) & np.isfinite(predicted)
+    if not m.any():
+        return math.nan, math.nan
+    d = np.abs(predicted[m] - trace.servo[m])
+    return float(np.sqrt(np.mean(d * d))), float(d.max())
+
+
+#: a parameter whose 95 % confidence half-width exceeds this fraction of its value is reported as not
+#: identifiable from the log
+MAX_RELATIVE_CI = 0.15
+#: values below these count as this small when judging the relative width (SI, PARAMETERS order)
+_FLOOR = np.array([1e-9, 1e-8, 1e-5, 1e-4, 0.02, 2e-4, 2e-4])
+
+#: the search ranges: inertia, viscous, Coulomb and motor constant as multiples of the data sheet's
+#: values, dead band in V, delays in s
+RANGES = ((0.3, 3.0), (0.1, 10.0), (0.3, 3.0), (0.5, 2.0), (0.0, 1.0), (0.0, 0.01), (0.0, 0.01))
+
+
+#: where a fit starts: the data sheet motor, a 0.1 V dead band, 1 ms each way
+NOMINAL = MotorFit.of(RIG_MOTOR, dead_band=0.1, delay_down=0.001, delay_up=0.001)
+
+
+def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopConfig(), *,
+              fit_fraction: float = 0.7, generations: int = 60, seed: int = 0) -> FitReport:
+    """Fit the loop's motor parameters to ``trace`` (see the module docstring).
+
+    The first ``fit_fraction`` of the log's time is fitted; the rest is predicted from the start
+    of the log with both the start and the fitted parameters, and their errors reported. Two
+    stages: SciPy's ``least_squares`` on the smoothed loop model (a good start in a second), then
+    SciPy's ``differential_evolution`` on the exact one (encoder counts, PWM steps, the motor in
+    0.1 ms steps: the rig's own arithmetic, whose cost is piecewise constant at the finest scale,
+    so it needs a derivative-free search) over physical ranges (:data:`RANGES`: 0.3–3× the data
+    sheet's inertia and Coulomb friction, 0.1–10× its viscous friction, 0.5–2× its motor constant,
+    0–1 V dead band, 0–10 ms delays). Confidence intervals come from the smoothed model's Jacobian at the result.
+
+    Args:
+        trace: one joint of a twin log.
+        start: the nominal motor (its resistance, gear ratio and encoder are taken as known).
+        loop: the firmware's position loop.
+        fit_fraction: the part of the log's time that is fitted.
+        generations: differential-evolution generations (0: the first stage only).
+        seed: the search's random seed (the result is reproducible).
+
+    Raises:
+        ValueError: too few servo samples to fit and check, or a bad ``fit_fraction``.
+    """
+    from scipy.optimize import differential_evolution, least_squares
+
+    if not (0.1 <= fit_fraction < 1.0):
+        raise ValueError(f"fit_fraction must be in [0.1, 1), got {fit_fraction}")
+    t0 = time.perf_counter()
+    split = trace.t[0] + fit_fraction * (trace.t[-1] - trace.t[0])
+    known = np.isfinite(trace.servo)
+    fit_mask = known & (trace.t <= split)
+    hold_mask = known & (trace.t > split)
+    if fit_mask.sum() < 50 or hold_mask.sum() < 10:
+        raise ValueError(f"{trace.label or 'the log'}: too few servo samples to fit ({fit_mask.sum()}) and check "
+                         f"({hold_mask.sum()}); record a longer excitation")
+    x0 = start.vector()
+    measured = trace.servo[fit_mask]
+    count = [0]
+
+    # ----- stage 1: least squares on the smoothed model (parameters relative to the start) -----
+    scale = np.array([x0[0], max(x0[1], 1e-7), max(x0[2], 1e-4), x0[3], 0.05, 0.001, 0.001])
+    rel = np.array([True, True, True, True, False, False, False])
+    bounds = np.array(RANGES)
+    lo = np.where(rel, bounds[:, 0] * x0, bounds[:, 0]) / scale
+    hi = np.where(rel, bounds[:, 1] * x0, bounds[:, 1]) / scale
+    steps = np.array([1e-2, 3e-2, 1e-2, 1e-2, 0.02, 0.05, 0.05])    # finite-difference steps, scaled units
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def batch(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = z.tobytes()
+        if key not in cache:
+            zs = np.vstack([z] + [z + np.eye(len(z))[i] * np.where(z[i] + steps[i] < hi[i], steps[i], -steps[i])
+                                  for i in range(len(z))])
+            sim = simulate_loop(trace, zs * scale, start, loop, until=split)
+            count[0] += len(zs)
+            res = sim[:, fit_mask] - measured
+            dz = np.array([zs[i + 1, i] - z[i] for i in range(len(z))])
+            cache.clear()
+            cache[key] = (res[0], ((res[1:] - res[0]) / dz[:, None]).T)
+        return cache[key]
+
+    z0 = np.clip(x0 / scale, lo + 1e-9, hi - 1e-9)
+    sol = least_squares(lambda z: batch(z)[0], z0, jac=lambda z: batch(z)[1], bounds=(lo, hi), method="trf",
+                        x_scale="jac", max_nfev=40, xtol=1e-6, ftol=1e-8)
+    x = sol.x * scale
+
+    # ----- stage 2: differential evolution on the exact model ---------------------------------
+    if generations > 0:
+        d_lo = np.where(rel, np.log(np.maximum(bounds[:, 0], 1e-300)), bounds[:, 0])
+        d_hi = np.where(rel, np.log(bounds[:, 1]), bounds[:, 1])
+
+        def to_x(Z: np.ndarray) -> np.ndarray:
+            X = np.empty_like(Z)
+            X[:, :4] = x0[:4] * np.exp(Z[:, :4])
+            X[:, 4:] = Z[:, 4:]
+            return X
+
+        def cost(Z: np.ndarray) -> np.ndarray:                      # Z: (7, S), the population at once
+            X = to_x(np.atleast_2d(Z.T))
+            count[0] += len(X)
+            r = simulate_loop(trace, X, start, loop, until=split, exact=True)[:, fit_mask] - measured
+            return np.mean(r * r, axis=1)
+
+        z_ls = np.r_[np.log(np.maximum(x[:4], 1e-30) / x0[:4]), x[4:]]
+        z_ls = np.clip(z_ls, d_lo, d_hi)
+        rng = np.random.default_rng(seed)
+        pop = 8 * len(x0)
+        init = d_lo + (d_hi - d_lo) * rng.random((pop, len(x0)))
+        init[0] = z_ls
+        init[1] = np.clip(np.r_[np.zeros(4), x0[4:]], d_lo, d_hi)
+        de = differential_evolution(cost, list(zip(d_lo, d_hi)), init=init, vectorized=True, maxiter=generations,
+                                    tol=1e-7, polish=False, seed=seed, updating="deferred")
+        x = to_x(de.x[None])[0]
+
+    # ----- identifiability and confidence: the smoothed model's Jacobian at the result ----------
+    # The residuals are not independent (model error is slow): the covariance is inflated by the
+    # number of samples per independent one, from the residuals' autocorrelation time.
+    z = np.clip(x / scale, lo + 1e-9, hi - 1e-9)
+    res, jac = batch(z)
+    _, sv, vt = np.linalg.svd(jac, full_matrices=False)
+    null = sv < NULL_RATIO * sv[0]
+    blind = np.zeros(len(z), dtype=bool)
+    for row in vt[null]:
+        blind |= np.abs(row) > 0.1
+    sigma2 = float(res @ res) / max(len(res) - len(z), 1)
+    ci = np.full(len(z), np.nan)
+    cov_full = np.full((len(z), len(z)), np.nan)
+    if (~blind).any():
+        jg = jac[:, ~blind]
+        cov = sigma2 * _correlation_length(res) * np.linalg.pinv(jg.T @ jg)
+        sel = np.flatnonzero(~blind)
+        cov_full[np.ix_(sel, sel)] = cov * np.outer(scale[sel], scale[sel])
+        ci[~blind] = 1.96 * np.sqrt(np.maximum(np.diag(cov_full)[~blind], 0.0))
+    vague = ~blind & (ci > MAX_RELATIVE_CI * np.maximum(np.abs(x), _FLOOR))
+    unknown = blind | vague
+    # the model for predictions keeps every fitted value (the best estimate, even where one alone is open)
+    fitted = start.with_vector(x)
+    # the delays' sum (the round trip) is better known than their split
+    i_d, i_u = PARAMETERS.index("delay_down"), PARAMETERS.index("delay_up")
+    var_sum = cov_full[i_d, i_d] + cov_full[i_u, i_u] + 2 * cov_full[i_d, i_u]
+    ci_sum = 1.96 * math.sqrt(var_sum) if np.isfinite(var_sum) and var_sum >= 0 else math.nan
+    total = float(x[i_d] + x[i_u])
+    sum_known = bool(np.isfinite(ci_sum) and ci_sum <= MAX_RELATIVE_CI * max(total, _FLOOR[i_d]))
+    # held-out prediction from the start of the log (the state runs through the fitted part)
+    both = simulate_loop(trace, np.vstack([x0, fitted.vector()]), start, loop, exact=True)
+    rb, mb = prediction_error(trace, both[0], hold_mask)
+    ra, ma = prediction_error(trace, both[1], hold_mask)
+    rf, _ = prediction_error(trace, both[1], fit_mask)
+    params = tuple(FitParam(n, None if unknown[i] else float(x[i]), None if unknown[i] else float(ci[i]),
+                            float(x0[i]), not bool(unknown[i])) for i, n in enumerate(PARAMETERS))
+    params += (FitParam("delay_total", total if sum_known else None, ci_sum if sum_known else None,
+                        float(x0[i_d] + x0[i_u]), sum_known),
+               FitParam("resistance", start.resistance, None, start.resistance, False, fixed=True))
+    why = []
+    if blind.any():
+        names = ", ".join(n for n, b in zip(PARAMETERS, blind) if b)
+        why.append(f"{names}: the log determines only combinations of them (a power cut that lets the motor "
+                   f"coast separates inertia, friction and motor constant)")
+    if vague.any():
+        names = ", ".join(f"{n} (±{100 * c / max(abs(v), f):.0f} %)" for n, b, c, v, f in
+                          zip(PARAMETERS, vague, ci, x, _FLOOR) if b)
+        why.append(f"{names}: the log leaves them open by more than ±{100 * MAX_RELATIVE_CI:.0f} % (95 %)")
+    return FitReport(trace.label, params, fitted, float(split), rb, mb, ra, ma, rf, time.perf_counter() - t0,
+                     count[0], "; ".join(why))
+
+
+def _correlation_length(res: np.ndarray) -> float:
+    """Samples per independent one in a residual series: 1 + 2 Σ autocorrelation (up to its first
+    zero), at least 1."""
+    r = res - res.mean()
+    n = len(r)
+    if n < 4 or not np.any(r):
+        return 1.0
+    f = np.fft.rfft(r, 2 * n)
+    ac = np.fft.irfft(f * np.conj(f))[:n]
+    ac /= ac[0]
+    neg = np.flatnonzero(ac <= 0)
+    stop = int(neg[0]) if len(neg) else n
+    return float(max(1.0, 1.0 + 2.0 * ac[1:stop].sum()))
+
+
+# ----- parameter files (shared with the emulator's --motor-params) ------------------------------
+_FILE_KEYS = ("rotor_inertia", "load_inertia", "coulomb_friction", "viscous_friction", "no_load_rpm", "resistance",
+              "gear_ratio", "encoder_cpr", "nominal_voltage", "dead_band")
+
+
+def write_params_file(path, fit: MotorFit, *, comment: str = "") -> None:
+    """Write ``fit`` as ``name = value`` lines (TOML), the format ``rig_emulator --motor-params`` reads."""
+    m = fit.motor_params()
+    values = {"rotor_inertia": m.rotor_inertia, "load_inertia": m.load_inertia, "coulomb_friction": m.coulomb_friction,
+              "viscous_friction": m.viscous_friction, "no_load_rpm": m.no_load_rpm, "resistance": m.resistance,
+              "gear_ratio": m.gear_ratio, "encoder_cpr": m.encoder_cpr, "nominal_voltage": m.nominal_voltage,
+              "dead_band": fit.dead_band}
+    lines = [f"# {line}" for line in comment.splitlines()] if comment else []
+    lines += [f"{k} = {float(values[k])!r}" if k != "encoder_cpr" else f"{k} = {int(values[k])}" for k in _FILE_KEYS]
+    lines.append(f"# transport delays of the log it was fitted to: {fit.delay_down * 1000:.2f} ms down, "
+                 f"{fit.delay_up * 1000:.2f} ms up (not motor parameters)")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def read_params_file(path) -> tuple[MotorParams, float]:
+    """(motor, dead band V) from a file :func:`write_params_file` wrote (unknown keys are an error).
+
+    Raises:
+        ValueError: a line that is not ``name = number``, an unknown name, or invalid values.
+    """
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not a motor parameter file ({exc})") from None
+    unknown = sorted(set(data) - set(_FILE_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(_FILE_KEYS)}")
+    for k, v in data.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{path}: {k} must be a finite number, got {v!r}")
+    dead = float(data.pop("dead_band", 0.0))
+    if dead < 0:
+        raise ValueError(f"{path}: dead_band must be >= 0 V, got {dead}")
+    kwargs: dict = {k: (int(v) if k == "encoder_cpr" else float(v)) for k, v in data.items()}
+    return replace(RIG_MOTOR, **kwargs), dead
+
+
+# ----- the excitation (``armtwin rig identify``) --------------------------------------------------
+@dataclass(frozen=True)
+class Excitation:
+    """A commanded angle over time that makes the motor's parameters visible, for one rig joint.
+
+    Attributes:
+        t: (K,) times, s, at the sync rate.
+        angle: (K,) commanded angle, deg, relative to where the joint starts.
+        power: {sample index: power on?} — where the motor supply is cut and restored (coast-downs).
+        phases: (name, start s, end s) of the parts, for people and plots.
+    """
+
+    t: np.ndarray
+    angle: np.ndarray
+    power: dict = field(default_factory=dict)
+    phases: tuple = ()
+
+    @property
+    def peak_speed(self) -> float:
+        """Largest commanded speed, deg/s."""
+        return float(np.max(np.abs(np.diff(self.angle) / np.diff(self.t))))
+
+
+def _excitation_pass(t: np.ndarray, seconds: float, amplitude_deg: float, max_speed_deg_s: float,
+                     power_cuts: int) -> tuple[np.ndarray, dict[int, bool]]:
+    """One pass of :func:`excitation` over times ``t`` (from 0, ``seconds`` long)."""
+    n = len(t)
+    dt = t[1] - t[0]
+    a = np.zeros(n)
+    t_chirp, t_slow = 0.45 * seconds, 0.30 * seconds
+    t2 = t_chirp + t_slow
+
+    def k(time_s: float) -> int:
+        return min(int(round(time_s / dt)), n)
+
+    # 1. chirp
+    tc = t[:k(t_chirp)]
+    f0, f1 = 0.2, 3.0
+    phase = 2 * np.pi * (f0 * tc + 0.5 * (f1 - f0) / t_chirp * tc * tc)
+    freq = f0 + (f1 - f0) * tc / t_chirp
+    amp = np.minimum(amplitude_deg, 0.9 * max_speed_deg_s / (2 * np.pi * freq))
+    env = np.clip(np.minimum(tc, t_chirp - tc) / min(1.0, 0.2 * t_chirp), 0.0, 1.0)
+    a[:len(tc)] = amp * env * np.sin(phase)
+    # 2. ramps, then steps, each leg moving from the last position to the next level at its speed
+    span = min(amplitude_deg, 10.0)
+    plan = [(f * span, v) for f, v in ((-0.5, 5.0), (0.5, 5.0), (-0.5, 15.0), (0.5, 15.0), (-1.0, 60.0), (1.0, 60.0),
+                                       (0.0, 60.0))]
+    plan += [(level, max_speed_deg_s) for level in (2.0, -2.0, 4.0, -4.0, 0.0)]
+    seg = t_slow / len(plan)
+    pos = 0.0
+    for i, (target, speed) in enumerate(plan):
+        lo, hi = k(t_chirp + i * seg), k(t_chirp + (i + 1) * seg)
+        steps = np.arange(1, hi - lo + 1) * dt * min(speed, max_speed_deg_s)
+        a[lo:hi] = pos + np.sign(target - pos) * np.minimum(steps, abs(target - pos))
+        pos = float(a[hi - 1]) if hi > lo else pos
+    # 3. coast-downs: cosine swings, the supply cut at the fastest point
+    power: dict[int, bool] = {}
+    if power_cuts:
+        per = (seconds - t2) / power_cuts
+        sweep = min(amplitude_deg, 0.9 * max_speed_deg_s * per / (2 * np.pi))
+        for c in range(power_cuts):
+            lo, hi = k(t2 + c * per), k(t2 + (c + 1) * per)
+            ks = np.arange(hi - lo) * dt
+            a[lo:hi] = (1.0 if c % 2 == 0 else -1.0) * sweep * 0.5 * (1 - np.cos(2 * np.pi * ks / per))
+            cut = lo + k(0.25 * per)
+            power[cut] = False
+            power[min(cut + k(min(1.0, 0.45 * per)), n - 1)] = True
+    a[-1] = 0.0
+    return a, power
+
+
+def excitation(seconds: float = 60.0, *, rate_hz: float = 500.0, amplitude_deg: float = 45.0,
+               max_speed_deg_s: float = 600.0, power_cuts: int = 3, fit_fraction: float = 0.7) -> Excitation:
+    """The identification program: two passes (the first ``fit_fraction`` of the time, then the
+    rest), so that the part a fit uses and the part it is checked on each hold everything. A pass,
+    from rest:
+
+    1. (45 %) a chirp, 0.2 → 3 Hz, amplitude ``amplitude_deg`` (less where the speed cap bites),
+       faded in and out: inertia and back-EMF;
+    2. (30 %) ramps at ±5, ±15, ±60 deg/s (friction against speed), then steps of 2 and 4 deg taken
+       at the speed cap (the dead band and stiction hold small errors back);
+    3. (25 %) coast-downs (``power_cuts`` in the first pass, one in the second): a cosine swing, the
+       supply cut for up to 1 s at its fastest and restored — the motor coasts on friction alone,
+       which separates inertia, friction and motor constant.
+
+    Everything stays within ±``amplitude_deg`` of the start and at or below ``max_speed_deg_s``
+    (the rig's motor does 870 deg/s at 12 V), and each pass ends at rest where it started.
+
+    Raises:
+        ValueError: seconds < 20, or non-positive rate, amplitude or speed, or a bad fit_fraction.
+    """
+    if not (seconds >= 20.0 and rate_hz > 0 and amplitude_deg > 0 and max_speed_deg_s > 0 and power_cuts >= 0
+            and 0.5 <= fit_fraction <= 0.9):
+        raise ValueError("excitation needs seconds >= 20, rate_hz, amplitude_deg and max_speed_deg_s > 0, "
+                         "power_cuts >= 0 and fit_fraction in [0.5, 0.9]")
+    dt = 1.0 / rate_hz
+    n = int(round(seconds * rate_hz)) + 1
+    t = np.arange(n) * dt
+    n1 = int(round(fit_fraction * seconds * rate_hz))
+    a1, p1 = _excitation_pass(t[:n1], n1 * dt, amplitude_deg, max_speed_deg_s, power_cuts)
+    a2, p2 = _excitation_pass(t[:n - n1], (n - n1) * dt, amplitude_deg, max_speed_deg_s, min(power_cuts, 1))
+    power = {**p1, **{k + n1: on for k, on in p2.items()}}
+    split = n1 * dt
+    phases = (("first pass (fit)", 0.0, split), ("second pass (check)", split, float(t[-1])))
+    return Excitation(t, np.concatenate([a1, a2]), power, phases)
+
+
+def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_band: float = 0.0,
+                    delay_down: float = 0.0015, delay_up: float = 0.0015, loop: LoopConfig = LoopConfig(),
+                    label: str = "j1") -> Trace:
+    """The twin log a rig would give for ``exc``: a plain, firmware-faithful loop (no smoothing).
+
+    The host sends whole-pulse targets at the excitation's samples; each reaches the rig
+    ``delay_down`` s later; the rig runs :class:`~armtwin.controllers.pid.PID` (the firmware's
+    form), the feed-forward, PWM rounding, the H-bridge dead band (no current below ``dead_band``
+    V) and :class:`~armtwin.controllers.servo.DCMotor` (0.1 ms Euler steps) at ``control_hz``;
+    the host logs the encoder count it had ``delay_up`` s earlier, and ``POWER`` while the supply
+    is cut. Independent of :func:`simulate_loop` (the fit's smoothed model), so it can check it.
+    """
+    from .pid import PID
+    from .servo import DCMotor, volts_to_pwm
+    t = exc.t
+    h = 1.0 / loop.control_hz
+    m = DCMotor(motor)
+    pid = PID(loop.gains)
+    tgt = np.rint(exc.angle * loop.pulses_per_deg)
+    cuts = sorted(exc.power.items())
+    ticks = int(math.floor((t[-1] + delay_up) / h)) + 2
+    pos_hist = np.empty(ticks, dtype=np.int64)
+    powered_hist = np.empty(ticks, dtype=bool)
+    k_next, target, target_vel, t_rx, t_host = 0, None, 0.0, 0.0, -1.0
+    power_on, c = True, 0
+    volts = 0.0
+    fresh = True
+    for n in range(ticks):
+        s = n * h
+        while c < len(cuts) and t[cuts[c][0]] + delay_down <= s:
+            power_on = cuts[c][1]
+            c += 1
+        m.set_power(power_on)
+        v = 0.0 if abs(volts) < dead_band else volts
+        m.step(v, h)
+        pos = m.pulses
+        pos_hist[n] = pos
+        powered_hist[n] = power_on
+        while k_next < len(t) and t[k_next] + delay_down <= s:
+            new = float(tgt[k_next])
+            dth = t[k_next] - t_host
+            target_vel = (new - target) / dth if target is not None and 0 < dth < loop.target_gap_max_s else 0.0
+            target, t_host, t_rx = new, t[k_next], t[k_next] + delay_down
+            k_next += 1
+        if target is None or not power_on:
+            pid.reset()
+            fresh = True
+            volts = 0.0
+            continue
+        ts = min(s - t_rx, loop.extrapolate_max_s)
+        sp = target + target_vel * ts
+        if fresh:
+            pid.reset()
+            fresh = False
+        u = pid.update(sp, float(pos), s).u
+        if abs(target_vel) > 1.0:
+            u += target_vel / loop.ff_pulses_per_s_per_volt + math.copysign(loop.ff_static_v, target_vel)
+        volts = volts_to_pwm(u) * loop.supply / 255.0
+    seen = np.clip(np.floor((t - delay_up) / h + 1e-9).astype(np.int64), 0, ticks - 1)
+    servo = pos_hist[seen] / loop.pulses_per_deg
+    return Trace(t.copy(), exc.angle.copy(), servo.astype(float), powered_hist[seen], label)
+
+
+def traces_of(log, labels=None) -> list[Trace]:
+    """The joints of a twin log read by :func:`armtwin.envs.rig.read_twin_log` (a mapping of columns
+    ``Time``, ``Virtual_<j>``, ``Servo_<j>``, ``Fault``) as :class:`Trace` objects.
+
+    Rows whose time repeats the one before are dropped (the log allows them; the loop model needs
+    time to move). A sample is unpowered when its ``Fault`` names ``POWER``.
+
+    Args:
+        log: the columns.
+        labels: joint labels to take (default: every joint of the log).
+
+    Raises:
+        ValueError: an unknown label, or fewer than two samples.
+    """
+    known = [c[len("Virtual_"):] for c in log if c.startswith("Virtual_")]
+    labels = list(known if labels is None else labels)
+    bad = [l for l in labels if l not in known]
+    if bad:
+        raise ValueError(f"the log has no joint {', '.join(bad)}; it has {', '.join(known)}")
+    t = np.asarray(log["Time"], dtype=float)
+    keep = np.r_[True, np.diff(t) > 0]
+    powered = np.array(["POWER" not in str(f).split("|") for f in log["Fault"]], dtype=bool)
+    return [Trace(t[keep], np.asarray(log[f"Virtual_{l}"], float)[keep], np.asarray(log[f"Servo_{l}"], float)[keep],
+                  powered[keep], l) for l in labels]

@@ -1,0 +1,164 @@
+"""``armtwin fit LOG.csv``: fit the servo rig's motor model to a twin log, and check it on the rest.
+
+For every joint of the log (or ``--joints``): the motor's inertia, viscous and Coulomb friction,
+motor constant, the H-bridge's dead band and the link's delays are fitted (SciPy; the firmware's
+loop simulated from the logged commands, :mod:`armtwin.controllers.ident`) on the first
+``--fit-fraction`` of the log, and the rest is predicted with the data-sheet motor and with the
+fitted one. Printed per joint: each parameter (data sheet, fitted, 95 % confidence) or *not
+identifiable* when the log cannot tell it, the held-out prediction error before and after (RMS
+and max, deg), and the fit's time. ``--save FILE.toml`` writes the fitted motor in the format
+``rig_emulator --motor-params`` reads (a "virtual rig" that predicts the real one); ``--plot``
+draws measured against predicted.
+
+A log for it comes from ``armtwin sync`` driving the rig through an excitation (chirps, ramps,
+steps, power cuts: :func:`armtwin.controllers.ident.excitation`); ``armtwin bench fit`` makes
+one on a simulated rig.
+
+Exit codes: 0 fitted; 2 bad input (not a twin log, too short, an unknown joint, bad options).
+Needs the ``fit`` extra (SciPy, Numba).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from .cli import CliError, add_json_flag, missing_extra, output_file, print_json
+
+_UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb": ("mN·m", 1e3),
+          "motor_constant": ("mV·s/rad", 1e3), "dead_band": ("V", 1.0), "delay_down": ("ms", 1e3),
+          "delay_up": ("ms", 1e3), "delay_total": ("ms", 1e3), "resistance": ("Ω", 1.0)}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log; report on a held-out part")
+    p.add_argument("log", help="twin log (.csv) from `armtwin sync --log`")
+    p.add_argument("--model", choices=["motor"], default="motor",
+                   help="what to fit: motor (the rig's DC motor, H-bridge and link delays; default)")
+    p.add_argument("--joints", metavar="J1,J2", help="joint labels of the log to fit (default: all), e.g. j1,j2")
+    p.add_argument("--fit-fraction", type=float, default=0.7, metavar="F",
+                   help="fit the first F of the log's time, check on the rest (0.5 to 0.9, default 0.7)")
+    p.add_argument("--generations", type=int, default=60, metavar="N",
+                   help="generations of the derivative-free search (0 to 500; 0: least squares only; default 60)")
+    p.add_argument("--save", metavar="FILE.toml", help="write the fitted motor (per joint: FILE_<joint>.toml with several)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def _save_path(path: str, label: str, many: bool) -> Path:
+    p = Path(path)
+    return p.with_name(f"{p.stem}_{label}{p.suffix}") if many else p
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (0.5 <= args.fit_fraction <= 0.9):
+        raise CliError(f"--fit-fraction {args.fit_fraction:g}: must be from 0.5 to 0.9")
+    if not (0 <= args.generations <= 500):
+        raise CliError(f"--generations {args.generations}: must be from 0 to 500")
+    if args.save:
+        output_file(args.save, "--save", (".toml",))
+    if args.plot:
+        output_file(args.plot, "--plot", (".png",))
+    try:
+        import numba  # noqa: F401
+        import scipy  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc.name or "scipy", "fit") from None
+    from ..controllers.ident import fit_motor, simulate_loop, traces_of, write_params_file
+    from ..envs.rig import read_twin_log
+    log = read_twin_log(args.log)
+    labels = [s.strip() for s in args.joints.split(",")] if args.joints else None
+    try:
+        traces = traces_of(log, labels)
+    except ValueError as exc:
+        raise CliError(f"{args.log}: {exc}") from None
+    reports = []
+    for tr in traces:
+        if not args.json:
+            print(f"fitting {tr.label}: {len(tr.t)} samples over {tr.t[-1] - tr.t[0]:.1f} s …", file=sys.stderr, flush=True)
+        try:
+            reports.append(fit_motor(tr, fit_fraction=args.fit_fraction, generations=args.generations))
+        except ValueError as exc:
+            raise CliError(f"{args.log}: {exc}") from None
+    saved = []
+    if args.save:
+        for rep in reports:
+            path = _save_path(args.save, rep.label, len(reports) > 1)
+            write_params_file(path, rep.fitted, comment=f"fitted by armtwin fit to {args.log}, joint {rep.label}")
+            saved.append(str(path))
+    if args.plot:
+        _plot(args.plot, traces, reports, simulate_loop)
+    if args.json:
+        print_json({"log": args.log, "model": args.model, "joints": [_report_dict(r) for r in reports],
+                    "saved": saved, "plot": args.plot})
+        return 0
+    for rep in reports:
+        _print_report(rep)
+    for name in saved:
+        print(f"wrote {name}")
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _report_dict(rep) -> dict:
+    return {"joint": rep.label, "fit_seconds": rep.seconds, "simulations": rep.evaluations,
+            "split_time_s": rep.split_time,
+            "held_out_deg": {"rms_before": rep.rms_before, "max_before": rep.max_before,
+                             "rms_after": rep.rms_after, "max_after": rep.max_after},
+            "fit_rms_deg": rep.rms_fit,
+            "parameters": {p.name: {"value": p.value, "ci95": p.ci95, "start": p.start, "identifiable": p.identifiable,
+                                    "fixed": p.fixed} for p in rep.params},
+            "not_identifiable": rep.not_identifiable}
+
+
+def _fmt(v: float | None, factor: float) -> str:
+    if v is None or not math.isfinite(v):
+        return "—"
+    return f"{v * factor:.4g}"
+
+
+def _print_report(rep) -> None:
+    print(f"joint {rep.label}: fitted on t <= {rep.split_time:.1f} s in {rep.seconds:.1f} s ({rep.evaluations} simulations)")
+    print(f"  {'parameter':15s} {'unit':>10s} {'data sheet':>11s} {'fitted':>11s} {'± 95 %':>10s}")
+    for p in rep.params:
+        unit, f = _UNITS[p.name]
+        fitted = "fixed" if p.fixed else ("not identifiable" if p.value is None else _fmt(p.value, f))
+        print(f"  {p.name:15s} {unit:>10s} {_fmt(p.start, f):>11s} {fitted:>11s} {_fmt(p.ci95, f):>10s}")
+    if rep.not_identifiable:
+        print(f"  not identifiable: {rep.not_identifiable}")
+    print(f"  held-out prediction (t > {rep.split_time:.1f} s): RMS {rep.rms_before:.3f} -> {rep.rms_after:.3f} deg, "
+          f"max {rep.max_before:.3f} -> {rep.max_after:.3f} deg (data sheet -> fitted)")
+
+
+def _plot(path: str, traces, reports, simulate_loop) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    fig, axes = plt.subplots(2 * len(traces), 1, figsize=(11, 4.2 * len(traces)), sharex=True, squeeze=False)
+    for k, (tr, rep) in enumerate(zip(traces, reports)):
+        pred = simulate_loop(tr, np.vstack([[p.start for p in rep.params[:7]], rep.fitted.vector()]), rep.fitted,
+                             exact=True)
+        a, b = axes[2 * k, 0], axes[2 * k + 1, 0]
+        a.plot(tr.t, tr.virtual, color="0.6", lw=0.8, label="commanded")
+        a.plot(tr.t, tr.servo, color="k", lw=1.0, label="measured")
+        a.plot(tr.t, pred[1], color="tab:red", lw=0.8, ls="--", label="predicted (fitted)")
+        a.set_ylabel(f"{tr.label} (deg)")
+        b.plot(tr.t, pred[0] - tr.servo, color="tab:blue", lw=0.6, label=f"data sheet (held-out RMS {rep.rms_before:.3f}°)")
+        b.plot(tr.t, pred[1] - tr.servo, color="tab:red", lw=0.6, label=f"fitted (held-out RMS {rep.rms_after:.3f}°)")
+        b.set_ylabel("predicted − measured (deg)")
+        for ax in (a, b):
+            ax.axvline(rep.split_time, color="k", ls=":", lw=1)
+            ax.legend(loc="upper right", fontsize=8)
+        a.set_title(f"{tr.label}: fitted left of the dotted line, checked right of it")
+        unpowered = ~tr.powered
+        if unpowered.any():
+            a.fill_between(tr.t, *a.get_ylim(), where=unpowered, color="orange", alpha=0.2, lw=0)
+    axes[-1, 0].set_xlabel("time (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
