@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.utils import EzPickle
 
 from ..controllers.kinematics import chain_of, fk_batch
 from ..controllers.transforms import transform
@@ -35,7 +36,8 @@ from ..robots import RobotSpec
 from ..robots import get as get_robot
 from .actions import CartesianDeltaControl, ControlMode, JointDeltaControl
 from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
-from .tasks import RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
+from .tasks import PATH_SHAPES, RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
+from . import gym_options as opt
 from . import registration as _registration
 
 __all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "DEFAULT_PHYSICS_DT"]
@@ -68,7 +70,7 @@ def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
     return one, path
 
 
-class ArmEnv(gym.Env):
+class ArmEnv(gym.Env, EzPickle):
     """A robot arm in armtwin's world doing a :class:`~armtwin.envs.tasks.Task`.
 
     Use :class:`ReachEnv` or :class:`TrackEnv` (their docstrings are the manuals); this
@@ -96,23 +98,38 @@ class ArmEnv(gym.Env):
                  physics_dt: float | None = None, tool_step: float = 0.04, rot_step: float = 0.2,
                  joint_step: float = 0.05, render_mode: str | None = None, width: int = 320, height: int = 240,
                  camera: str = "iso") -> None:
-        self.robot_spec = get_robot(robot) if isinstance(robot, str) else robot
+        # every option is checked here, before a world exists (bounds: armtwin.envs.gym_options)
+        if isinstance(robot, RobotSpec):
+            self.robot_spec = robot
+        else:
+            try:
+                self.robot_spec = get_robot(robot)
+            except KeyError as exc:  # UnknownRobotError: a bad option value, like any other
+                raise ValueError(exc.args[0] if exc.args else str(exc)) from None
         spec = self.robot_spec
         self.joint_mode = JointMode.parse(joint_mode)
         self.control = ControlMode.parse(control)
-        self.orientation = bool(orientation)
-        if not (np.isfinite(control_freq) and control_freq > 0):
-            raise ValueError(f"control_freq must be > 0 Hz, got {control_freq}")
+        self.orientation = opt.flag("orientation", orientation)
+        control_freq = opt.number("control_freq", control_freq, opt.CONTROL_FREQ_HZ, "Hz", low_open=False)
+        if physics_dt is not None:
+            physics_dt = opt.number("physics_dt", physics_dt, opt.PHYSICS_DT_S, "s", low_open=False)
+        tool_step = opt.number("tool_step", tool_step, opt.TOOL_STEP_M, "m")
+        rot_step = opt.number("rot_step", rot_step, opt.ANGLE_STEP_RAD, "rad")
+        joint_step = opt.number("joint_step", joint_step, opt.ANGLE_STEP_RAD, "rad")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not available here; choose one of "
                              f"{self.metadata['render_modes']}" + ("" if "human" in _RENDER_MODES else " (no display for 'human')"))
-        if int(width) < 16 or int(height) < 16:
-            raise ValueError("width and height must be at least 16 pixels")
+        width = opt.whole("width", width, opt.FRAME_WIDTH)
+        height = opt.whole("height", height, opt.FRAME_HEIGHT)
+        cameras = cameras_for(spec)
+        if not isinstance(camera, str) or camera not in cameras:
+            raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(cameras)}")
         self.render_mode = render_mode
-        self.dt = 1.0 / float(control_freq)  # s, control period
+        self.dt = 1.0 / control_freq  # s, control period
         if physics_dt is None:
             physics_dt = DEFAULT_PHYSICS_DT[self.joint_mode] or self.dt
-        substeps = max(1, int(math.ceil(self.dt / float(physics_dt) - 1e-9)))  # never a longer physics step than asked
+        # never a longer physics step than asked; at most dt / PHYSICS_DT_S[0] substeps (bounded above)
+        substeps = max(1, int(math.ceil(self.dt / physics_dt - 1e-9)))
         self.physics = PhysicsConfig(dt=self.dt, substeps=substeps)
         self.metadata = {**type(self).metadata, "render_fps": int(round(control_freq))}  # a copy, per instance
 
@@ -122,11 +139,8 @@ class ArmEnv(gym.Env):
         self._ik, self._ik_path = _ik_solvers(spec) if self._needs_ik() else (None, None)
         self._chain = chain_of(spec)
 
-        cameras = cameras_for(spec)
-        if camera not in cameras:
-            raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(cameras)}")
         self._camera = cameras[camera]
-        self._size = (int(width), int(height))
+        self._size = (width, height)
 
         # the world and the robot
         self.world = World(self.physics, gui=(render_mode == "human"), renderer="tiny")
@@ -153,8 +167,29 @@ class ArmEnv(gym.Env):
         self._step_count = 0
         self._T_tool = np.eye(4)
         self._achieved = np.zeros(self.task.goals.size)
-        self._desired_obs = np.zeros(self.task.goals.size, dtype=np.float32)
+        self._live = False  # reset() starts the first episode
         self._wall = 0.0
+
+    # ----- copies ---------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle (pickle, cloudpickle, ``copy.deepcopy``) as the constructor's arguments and the
+        random generator's state — never the PyBullet world.
+
+        The copy builds a world of its own (so closing or collecting either never touches the
+        other, as Ray workers and vector envs need); it starts like a new env: call ``reset()``
+        (without a seed its episodes continue the original's random sequence).
+        """
+        state = EzPickle.__getstate__(self)
+        state["np_random"] = None if self._np_random is None else self._np_random.bit_generator.state
+        state["np_random_seed"] = self._np_random_seed
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).__init__(self, *state["_ezpickle_args"], **state["_ezpickle_kwargs"])
+        if state.get("np_random") is not None:
+            bitgen = getattr(np.random, state["np_random"]["bit_generator"])()
+            bitgen.state = state["np_random"]
+            self._np_random, self._np_random_seed = np.random.Generator(bitgen), state["np_random_seed"]
 
     # ----- subclass hooks -----------------------------------------------------------------
     def _make_task(self) -> Task:
@@ -185,35 +220,71 @@ class ArmEnv(gym.Env):
 
     # ----- the loop -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode. ``options``: ``"goal"`` (Reach: a goal vector), ``"q"`` (start joints),
-        ``"path"`` (Track: a :class:`~armtwin.envs.tasks.TimedPath`)."""
+        """Start an episode. ``options``: ``"q"`` (start joints, inside their ranges) and the task's own
+        (Reach: ``"goal"``, a goal vector inside the goal box; Track: ``"path"``, a
+        :class:`~armtwin.envs.tasks.TimedPath`). A refused option (ValueError) changes nothing."""
+        options = opt.reset_options(options, ("q",) + self.task.option_keys)
+        q_start = self._checked_joints(options["q"]) if "q" in options else None
+        if "goal" in options:
+            options["goal"] = self._checked_goal(options["goal"])
         super().reset(seed=seed)  # reseeds only when a seed is given: never on every reset
-        options = dict(options or {})
         q0 = self.task.reset(self.np_random, options)
-        if options.get("q") is not None:
-            q0 = np.asarray(options["q"], dtype=float)
-        q0 = self.robot_spec.home if q0 is None else q0
+        q0 = q_start if q_start is not None else (self.robot_spec.home if q0 is None else q0)
         self.robot.reset(q0)
         self.robot.command(q0)
         self.controller.reset(q0)
         self._step_count = 0
+        self._live = True
         self._wall = time.perf_counter()
         obs = self._observe()
         return obs, self._info(obs["achieved_goal"], obs["desired_goal"], False)
 
+    def _checked_joints(self, q: Any) -> np.ndarray:
+        """``options["q"]``: n finite joint values inside the joint ranges (rad / m), or ValueError."""
+        spec = self.robot_spec
+        q = opt.vector("options['q']", q, spec.dof)
+        outside = (q < spec.lower - 1e-9) | (q > spec.upper + 1e-9)
+        if np.any(outside):
+            k = int(np.argmax(outside))
+            raise ValueError(f"options['q']: joint {k + 1} = {q[k]:.6g} is outside its range "
+                             f"[{spec.lower[k]:.6g}, {spec.upper[k]:.6g}] {'m' if spec.prismatic[k] else 'rad'}")
+        return q
+
+    def _checked_goal(self, goal: Any) -> np.ndarray:
+        """``options["goal"]``: a goal vector inside the goal box, unit orientation part, or ValueError."""
+        g = opt.vector("options['goal']", goal, self.task.goals.size)
+        lo, hi = self._goal_low[:3], self._goal_high[:3]
+        if np.any(g[:3] < lo) or np.any(g[:3] > hi):
+            raise ValueError(f"options['goal']: position {g[:3].tolist()} m is outside the workspace box "
+                             f"[{lo[0]:.3f}, {hi[0]:.3f}] m per axis")
+        if g.size > 3 and abs(float(np.linalg.norm(g[3:])) - 1.0) > 1e-3:
+            what = "(cos, sin) of the roll" if g.size == 5 else "quaternion (x, y, z, w)"
+            raise ValueError(f"options['goal']: the orientation part must be a unit {what}, got {g[3:].tolist()}")
+        return g
+
     def step(self, action):
-        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        if a.shape != (self.controller.size,):
-            raise ValueError(f"action needs {self.controller.size} values, got {a.size}")
+        """One control step. A non-finite or wrongly shaped action is refused (ValueError) before any state
+        changes; values outside [-1, 1] are clipped."""
+        if not self._live:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        n = self.controller.size
+        try:
+            a = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"an action is {n} numbers in [-1, 1], got {action!r}") from None
+        if a.shape != (n,):
+            raise ValueError(f"action needs {n} values, got {a.size}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action has non-finite values {a.tolist()}; refused, nothing changed")
+        a = np.clip(a, -1.0, 1.0)
         k = self._step_count
-        desired = self._desired_obs  # the float32 desired goal the agent saw
         q_prev = self.controller.q_ref
         q_cmd, ik_failed = self.controller(a, self.task.reference(k))
         self.robot.command(q_cmd, (q_cmd - q_prev) / self.dt)  # the G-code runner's command path
         self.world.step(1)
         self._step_count = k + 1
         obs = self._observe()
-        info = self._info(obs["achieved_goal"], desired, ik_failed)
+        info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed)
         reward = float(self.task.reward_of(info["distance"], info.get("angle_error", 0.0), info["is_success"]))
         terminated = bool(info["is_success"] and self._terminate_on_success())
         truncated = info["unstable"] or self._step_count >= self.task.episode_steps()
@@ -240,11 +311,10 @@ class ArmEnv(gym.Env):
         desired = self.task.desired_goal(self._step_count)
         lo, hi = self._goal_low, self._goal_high
         mn, mx = np.minimum, np.maximum  # plain ufuncs: np.clip's wrapper costs more than the work
-        self._desired_obs = mn(mx(np.asarray(desired, dtype=np.float32), lo), hi)
         return {
             "observation": mn(mx(vec.astype(np.float32), self._obs_low), self._obs_high),
             "achieved_goal": mn(mx(self._achieved.astype(np.float32), lo), hi),
-            "desired_goal": self._desired_obs.copy(),
+            "desired_goal": mn(mx(np.asarray(desired, dtype=np.float32), lo), hi),
         }
 
     def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool) -> dict[str, Any]:
@@ -258,8 +328,9 @@ class ArmEnv(gym.Env):
     def compute_reward(self, achieved_goal, desired_goal, info=None) -> np.ndarray:
         """Reward of goal batches ``(..., g)`` -> ``(...)`` float32 (vectorised, for HER).
 
-        ``info`` is not used; step k's reward equals
-        ``compute_reward(obs[k+1]["achieved_goal"], obs[k]["desired_goal"], info)``.
+        ``info`` is not used. The reward a step returns equals
+        ``compute_reward(obs["achieved_goal"], obs["desired_goal"], info)`` of the observation that
+        step returns (the Gymnasium-Robotics GoalEnv contract, checked by SB3's ``check_env``).
         """
         return self.task.compute_reward(achieved_goal, desired_goal, info)
 
@@ -388,15 +459,23 @@ class ReachEnv(ArmEnv):
     | ``terminate_on_success`` | False | end the episode when the goal is reached |
 
     ## Version history
-    * v0: initial version.
+    * v0: initial version; options and reset options are checked when given (a ValueError
+      naming the option), a refused action changes no state, copies are independent.
     """
 
     def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
                  distance_threshold: float = 0.02, angle_threshold: float = 0.1, episode_steps: int = 50,
                  goal_spread: float = 1.2, terminate_on_success: bool = False, **kwargs: Any) -> None:
-        self._task_args = dict(reward_type=RewardType.parse(reward), distance_threshold=distance_threshold,
-                               angle_threshold=angle_threshold, episode_steps=episode_steps, goal_spread=goal_spread)
-        self._terminate = bool(terminate_on_success)
+        EzPickle.__init__(self, robot, reward=reward, distance_threshold=distance_threshold,
+                          angle_threshold=angle_threshold, episode_steps=episode_steps, goal_spread=goal_spread,
+                          terminate_on_success=terminate_on_success, **kwargs)
+        self._task_args = dict(
+            reward_type=RewardType.parse(reward),
+            distance_threshold=opt.number("distance_threshold", distance_threshold, opt.DISTANCE_THRESHOLD_M, "m"),
+            angle_threshold=opt.number("angle_threshold", angle_threshold, opt.ANGLE_THRESHOLD_RAD, "rad"),
+            episode_steps=opt.whole("episode_steps", episode_steps, (1, opt.MAX_EPISODE_STEPS)),
+            goal_spread=opt.number("goal_spread", goal_spread, opt.GOAL_SPREAD_RAD, "rad"))
+        self._terminate = opt.flag("terminate_on_success", terminate_on_success)
         super().__init__(robot, **kwargs)
 
     def _make_task(self) -> Task:
@@ -445,12 +524,15 @@ class TrackEnv(ArmEnv):
     As :class:`ReachEnv` (``observation``: n + n + n + 3 + 2|6 values), then 3 ×
     ``lookahead`` values — the next path points relative to the desired goal, m — and the
     phase k / steps in [0, 1]. ``achieved_goal``: tool position (3,), m;
-    ``desired_goal``: the path position at (k + 1)·dt (3,), m.
+    ``desired_goal``: the path position at k·dt after k steps (3,), m — where the tool should be
+    now, the point the step that led here is scored against (the first look-ahead point is
+    the next step's target).
 
     ## Rewards
     ``reward="dense"`` (default): −(distance from the path point, m). ``reward="sparse"``:
-    0 within ``distance_threshold`` m, else −1. Step k's reward is
-    ``compute_reward(obs[k+1]["achieved_goal"], obs[k]["desired_goal"], info)``.
+    0 within ``distance_threshold`` m, else −1. A step's reward is
+    ``compute_reward(obs["achieved_goal"], obs["desired_goal"], info)`` of the observation it
+    returns (the GoalEnv contract HER relies on).
 
     ## Episode end
     Truncation at the end of the path (``duration`` × ``control_freq`` steps) or when the
@@ -458,7 +540,7 @@ class TrackEnv(ArmEnv):
     tool is within ``distance_threshold`` of the path.
 
     ## Arguments
-    ``gymnasium.make("armtwin/IRB120Track-v0", **kwargs)``; ids ScaraTrack, IRB120Track and
+    ``gymnasium.make("armtwin/IRB120Track-v1", **kwargs)``; ids ScaraTrack, IRB120Track and
     AuboI5Track set ``robot``. All arguments of :class:`ArmEnv` except ``orientation``
     (position paths, orientation held), and:
 
@@ -475,6 +557,10 @@ class TrackEnv(ArmEnv):
     | ``tool_step`` | 0.01 | m per step at action 1 |
 
     ## Version history
+    * v1: the desired goal after k steps is the path point at k·dt, the one the last step is
+      scored against (v0 showed the next step's point and scored against the previous
+      observation's goal, so ``compute_reward`` of a step's own observation differed from its
+      reward); ``lookahead`` >= 1; every option and reset option checked when given.
     * v0: initial version.
     """
 
@@ -483,18 +569,25 @@ class TrackEnv(ArmEnv):
                  program: str | None = None,
                  path_factory: Callable[[np.random.Generator], TimedPath] | None = None, residual: bool = True,
                  lookahead: int = 3, tool_step: float = 0.01, **kwargs: Any) -> None:
-        if kwargs.get("orientation"):
+        EzPickle.__init__(self, robot, reward=reward, distance_threshold=distance_threshold, duration=duration,
+                          path=path, program=program, path_factory=path_factory, residual=residual,
+                          lookahead=lookahead, tool_step=tool_step, **kwargs)
+        if opt.flag("orientation", kwargs.get("orientation", False)):
             raise ValueError("Track follows positions; orientation=True is not supported")
-        if not (np.isfinite(duration) and duration > 0):
-            raise ValueError(f"duration must be > 0 s, got {duration}")
         self._reward = RewardType.parse(reward)
-        self._threshold = float(distance_threshold)
-        self._duration = float(duration)
-        self._shape = str(path)
+        self._threshold = opt.number("distance_threshold", distance_threshold, opt.DISTANCE_THRESHOLD_M, "m")
+        self._duration = opt.number("duration", duration, (0.0, opt.MAX_EPISODE_STEPS / opt.CONTROL_FREQ_HZ[0]), "s")
+        if not isinstance(path, str):
+            raise ValueError(f"path must be a shape name ({', '.join(('random',) + PATH_SHAPES)}), got {path!r}")
+        if program is not None and not isinstance(program, str):
+            raise ValueError(f"program must be a G-code file name or text, got {type(program).__name__}")
+        if path_factory is not None and not callable(path_factory):
+            raise ValueError(f"path_factory must be a callable rng -> TimedPath, got {type(path_factory).__name__}")
+        self._shape = path
         self._factory = path_factory
         self._program = program
-        self._residual = bool(residual)
-        self._lookahead = int(lookahead)
+        self._residual = opt.flag("residual", residual)
+        self._lookahead = opt.whole("lookahead", lookahead, opt.LOOKAHEAD)
         super().__init__(robot, tool_step=tool_step, **kwargs)
 
     def _needs_ik(self) -> bool:
@@ -502,6 +595,10 @@ class TrackEnv(ArmEnv):
 
     def _make_task(self) -> Task:
         spec = self.robot_spec
+        steps = int(math.ceil(self._duration / self.dt - 1e-9))
+        if steps > opt.MAX_EPISODE_STEPS:
+            raise ValueError(f"duration {self._duration:g} s at {1 / self.dt:g} Hz is {steps} control steps; "
+                             f"at most {opt.MAX_EPISODE_STEPS} per episode")
         home = spec.home
         T_home = fk_batch(self._chain, home[None])[0]
         centres = Reach(spec, mount_z=self._mount_z, goal_spread=0.8,

@@ -29,9 +29,9 @@ ENV_IDS = MappingProxyType({
     "armtwin/ScaraReach-v0": (_REACH, {"robot": "scara"}),
     "armtwin/IRB120Reach-v0": (_REACH, {"robot": "irb120"}),
     "armtwin/AuboI5Reach-v0": (_REACH, {"robot": "aubo_i5"}),
-    "armtwin/ScaraTrack-v0": (_TRACK, {"robot": "scara"}),
-    "armtwin/IRB120Track-v0": (_TRACK, {"robot": "irb120"}),
-    "armtwin/AuboI5Track-v0": (_TRACK, {"robot": "aubo_i5"}),
+    "armtwin/ScaraTrack-v1": (_TRACK, {"robot": "scara"}),
+    "armtwin/IRB120Track-v1": (_TRACK, {"robot": "irb120"}),
+    "armtwin/AuboI5Track-v1": (_TRACK, {"robot": "aubo_i5"}),
 })
 
 

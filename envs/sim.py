@@ -194,6 +194,11 @@ class World:
     def __del__(self) -> None:
         self.close()
 
+    def __reduce__(self):
+        """A world is its PyBullet client: a copy would share it and disconnect it when collected."""
+        raise TypeError("a World owns a PyBullet client and cannot be pickled or copied; build a new World "
+                        "(armtwin's Gymnasium envs pickle as their arguments and build their own)")
+
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,

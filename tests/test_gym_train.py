@@ -59,7 +59,7 @@ def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
     (["train", "armtwin/ScaraReach-v0", "--steps", "0"], "--steps"),
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "nokeyvalue"], "KEY=VALUE"),
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "render_mode=\"rgb_array\""], "render_mode"),
-    (["train", "armtwin/ScaraTrack-v0", "--env-kw", "program=\"no_such_program.ngc\""], "no such file"),
+    (["train", "armtwin/ScaraTrack-v1", "--env-kw", "program=\"no_such_program.ngc\""], "no such file"),
 ])
 def test_train_bad_input_is_one_line_exit_2(argv, needle, capsys):
     _require_stable_baselines3()
