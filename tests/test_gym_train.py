@@ -51,7 +51,7 @@ def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)  # import fails
     assert main(["train", "armtwin/ScaraReach-v0", "--steps", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "rl extra" in err[0] and "stable-baselines3" in err[0]
+    assert len(err) == 1 and "'rl' extra" in err[0] and 'pip install -e ".[rl]"' in err[0]
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -80,3 +80,112 @@ def test_bench_env_json(capsys):
             res["armtwin"]["steps_per_s_cpu"] / res["panda_gym"]["steps_per_s_cpu"])
     else:
         assert res["ratio_vs_panda_gym"] is None and res["panda_gym_error"]
+
+
+# ----- interruption (issue 15 item 7): the policy so far, the curve and a summary are kept --------------
+
+import os
+import signal
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+_FAST = ["--env-kw", "control=\"joint\"", "--env-kw", "episode_steps=20", "--learning-starts", "40",
+         "--eval-episodes", "2", "--video-episodes", "1"]
+
+
+def _start_train(out: Path, steps: int, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "armtwin", "train", "armtwin/ScaraReach-v0", "--steps", str(steps), "--out", str(out),
+            *_FAST, *extra]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(proc: subprocess.Popen, needle: str, timeout: float = 120.0) -> str:
+    """Read the child's stderr until ``needle`` shows (progress lines end in \\r or \\n)."""
+    seen = ""
+    t0 = time.monotonic()
+    while needle not in seen:
+        ch = proc.stderr.read(1)
+        if not ch:
+            raise AssertionError(f"the run ended before {needle!r}: {seen[-500:]}")
+        seen += ch
+        assert time.monotonic() - t0 < timeout, seen[-500:]
+    return seen
+
+
+def _assert_kept(out: Path, err: str) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    for key, path in summary["files"].items():
+        assert Path(path).is_file() and Path(path).stat().st_size > 0, key
+    assert "policy.pth" in zipfile.ZipFile(out / "policy.zip").namelist()
+    assert (out / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    if (out / "eval.mp4").exists():      # a video cut short is closed, so it plays
+        import imageio.v2 as imageio
+        assert len(imageio.mimread(out / "eval.mp4")) > 0
+    assert "Traceback" not in err
+    return summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_train_keeps_policy_curve_and_summary_and_says_so(tmp_path, sig):
+    _require_stable_baselines3()
+    out = tmp_path / "run"
+    proc = _start_train(out, 20_000)
+    try:
+        _wait_for(proc, "train: 400/")              # training is under way (40 random steps, then learning)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig, err[-2000:]
+    summary = _assert_kept(out, err)
+    assert summary["interrupted"] is True and 400 <= summary["steps_done"] < 20_000
+    assert summary["success_rate"] is None and summary["eval_episodes"] == 0   # no evaluation after a stop
+    for name in ("policy.zip", "vecnormalize.pkl", "learning_curve.png", "monitor.csv", "summary.json"):
+        assert (out / name).is_file(), name
+    last = err.strip().splitlines()[-1]
+    assert f"interrupted by {signal.Signals(sig).name}" in last
+    for name in ("policy.zip", "vecnormalize.pkl", "learning_curve.png", "monitor.csv", "summary.json"):
+        assert name in last, name
+    # the policy so far is a working policy
+    from stable_baselines3 import SAC
+    import gymnasium as gym
+    import armtwin.envs.registration  # noqa: F401
+    env = gym.make("armtwin/ScaraReach-v0", control="joint", episode_steps=20)
+    try:
+        model = SAC.load(out / "policy.zip", env=env)
+        obs, _ = env.reset(seed=0)
+        action, _ = model.predict(obs, deterministic=True)
+        assert env.action_space.contains(action)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_signals_at_random_moments_of_train_never_lose_what_was_written(tmp_path):
+    """Seeded: SIGINT or SIGTERM at a random moment from start-up to evaluation. The run ends with
+    0 (it had finished) or 128 + the signal, never a traceback; whatever summary.json lists exists
+    and is whole; the policy is a valid archive; a video cut short still plays."""
+    _require_stable_baselines3()
+    rng = np.random.default_rng(2026)
+    outcomes = set()
+    for trial in range(4):
+        out = tmp_path / f"run{trial}"
+        sig = [signal.SIGINT, signal.SIGTERM][int(rng.integers(2))]
+        proc = _start_train(out, 300)
+        try:
+            _wait_for(proc, "Ctrl-C stops")          # handlers are installed before this line is printed
+            time.sleep(float(rng.uniform(0.0, 6.0)))
+            if proc.poll() is None:
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode in (0, 128 + sig), err[-2000:]
+        summary = _assert_kept(out, err)
+        assert summary["interrupted"] == (proc.returncode != 0)
+        outcomes.add("finished" if proc.returncode == 0 else "stopped at %s" % (
+            "evaluation" if summary["steps_done"] == 300 else "training"))
+    assert len(outcomes) >= 2, outcomes   # the moments fell into different phases
