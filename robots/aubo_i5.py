@@ -59,19 +59,18 @@ SPEC = RobotSpec(
         "home": tuple(np.radians((0, -20, 80, 10, 90, 0))),  # tool pointing down at (612, -122, 323) mm
     },
     geometry={"d1": 0.0985, "d2": 0.1215, "a2": 0.408, "a3": 0.376, "d5": 0.1025, "d6": 0.094},
-    # Hinge gains by a stability rule, not by hand (envs/sim.py, JointMode.HINGE). Per joint, with
-    # I_min / I_max the smallest / largest joint-space inertia diagonal M_ii over the joint ranges
-    # (no payload / rated payload; the effective inertia 1/(M⁻¹)_ii tracked worse on this arm) and
-    # h = 1/240 s: x = h²K/I_min, y = 2h(D + joint_damping)/I_min with x + y = 2 and damping
-    # ratio >= 0.1 at I_max (joint_damping = 10 % of the total damping); then all gains scaled by
-    # one factor so that max over 400 random poses of eig(M(q)⁻¹ (h²K + 2h(D + joint_damping))) = 2,
-    # half the explicit-Euler limit of 4 (the coupled J2–J3 mode buzzes at the Nyquist rate above
-    # it). Friction: implicit, stable at any value.
+    # Hinge gains by a rule, not by hand (envs/drives.py: `python -m armtwin.envs.drives aubo_i5`):
+    # the stiffness shape of the first design (x + y = 2 per joint at h = 1/240 s over the inertia
+    # range) scaled to the largest factor at which, with every joint damped to zeta = 0.2 at its
+    # heaviest pose (10 % of it the joint's own damping), max over 400 random poses of
+    # eig(M(q)⁻¹ (h²K + 2h(D + joint_damping))) = 2, half the explicit-Euler limit. The first design
+    # had zeta 0.05 on J1–J3: its ringing, excited by a policy's 25 Hz command steps, took the light
+    # wrist past 10x its speed limit in 19 of 20 random-action Gym episodes. Friction: implicit.
     drive=DriveGains(
-        stiffness=(1200.0, 4100.0, 3600.0, 190.0, 27.0, 0.14),
-        damping=(6.4, 12.0, 5.5, 0.33, 0.083, 0.0026),
+        stiffness=(320.0, 1060.0, 930.0, 50.0, 7.3, 0.037),
+        damping=(12.7, 22.9, 9.7, 0.43, 0.068, 0.0007),
         friction=(0.8, 0.8, 0.6, 0.1, 0.1, 0.05),
-        joint_damping=(0.72, 1.3, 0.62, 0.037, 0.0092, 0.00028),
+        joint_damping=(1.4, 2.5, 1.1, 0.048, 0.0075, 0.000078),
     ),
     dh={"convention": ("modified",), "a_mm": A_MM, "alpha_deg": ALPHA_DEG, "d_mm": D_MM, "offset_deg": OFFSET_DEG},
     # G-code (docs/GCODE.md): default work origin (m, reporting frame), G0 speed (m/s), tool acceleration
