@@ -25,22 +25,24 @@ from typing import Any, Callable
 
 import gymnasium as gym
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import EzPickle
 
+from ..controllers import ik
 from ..controllers.kinematics import chain_of, fk_batch
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from ..robots import get as get_robot
-from .actions import CartesianDeltaControl, ControlMode, JointDeltaControl
+from .actions import CartesianDeltaBatch, CartesianDeltaControl, ControlMode, JointDeltaBatch, JointDeltaControl
 from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
 from .tasks import PATH_SHAPES, RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
 from . import gym_options as opt
 from . import registration as _registration
 
-__all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "DEFAULT_PHYSICS_DT"]
+__all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "ObservationLayout", "DEFAULT_PHYSICS_DT"]
 
 #: physics step (s) per joint model when ``physics_dt`` is not given: the kinematic model
 #: needs no physics, the engine's implicit drive is accurate at 100 Hz, and the explicit
@@ -54,10 +56,6 @@ _RENDER_MODES = ["rgb_array", "human"] if os.environ.get("DISPLAY") else ["rgb_a
 
 def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
     """armtwin's IK as ``(T, q_near) -> q | None`` and ``(T (N,4,4), q0) -> (Q, ok)``."""
-    try:
-        from ..controllers import ik
-    except ImportError as exc:  # the IK module is a sibling package of this one
-        raise RuntimeError(f"Cartesian control and Track need armtwin.controllers.ik ({exc})") from None
 
     def one(T: np.ndarray, q_near: np.ndarray) -> np.ndarray | None:
         r = ik.solve(spec, T, q_near)
@@ -70,11 +68,73 @@ def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
     return one, path
 
 
+@dataclass(frozen=True, eq=False)
+class ObservationLayout:
+    """How robot states become the bounded float32 ``Dict`` observation — one code path for one env
+    and for N robots of a batched vector env (see :class:`ReachEnv`'s observation table).
+
+    Attributes:
+        q_mid, q_scale: (n,) joint range middles and 2 / span: positions to [-1, 1].
+        v_scale: (n,) 1 / speed limit.
+        lag_scale: (n,) 1 / span: (commanded − measured) joints.
+        roll_only: SCARA: the tool orientation is (cos, sin) of the roll.
+        obs_low, obs_high: (D,) float32 bounds of ``observation``.
+        goal_low, goal_high: (g,) float32 bounds of the goal vectors.
+    """
+
+    q_mid: np.ndarray
+    q_scale: np.ndarray
+    v_scale: np.ndarray
+    lag_scale: np.ndarray
+    roll_only: bool
+    obs_low: np.ndarray
+    obs_high: np.ndarray
+    goal_low: np.ndarray
+    goal_high: np.ndarray
+
+    @classmethod
+    def of(cls, spec: RobotSpec, box: tuple[np.ndarray, np.ndarray], task: Task) -> "ObservationLayout":
+        """The layout for ``spec`` with tool positions inside ``box`` (m) and ``task``'s own part."""
+        n, (lo, hi) = spec.dof, box
+        rot = 2 if spec.roll_only else 6
+        f = SimRobot.INSTABILITY_SPEED_FACTOR
+        t_lo, t_hi = task.obs_bounds(lo, hi)
+        low = np.concatenate([-np.ones(n), -f * np.ones(n), -np.ones(n), lo, -np.ones(rot), t_lo]).astype(np.float32)
+        high = np.concatenate([np.ones(n), f * np.ones(n), np.ones(n), hi, np.ones(rot), t_hi]).astype(np.float32)
+        g = task.goals.size
+        span = spec.upper - spec.lower
+        return cls(0.5 * (spec.upper + spec.lower), 2.0 / span, 1.0 / spec.max_velocity, 1.0 / span, spec.roll_only,
+                   low, high, np.concatenate([lo, -np.ones(g - 3)]).astype(np.float32),
+                   np.concatenate([hi, np.ones(g - 3)]).astype(np.float32))
+
+    def space(self) -> spaces.Dict:
+        """The observation space of one env."""
+        return spaces.Dict({
+            "observation": spaces.Box(self.obs_low, self.obs_high, dtype=np.float32),
+            "achieved_goal": spaces.Box(self.goal_low, self.goal_high, dtype=np.float32),
+            "desired_goal": spaces.Box(self.goal_low, self.goal_high, dtype=np.float32),
+        })
+
+    def vectors(self, q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, T: np.ndarray,
+                task: np.ndarray) -> np.ndarray:
+        """``observation`` (N, D) float32 of joints q, qd, q_ref (N, n), tool poses T (N, 4, 4) and the
+        task's part (N, m), clipped to the bounds."""
+        rot = T[:, :2, 0] if self.roll_only else T[:, :3, :2].transpose(0, 2, 1).reshape(len(T), 6)
+        vec = np.concatenate([(q - self.q_mid) * self.q_scale, qd * self.v_scale, (q_ref - q) * self.lag_scale,
+                              T[:, :3, 3], rot, task], axis=1)
+        # plain ufuncs: np.clip's wrapper costs more than the work
+        return np.minimum(np.maximum(vec.astype(np.float32), self.obs_low), self.obs_high)
+
+    def goals(self, g: np.ndarray) -> np.ndarray:
+        """Goal vectors (..., g) as float32, clipped to the bounds."""
+        return np.minimum(np.maximum(np.asarray(g, dtype=np.float32), self.goal_low), self.goal_high)
+
+
 class ArmEnv(gym.Env, EzPickle):
     """A robot arm in armtwin's world doing a :class:`~armtwin.envs.tasks.Task`.
 
     Use :class:`ReachEnv` or :class:`TrackEnv` (their docstrings are the manuals); this
-    class holds what they share. Subclasses implement :meth:`_make_task`.
+    class holds what they share. Subclasses implement :meth:`make_task`.
 
     Args:
         robot: robot id (``scara``, ``irb120``, ``aubo_i5``) or a spec.
@@ -135,7 +195,9 @@ class ArmEnv(gym.Env, EzPickle):
 
         # workspace bounds: every reachable flange position lies in this box (reporting frame)
         r = workspace_radius(spec)
-        self._box = (np.full(3, -r), np.full(3, r))
+        #: (low (3,), high (3,)) m: every reachable flange position lies in this box (reporting frame)
+        self.workspace_box = (np.full(3, -r), np.full(3, r))
+        self._tool_step, self._joint_step = tool_step, joint_step
         self._ik, self._ik_path = _ik_solvers(spec) if self._needs_ik() else (None, None)
         self._chain = chain_of(spec)
 
@@ -151,19 +213,17 @@ class ArmEnv(gym.Env, EzPickle):
             # the action interface and the task
             if self.control is ControlMode.CARTESIAN:
                 self.controller = CartesianDeltaControl(spec, self.dt, self._ik, orientation=self.orientation,
-                                                        tool_step=tool_step, rot_step=rot_step, box=self._box)
+                                                        tool_step=tool_step, rot_step=rot_step, box=self.workspace_box)
             else:
                 self.controller = JointDeltaControl(spec, self.dt, joint_step=joint_step, linear_step=tool_step / 4)
-            self.task: Task = self._make_task()
+            self.task: Task = self.make_task()
         except Exception:
             self.world.close()
             raise
 
         self.action_space = spaces.Box(-1.0, 1.0, (self.controller.size,), np.float32)
-        self.observation_space = self._make_observation_space()
-        span = spec.upper - spec.lower
-        self._q_mid, self._q_scale = 0.5 * (spec.upper + spec.lower), 2.0 / span
-        self._v_scale, self._lag_scale = 1.0 / spec.max_velocity, 1.0 / span
+        self.layout = ObservationLayout.of(spec, self.workspace_box, self.task)
+        self.observation_space = self.layout.space()
         self._step_count = 0
         self._T_tool = np.eye(4)
         self._achieved = np.zeros(self.task.goals.size)
@@ -191,32 +251,32 @@ class ArmEnv(gym.Env, EzPickle):
             bitgen.state = state["np_random"]
             self._np_random, self._np_random_seed = np.random.Generator(bitgen), state["np_random_seed"]
 
-    # ----- subclass hooks -----------------------------------------------------------------
-    def _make_task(self) -> Task:
+    # ----- subclass hooks (the batched vector envs use them too) -----------------------------
+    def make_task(self) -> Task:
+        """A fresh task of this env's kind and settings (the batched vector env makes one per robot)."""
         raise NotImplementedError
+
+    def terminates_on_success(self) -> bool:
+        """Whether an episode ends (terminated) when the goal is reached."""
+        return False
+
+    def make_controller(self, num: int) -> JointDeltaBatch | CartesianDeltaBatch:
+        """The action interface of this env's settings for ``num`` robots, with the batch IK."""
+        if self.control is ControlMode.CARTESIAN:
+            spec = self.robot_spec
+
+            def ik_batch(T: np.ndarray, q_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                r = ik.solve_batch(spec, T, q_near)
+                return r.q, r.ok
+
+            c = self.controller
+            return CartesianDeltaBatch(spec, self.dt, ik_batch, num, orientation=self.orientation,
+                                       tool_step=c.tool_step, rot_step=c.rot_step, box=self.workspace_box)
+        return JointDeltaBatch(self.robot_spec, self.dt, num, joint_step=self._joint_step,
+                               linear_step=self._tool_step / 4)
 
     def _needs_ik(self) -> bool:
         return self.control is ControlMode.CARTESIAN
-
-    # ----- spaces -------------------------------------------------------------------------
-    def _make_observation_space(self) -> spaces.Dict:
-        n = self.robot_spec.dof
-        lo, hi = self._box
-        rot = 2 if n == 4 else 6
-        f = SimRobot.INSTABILITY_SPEED_FACTOR
-        t_lo, t_hi = self.task.obs_bounds(lo, hi)
-        low = np.concatenate([-np.ones(n), -f * np.ones(n), -np.ones(n), lo, -np.ones(rot), t_lo])
-        high = np.concatenate([np.ones(n), f * np.ones(n), np.ones(n), hi, np.ones(rot), t_hi])
-        self._obs_low, self._obs_high = low.astype(np.float32), high.astype(np.float32)
-        g = self.task.goals.size
-        g_lo = np.concatenate([lo, -np.ones(g - 3)]).astype(np.float32)
-        g_hi = np.concatenate([hi, np.ones(g - 3)]).astype(np.float32)
-        self._goal_low, self._goal_high = g_lo, g_hi
-        return spaces.Dict({
-            "observation": spaces.Box(self._obs_low, self._obs_high, dtype=np.float32),
-            "achieved_goal": spaces.Box(g_lo, g_hi, dtype=np.float32),
-            "desired_goal": spaces.Box(g_lo, g_hi, dtype=np.float32),
-        })
 
     # ----- the loop -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -253,7 +313,7 @@ class ArmEnv(gym.Env, EzPickle):
     def _checked_goal(self, goal: Any) -> np.ndarray:
         """``options["goal"]``: a goal vector inside the goal box, unit orientation part, or ValueError."""
         g = opt.vector("options['goal']", goal, self.task.goals.size)
-        lo, hi = self._goal_low[:3], self._goal_high[:3]
+        lo, hi = self.layout.goal_low[:3], self.layout.goal_high[:3]
         if np.any(g[:3] < lo) or np.any(g[:3] > hi):
             raise ValueError(f"options['goal']: position {g[:3].tolist()} m is outside the workspace box "
                              f"[{lo[0]:.3f}, {hi[0]:.3f}] m per axis")
@@ -286,7 +346,7 @@ class ArmEnv(gym.Env, EzPickle):
         obs = self._observe()
         info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed)
         reward = float(self.task.reward_of(info["distance"], info.get("angle_error", 0.0), info["is_success"]))
-        terminated = bool(info["is_success"] and self._terminate_on_success())
+        terminated = bool(info["is_success"] and self.terminates_on_success())
         truncated = info["unstable"] or self._step_count >= self.task.episode_steps()
         if info["unstable"]:
             info["instability"] = self.robot.instability.message
@@ -294,27 +354,17 @@ class ArmEnv(gym.Env, EzPickle):
             self._sync_real_time()
         return obs, reward, terminated, truncated, info
 
-    def _terminate_on_success(self) -> bool:
-        return False
-
     def _observe(self) -> dict[str, np.ndarray]:
-        spec = self.robot_spec
         st = self.robot.state()
-        q = st.q
         T = self.robot.flange_pose()  # as the engine has it
         self._T_tool = T
         self._achieved = self.task.goals.of_pose(T)
-        rot = T[:2, 0] if spec.roll_only else T[:3, :2].T.ravel()
-        vec = np.concatenate([(q - self._q_mid) * self._q_scale, st.qd * self._v_scale,
-                              (self.controller.q_ref - q) * self._lag_scale, T[:3, 3], rot,
-                              self.task.observation(self._step_count, self._achieved)])
-        desired = self.task.desired_goal(self._step_count)
-        lo, hi = self._goal_low, self._goal_high
-        mn, mx = np.minimum, np.maximum  # plain ufuncs: np.clip's wrapper costs more than the work
+        task = self.task.observation(self._step_count, self._achieved)
+        L = self.layout
         return {
-            "observation": mn(mx(vec.astype(np.float32), self._obs_low), self._obs_high),
-            "achieved_goal": mn(mx(self._achieved.astype(np.float32), lo), hi),
-            "desired_goal": mn(mx(np.asarray(desired, dtype=np.float32), lo), hi),
+            "observation": L.vectors(st.q[None], st.qd[None], self.controller.q_ref[None], T[None], task[None])[0],
+            "achieved_goal": L.goals(self._achieved),
+            "desired_goal": L.goals(self.task.desired_goal(self._step_count)),
         }
 
     def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool) -> dict[str, Any]:
@@ -478,7 +528,7 @@ class ReachEnv(ArmEnv):
         self._terminate = opt.flag("terminate_on_success", terminate_on_success)
         super().__init__(robot, **kwargs)
 
-    def _make_task(self) -> Task:
+    def make_task(self) -> Task:
         feasible = None
         if self.control is ControlMode.CARTESIAN and not self.orientation:
             R0 = fk_batch(self._chain, self.robot_spec.home[None])[0][:3, :3]
@@ -490,7 +540,7 @@ class ReachEnv(ArmEnv):
         return Reach(self.robot_spec, orientation=self.orientation, mount_z=self._mount_z, feasible=feasible,
                      **self._task_args)
 
-    def _terminate_on_success(self) -> bool:
+    def terminates_on_success(self) -> bool:
         return self._terminate
 
 
@@ -593,7 +643,7 @@ class TrackEnv(ArmEnv):
     def _needs_ik(self) -> bool:
         return True
 
-    def _make_task(self) -> Task:
+    def make_task(self) -> Task:
         spec = self.robot_spec
         steps = int(math.ceil(self._duration / self.dt - 1e-9))
         if steps > opt.MAX_EPISODE_STEPS:

@@ -261,6 +261,15 @@ class World:
         """The stability guard's findings for all robots of this world (empty when all are stable)."""
         return [r.instability for r in self.robots if r.instability is not None]
 
+    def joint_states(self, robots: "list[SimRobot]") -> tuple[np.ndarray, np.ndarray]:
+        """Joint positions and velocities (len(robots), n) of robots with the same number of joints
+        (rad / m, rad/s / m/s): the batched vector envs' read, one engine call per robot."""
+        get, c = pybullet.getJointStates, self.client
+        raw = [get(r.body, r.joints, physicsClientId=c) for r in robots]
+        q = np.array([[j[0] for j in s] for s in raw])
+        qd = np.array([[j[1] for j in s] for s in raw])
+        return q, qd
+
     # ----- rendering ------------------------------------------------------------------
     def render(self, camera: Camera, width: int = 640, height: int = 480, *, rgba: bool = False) -> np.ndarray:
         """Image from ``camera`` (EGL when loaded, else TinyRenderer).
@@ -384,6 +393,8 @@ class SimRobot:
         self._kp = np.array(drive.stiffness, dtype=float)
         self._kd = np.array(drive.damping, dtype=float)
         self._friction = np.array(drive.friction, dtype=float)
+        # the articulation drive's constant arguments, sent every physics step: built once per drive
+        self._drive_lists = (self._effort.tolist(), [drive.position_gain] * n, [drive.velocity_gain] * n)
         for j, jd in zip(self.joints, drive.joint_damping):
             pybullet.changeDynamics(self.body, j, jointDamping=float(jd), physicsClientId=self.world.client)
         self._configure_motors()
@@ -404,12 +415,11 @@ class SimRobot:
                                         forces=forces.tolist(), physicsClientId=c)
 
     def _apply_articulation_drive(self, target: np.ndarray | None = None) -> None:
-        d, n = self.drive, self.spec.dof
+        forces, kp, kd = self._drive_lists
         pybullet.setJointMotorControlArray(
             self.body, self.joints, pybullet.POSITION_CONTROL,
             targetPositions=(self._q_cmd if target is None else target).tolist(), targetVelocities=self._qd_cmd.tolist(),
-            forces=self._effort.tolist(), positionGains=[d.position_gain] * n,
-            velocityGains=[d.velocity_gain] * n, physicsClientId=self.world.client)
+            forces=forces, positionGains=kp, velocityGains=kd, physicsClientId=self.world.client)
 
     def set_mode(self, mode: JointMode | str) -> None:
         """Switch the joint model, keeping the current state and targets."""

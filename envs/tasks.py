@@ -91,17 +91,16 @@ class GoalSpace:
         return 5 if self.scara else 7
 
     def of_pose(self, T: np.ndarray) -> np.ndarray:
-        """Goal vector (size,) of a (4, 4) tool pose."""
-        p = T[:3, 3]
+        """Goal vectors (..., size) of tool poses (..., 4, 4)."""
+        p = T[..., :3, 3]
         if not self.orientation:
             return p.copy()
         if self.scara:
-            roll = np.arctan2(T[1, 0], T[0, 0])
-            return np.array([p[0], p[1], p[2], np.cos(roll), np.sin(roll)])
-        q = matrix_to_quat(T[:3, :3])
-        if q[3] < 0:
-            q = -q
-        return np.concatenate([p, q])
+            roll = np.arctan2(T[..., 1, 0], T[..., 0, 0])
+            return np.concatenate([p, np.cos(roll)[..., None], np.sin(roll)[..., None]], axis=-1)
+        q = np.asarray(matrix_to_quat(T[..., :3, :3]))
+        q = np.where(q[..., 3:4] < 0, -q, q)
+        return np.concatenate([p, q], axis=-1)
 
     def errors(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Position error (m) and angle error (rad) of goal batches (..., size) -> (...), (...)."""
