@@ -18,6 +18,8 @@ document it. The registered ids live in :mod:`armtwin.envs.registration`, import
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 import time
 from types import MappingProxyType
@@ -40,6 +42,8 @@ from .actions import CartesianDeltaBatch, CartesianDeltaControl, ControlMode, Jo
 from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
 from .tasks import PATH_SHAPES, RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
 from . import gym_options as opt
+from .gym_options import ObsType
+from .randomize import Randomization, RandomizationSample
 from . import registration as _registration
 
 __all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "ObservationLayout", "DEFAULT_PHYSICS_DT"]
@@ -148,7 +152,12 @@ class ArmEnv(gym.Env, EzPickle):
         joint_step: rad per step at action 1 (joint control; prismatic joints use tool_step / 4).
         render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (PyBullet GUI; needs a display).
         width, height: pixels of ``rgb_array`` frames.
-        camera: camera preset name (``iso``, ``front``, ``side``, ``top``).
+        camera: camera preset name (``iso``, ``front``, ``side``, ``top``); also the view of
+            image observations.
+        obs_type: ``state``, ``rgb``, ``rgbd`` or ``both`` (:class:`~armtwin.envs.gym_options.ObsType`).
+        image_size: pixels per side of image observations.
+        randomize: per-episode domain randomisation (:class:`~armtwin.envs.randomize.Randomization`
+            or a dict of its fields); None: off.
     """
 
     metadata = {"render_modes": _RENDER_MODES, "render_fps": 25}
@@ -157,7 +166,8 @@ class ArmEnv(gym.Env, EzPickle):
                  control: str | ControlMode = "cartesian", orientation: bool = False, control_freq: float = 25.0,
                  physics_dt: float | None = None, tool_step: float = 0.04, rot_step: float = 0.2,
                  joint_step: float = 0.05, render_mode: str | None = None, width: int = 320, height: int = 240,
-                 camera: str = "iso") -> None:
+                 camera: str = "iso", obs_type: str | ObsType = "state", image_size: int = 84,
+                 randomize: Randomization | dict | None = None) -> None:
         # every option is checked here, before a world exists (bounds: armtwin.envs.gym_options)
         if isinstance(robot, RobotSpec):
             self.robot_spec = robot
@@ -184,6 +194,9 @@ class ArmEnv(gym.Env, EzPickle):
         cameras = cameras_for(spec)
         if not isinstance(camera, str) or camera not in cameras:
             raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(cameras)}")
+        self.obs_type = ObsType.parse(obs_type)
+        self.image_size = opt.whole("image_size", image_size, opt.IMAGE_SIZE)
+        self.randomization = Randomization.of(randomize)
         self.render_mode = render_mode
         self.dt = 1.0 / control_freq  # s, control period
         if physics_dt is None:
@@ -223,12 +236,31 @@ class ArmEnv(gym.Env, EzPickle):
 
         self.action_space = spaces.Box(-1.0, 1.0, (self.controller.size,), np.float32)
         self.layout = ObservationLayout.of(spec, self.workspace_box, self.task)
-        self.observation_space = self.layout.space()
+        self.observation_space = self._observation_space()
+        #: the current episode's randomisation draw (None when randomisation is off)
+        self.randomization_sample: RandomizationSample | None = None
+        self._pending: collections.deque = collections.deque()   # actions waiting out the latency
         self._step_count = 0
         self._T_tool = np.eye(4)
         self._achieved = np.zeros(self.task.goals.size)
         self._live = False  # reset() starts the first episode
         self._wall = 0.0
+
+    def _observation_space(self) -> spaces.Dict:
+        """The layout's Dict space, with the image for image observation types."""
+        base = self.layout.space()
+        if self.obs_type is ObsType.STATE:
+            return base
+        s, c = self.image_size, 4 if self.obs_type is ObsType.RGBD else 3
+        keys = {"image": spaces.Box(0, 255, (s, s, c), np.uint8)}
+        if self.obs_type is ObsType.BOTH:
+            keys = {"observation": base["observation"], **keys}
+        return spaces.Dict({**keys, "achieved_goal": base["achieved_goal"], "desired_goal": base["desired_goal"]})
+
+    @property
+    def depth_scale(self) -> float:
+        """m per unit of the depth channel of ``rgbd`` images (255 units span twice the camera distance)."""
+        return 2.0 * self._camera.distance / 255.0
 
     # ----- copies ---------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -290,6 +322,8 @@ class ArmEnv(gym.Env, EzPickle):
         super().reset(seed=seed)  # reseeds only when a seed is given: never on every reset
         q0 = self.task.reset(self.np_random, options)
         q0 = q_start if q_start is not None else (self.robot_spec.home if q0 is None else q0)
+        if self.randomization is not None:
+            self._randomize()
         self.robot.reset(q0)
         self.robot.command(q0)
         self.controller.reset(q0)
@@ -298,6 +332,22 @@ class ArmEnv(gym.Env, EzPickle):
         self._wall = time.perf_counter()
         obs = self._observe()
         return obs, self._info(obs["achieved_goal"], obs["desired_goal"], False)
+
+    def _randomize(self) -> None:
+        """Draw this episode's twin from the env's generator and apply it (drive, masses, payload)."""
+        r = self.randomization
+        d = self.randomization_sample = r.sample(self.np_random, self.robot.num_links)
+        if r.dynamic and self.joint_mode is not JointMode.KINEMATIC:
+            base, spec = self.robot_spec.drive, self.robot_spec
+            effort = spec.max_effort if base.effort is None else np.asarray(base.effort, dtype=float)
+            self.robot.set_drive(dataclasses.replace(
+                base, stiffness=tuple(np.asarray(base.stiffness) * d.gains), damping=tuple(np.asarray(base.damping) * d.gains),
+                position_gain=min(1.0, base.position_gain * d.gains), velocity_gain=min(1.0, base.velocity_gain * d.gains),
+                friction=tuple(np.asarray(base.friction) * d.friction),
+                joint_damping=tuple(np.asarray(base.joint_damping) * d.joint_damping), effort=tuple(effort * d.effort)))
+            self.robot.set_payload(d.payload)
+            self.robot.set_mass_scale(d.mass)
+        self._pending = collections.deque([np.zeros(self.controller.size)] * d.latency)
 
     def _checked_joints(self, q: Any) -> np.ndarray:
         """``options["q"]``: n finite joint values inside the joint ranges (rad / m), or ValueError."""
@@ -337,6 +387,9 @@ class ArmEnv(gym.Env, EzPickle):
         if not np.all(np.isfinite(a)):
             raise ValueError(f"action has non-finite values {a.tolist()}; refused, nothing changed")
         a = np.clip(a, -1.0, 1.0)
+        if self._pending:   # action latency (randomisation): the action of `latency` steps ago acts now
+            self._pending.append(a)
+            a = self._pending.popleft()
         k = self._step_count
         q_prev = self.controller.q_ref
         q_cmd, ik_failed = self.controller(a, self.task.reference(k))
@@ -359,13 +412,27 @@ class ArmEnv(gym.Env, EzPickle):
         T = self.robot.flange_pose()  # as the engine has it
         self._T_tool = T
         self._achieved = self.task.goals.of_pose(T)
-        task = self.task.observation(self._step_count, self._achieved)
-        L = self.layout
-        return {
-            "observation": L.vectors(st.q[None], st.qd[None], self.controller.q_ref[None], T[None], task[None])[0],
-            "achieved_goal": L.goals(self._achieved),
-            "desired_goal": L.goals(self.task.desired_goal(self._step_count)),
-        }
+        L, kind = self.layout, self.obs_type
+        obs: dict[str, np.ndarray] = {}
+        if kind is ObsType.STATE or kind is ObsType.BOTH:
+            task = self.task.observation(self._step_count, self._achieved)
+            vec = L.vectors(st.q[None], st.qd[None], self.controller.q_ref[None], T[None], task[None])[0]
+            d = self.randomization_sample
+            if d is not None and d.obs_noise > 0:
+                noise = self.np_random.normal(0.0, d.obs_noise, vec.shape).astype(np.float32)
+                vec = np.minimum(np.maximum(vec + noise, L.obs_low), L.obs_high)
+            obs["observation"] = vec
+        if kind is not ObsType.STATE:
+            s = self.image_size
+            rgb, depth = self.world.render_observation(self._camera, s, s, depth=kind is ObsType.RGBD)
+            self._draw_markers(rgb)
+            if depth is not None:
+                rgb = np.concatenate([rgb, np.clip(np.rint(depth / self.depth_scale), 0, 255).astype(np.uint8)[..., None]],
+                                     axis=2)
+            obs["image"] = rgb
+        obs["achieved_goal"] = L.goals(self._achieved)
+        obs["desired_goal"] = L.goals(self.task.desired_goal(self._step_count))
+        return obs
 
     def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool) -> dict[str, Any]:
         """Errors and flags of the goal pair the reward is computed from (float32, as observed)."""
@@ -373,6 +440,8 @@ class ArmEnv(gym.Env, EzPickle):
         info = {"is_success": success, "distance": dist, "ik_failed": bool(ik_failed), "unstable": not self.robot.stable}
         if self.task.goals.orientation:
             info["angle_error"] = ang
+        if self.randomization_sample is not None:
+            info["randomization"] = self.randomization_sample.as_dict()
         return info
 
     def compute_reward(self, achieved_goal, desired_goal, info=None) -> np.ndarray:
@@ -401,13 +470,18 @@ class ArmEnv(gym.Env, EzPickle):
             return None
         w, h = self._size
         img = self.world.render(self._camera, w, h)
+        self._draw_markers(img)
+        return img
+
+    def _draw_markers(self, img: np.ndarray) -> None:
+        """Paint the task's markers (the goal in red, a path in cyan) into ``img`` in place."""
         pts = self.task.markers()
         if len(pts):
+            h, w = img.shape[:2]
             wp = (self.robot.world_T_report @ np.c_[pts, np.ones(len(pts))].T).T[:, :3]
             uv = self._camera.project(wp, w, h)
             big = len(pts) == 1
             _draw_dots(img, uv, radius=max(2, w // 80) if big else 1, color=(230, 40, 40) if big else (0, 200, 230))
-        return img
 
     def _sync_real_time(self) -> None:
         ahead = self._wall + self._step_count * self.dt - time.perf_counter()
@@ -477,6 +551,20 @@ class ReachEnv(ArmEnv):
     | ``achieved_goal`` | 3, 5 or 7 | tool goal vector (position; + roll cos/sin or quaternion xyzw) |
     | ``desired_goal`` | 3, 5 or 7 | the goal, same layout |
 
+    ``obs_type`` (default ``"state"``) chooses what the policy sees besides the goals:
+    ``"rgb"`` replaces ``observation`` by ``image``, a (s, s, 3) uint8 picture from ``camera``
+    (s = ``image_size``, TinyRenderer without shadows, the goal drawn as a red dot);
+    ``"rgbd"`` adds a fourth channel, the depth along the view axis in units of
+    :attr:`depth_scale` m (255 = twice the camera distance or farther); ``"both"`` keeps
+    ``observation`` and adds the rgb ``image``. With ``randomize``, ``observation`` carries the
+    drawn noise (the goals never do).
+
+    ## Domain randomisation
+    ``randomize`` (default None: off) draws a new twin at every reset — drive gains and force
+    limits, friction, joint damping, link masses and inertias, payload, action latency,
+    observation noise — from the env's seeded generator; ``info["randomization"]`` reports the
+    draw (:mod:`armtwin.envs.randomize`).
+
     ## Rewards
     ``reward="sparse"`` (default): 0 when the position error is below
     ``distance_threshold`` (and, with orientation, the angle error below
@@ -497,7 +585,7 @@ class ReachEnv(ArmEnv):
     AuboI5Reach set ``robot``. All arguments of :class:`ArmEnv` (robot, joint_mode
     ="articulation", control="cartesian", orientation=False, control_freq=25.0,
     physics_dt=None, tool_step=0.04, rot_step=0.2, joint_step=0.05, render_mode=None,
-    width=320, height=240, camera="iso") and:
+    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None) and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -510,7 +598,8 @@ class ReachEnv(ArmEnv):
 
     ## Version history
     * v0: initial version; options and reset options are checked when given (a ValueError
-      naming the option), a refused action changes no state, copies are independent.
+      naming the option), a refused action changes no state, copies are independent;
+      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged).
     """
 
     def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
@@ -592,7 +681,8 @@ class TrackEnv(ArmEnv):
     ## Arguments
     ``gymnasium.make("armtwin/IRB120Track-v1", **kwargs)``; ids ScaraTrack, IRB120Track and
     AuboI5Track set ``robot``. All arguments of :class:`ArmEnv` except ``orientation``
-    (position paths, orientation held), and:
+    (position paths, orientation held; ``obs_type``, ``image_size`` and ``randomize`` as in
+    :class:`ReachEnv`), and:
 
     | argument | default | meaning |
     |---|---|---|

@@ -20,12 +20,27 @@ from typing import Any
 
 import numpy as np
 
+from ..controllers.choices import Choice
 from .config import MAX_VIDEO_SIZE, MIN_VIDEO_SIZE
 
-__all__ = ["CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
+__all__ = ["ObsType", "IMAGE_SIZE", "CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
            "ANGLE_THRESHOLD_RAD", "GOAL_SPREAD_RAD", "MAX_EPISODE_STEPS", "LOOKAHEAD", "FRAME_WIDTH", "FRAME_HEIGHT",
            "number", "whole", "flag", "vector", "reset_options"]
 
+class ObsType(Choice):
+    """What an observation holds besides the goals: the state vector, a camera image (RGB, or RGB
+    and depth), or both."""
+
+    __label__ = "observation type"
+
+    STATE = "state"
+    RGB = "rgb"
+    RGBD = "rgbd"
+    BOTH = "both"
+
+
+#: pixels per side of observation images (square)
+IMAGE_SIZE = (16, 256)
 #: actions per simulated second (Hz): at most one per millisecond, at least one per second
 CONTROL_FREQ_HZ = (1.0, 1000.0)
 #: physics step (s): at most 10 kHz physics (as ``armtwin compare``), at most 100 ms

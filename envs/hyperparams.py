@@ -69,6 +69,7 @@ def _flag(v: Any) -> bool:
 _COMMON = {
     "steps": (_pos_int, "a whole number of env steps > 0"),
     "normalize": (_flag, "true or false (observations normalised by running statistics)"),
+    "norm_epsilon": (_pos_float, "a number > 0 (the variance floor of the normalisation: std >= sqrt of it)"),
     "learning_rate": (_pos_float, "a number > 0"),
     "gamma": (_unit, "a number in (0, 1]"),
     "batch_size": (_pos_int, "a whole number > 0"),
@@ -116,6 +117,9 @@ class TrainSettings:
             from ``net_arch``; with HER, ``replay_buffer_kwargs`` — the replay buffer class itself
             is :mod:`armtwin.envs.training`'s business).
         overrides: the keys a run changed from the file (``--hp``), for the summary.
+        norm_epsilon: the normalisation's variance floor (VecNormalize ``epsilon``): a feature's
+            std is taken as at least its square root, so a nearly constant feature is not
+            amplified into noise.
     """
 
     algo: Algo
@@ -127,11 +131,12 @@ class TrainSettings:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     algo_kwargs: Mapping[str, Any] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    norm_epsilon: float = 1e-8
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values, for summary.json."""
         return {"algo": self.algo.value, "env_id": self.env_id, "hyperparams_version": self.version,
-                "steps": self.steps, "normalize": self.normalize, "her": self.her, "env_kwargs": dict(self.env_kwargs),
+                "steps": self.steps, "normalize": self.normalize, "norm_epsilon": self.norm_epsilon, "her": self.her, "env_kwargs": dict(self.env_kwargs),
                 "algo_kwargs": dict(self.algo_kwargs), "overrides": dict(self.overrides)}
 
 
@@ -205,6 +210,7 @@ def load_settings(algo: Algo | str, env_id: str, *, overrides: Mapping[str, Any]
     env_kw = {**merged.pop("env_kwargs", {}), **dict(env_kwargs or {})}
     steps = merged.pop("steps")
     normalize = merged.pop("normalize", True)
+    norm_epsilon = float(merged.pop("norm_epsilon", 1e-8))
     her = bool(merged.pop("her", False)) and algo is Algo.SAC and goal_env
     replay = {k: merged.pop(k) for k in ("n_sampled_goal", "goal_selection_strategy") if k in merged}
     if her:
@@ -212,4 +218,5 @@ def load_settings(algo: Algo | str, env_id: str, *, overrides: Mapping[str, Any]
     net = merged.pop("net_arch", [64, 64])
     merged["policy_kwargs"] = {"net_arch": list(net)}
     return TrainSettings(algo, env_id, int(data["version"]), int(steps), bool(normalize), her,
-                         MappingProxyType(env_kw), MappingProxyType(merged), MappingProxyType(overrides))
+                         MappingProxyType(env_kw), MappingProxyType(merged), MappingProxyType(overrides),
+                         norm_epsilon)

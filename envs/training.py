@@ -304,8 +304,11 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
                 raise ValueError(f"learning_starts must exceed the episode length ({episode} steps) when SAC uses "
                                  f"HER, got {starts}")
         if settings.normalize:
-            env = VecNormalize(base, norm_obs=True, norm_reward=False, clip_obs=10.0,
-                               gamma=float(settings.algo_kwargs.get("gamma", 0.99)))
+            space = base.observation_space
+            keys = ([k for k, sp in space.spaces.items() if not (sp.dtype == np.uint8 and len(sp.shape) == 3)]
+                    if isinstance(space, gym.spaces.Dict) else None)   # images are not normalised
+            env = VecNormalize(base, norm_obs=True, norm_reward=False, clip_obs=10.0, norm_obs_keys=keys,
+                               gamma=float(settings.algo_kwargs.get("gamma", 0.99)), epsilon=settings.norm_epsilon)
         model = _make_model(settings, env, seed, goal_env)
         t0, c0 = time.perf_counter(), time.process_time()
         if not stop():

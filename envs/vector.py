@@ -74,6 +74,9 @@ class ArmVectorEnv(VectorEnv):
         except ValueError:
             raise ValueError(f"autoreset_mode must be one of {', '.join(m.value for m in AutoresetMode)}, "
                              f"got {autoreset_mode!r}") from None
+        if kwargs.get("obs_type", "state") != "state" or kwargs.get("randomize") is not None:
+            raise ValueError("the batched vector env has state observations and no randomisation; for image "
+                             "observations or randomize use vectorization_mode='sync' or 'async'")
         if kwargs.get("render_mode") is not None:
             raise ValueError("a batched vector env does not render; leave render_mode out (or use "
                              "vectorization_mode='sync' for rendered single envs)")

@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=4000, help="env steps per environment (default 4000)")
     p.add_argument("--num-envs", type=int, default=16,
                    help="robots in the batched vector env (default 16; 0: skip it)")
+    p.add_argument("--image-size", type=int, default=84,
+                   help="also step the env with rgb image observations of this many pixels a side, for a quarter "
+                        "of --steps (default 84; 0: skip it)")
     p.add_argument("--frames", type=int, default=10,
                    help="rgb_array frames rendered per environment at its default size (default 10; 0: skip)")
     add_json_flag(p)
@@ -132,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--frames must be >= 0 (0: no rendering), got {args.frames}")
     if not 0 <= args.num_envs <= 1024:
         raise CliError(f"--num-envs must be from 0 (skip the vector env) to 1024, got {args.num_envs}")
+    if not (args.image_size == 0 or 16 <= args.image_size <= 256):
+        raise CliError(f"--image-size must be from 16 to 256 pixels (0: skip image observations), got {args.image_size}")
     import gymnasium as gym
 
     from ..envs import registration  # noqa: F401 - registers the ids
@@ -142,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         same = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", physics_dt=PANDA_PHYSICS_DT), seed=0)
         vec = (_VectorRunner(gym.make_vec(ARMTWIN_ID, num_envs=args.num_envs, control="cartesian",
                                           joint_mode="articulation"), seed=0) if args.num_envs else None)
+        img = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", obs_type="rgb",
+                                image_size=args.image_size), seed=0) if args.image_size else None)
     panda, panda_error = None, ""
     try:
         with _quiet_stdout():
@@ -156,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
         same.run(n)
         if vec is not None:
             vec.run(n)
+        if img is not None:
+            img.run(max(1, n // 4))
         if panda is not None:
             panda.run(n)
     res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
@@ -164,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
                        "physics_dt_s": ours.env.unwrapped.dt / ours.env.unwrapped.physics.substeps, **ours.result()},
            "armtwin_same_physics_dt": {"physics_dt_s": same.env.unwrapped.dt / same.env.unwrapped.physics.substeps,
                                        **same.result()}}
+    if img is not None:
+        res["armtwin_rgb"] = {"image_size": args.image_size, **img.result()}
     if vec is not None:
         res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
                                  **vec.result()}
@@ -190,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
     same.env.close()
     if vec is not None:
         vec.env.close()
+    if img is not None:
+        img.env.close()
     if args.json:
         print_json(res)
         return 0
@@ -202,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         label = f"  batched, {v['num_envs']} robots in one world"
         print(f"{label:34s} {v['steps']:7d} {v['steps_per_s_wall']:13.0f} {v['steps_per_s_cpu']:12.0f}"
               f"   physics step {v['physics_dt_s'] * 1000:.1f} ms, {res['vector_ratio_vs_single']:.2f}x the single env")
+    if img is not None:
+        g = res["armtwin_rgb"]
+        label = f"  rgb observations {g['image_size']}x{g['image_size']}"
+        print(f"{label:34s} {g['steps']:7d} {g['steps_per_s_wall']:13.0f} {g['steps_per_s_cpu']:12.0f}")
     c = res["armtwin_same_physics_dt"]
     print(f"{'  same, physics step as panda-gym':34s} {c['steps']:7d} {c['steps_per_s_wall']:13.0f} {c['steps_per_s_cpu']:12.0f}"
           f"   physics step {c['physics_dt_s'] * 1000:.1f} ms")

@@ -69,8 +69,13 @@ def test_train_bad_input_is_one_line_exit_2(argv, needle, capsys):
 
 
 def test_bench_env_json(capsys):
-    assert main(["bench", "env", "--steps", "8", "--frames", "1", "--json"]) == 0
+    assert main(["bench", "env", "--steps", "8", "--frames", "1", "--num-envs", "4", "--image-size", "32", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
+    v = res["armtwin_vector"]
+    assert v["num_envs"] == 4 and v["steps"] >= 8 and v["steps"] % 4 == 0   # whole vector steps
+    assert res["vector_ratio_vs_single"] == pytest.approx(
+        res["armtwin_vector"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"])
+    assert res["armtwin_rgb"]["image_size"] == 32 and res["armtwin_rgb"]["steps"] == 4
     assert res["armtwin"]["steps"] == 8 and res["armtwin"]["steps_per_s_cpu"] > 0
     assert res["armtwin"]["control"] == "cartesian" and res["armtwin"]["joint_mode"] == "articulation"
     assert res["armtwin"]["render"]["width"] == 320 and res["armtwin"]["render"]["fps_cpu"] > 0
