@@ -163,7 +163,7 @@ class CartesianDeltaBatch:
         T = base.copy()
         T[:, :3, 3] += action[:, :3] * self.tool_step
         if self.box is not None:
-            T[:, :3, 3] = np.clip(T[:, :3, 3], self.box[0], self.box[1])
+            T[:, :3, 3] = np.minimum(np.maximum(T[:, :3, 3], self.box[0]), self.box[1])
         if self.orientation:
             w = np.c_[np.zeros((len(action), 2)), action[:, 3]] if self.scara else action[:, 3:6]
             T[:, :3, :3] = _rotvec_matrices(w * self.rot_step) @ T[:, :3, :3]
@@ -178,15 +178,17 @@ class CartesianDeltaBatch:
             T = self.targets(action, reference[0])
             q_near = reference[1]
         q, ok = self.ik(T, q_near)
-        dq = np.where(ok[:, None], q - self._q, 0.0)
-        limited = np.clip(dq, -self._max_dq, self._max_dq)
+        every = bool(ok.all())
+        dq = q - self._q if every else np.where(ok[:, None], q - self._q, 0.0)
+        # plain ufuncs: np.clip's wrapper costs more than the work at these sizes
+        limited = np.minimum(np.maximum(dq, -self._max_dq), self._max_dq)
         self._q = self._q + limited
-        self._clipped = np.any(limited != dq, axis=1)
+        self._clipped = (limited != dq).any(1)
         if reference is None:
-            if np.any(self._clipped):  # the joints could not get there in one step: hold where they go
+            if self._clipped.any():  # the joints could not get there in one step: hold where they go
                 T[self._clipped, :3, 3] = fk_batch(self._chain, self._q[self._clipped])[:, :3, 3]
             # the orientation stays the one asked for (the IK pulls it back); failed rows keep their pose
-            self._T = np.where(ok[:, None, None], T, self._T)
+            self._T = T if every else np.where(ok[:, None, None], T, self._T)
         return self._q.copy(), ~ok
 
     @property
