@@ -145,3 +145,55 @@ def camera_for_path(points, base=(0.0, 0.0, 0.0), *, min_size: float = 0.25, mar
     ahead = np.degrees(np.arctan2(away[1], away[0])) if np.hypot(*away) > 1e-6 else 0.0
     dist = 0.5 * margin * size / np.tan(np.radians(Camera.fov / 2))
     return Camera(tuple(centre), dist, azimuth=float(ahead - 90.0), elevation=50.0)
+
+
+def cameras_for_work(spec: RobotSpec, work_points, base=(0.0, 0.0, 0.0), *, close_size: float = 0.08,
+                     aspect: float = 4 / 3) -> tuple[Camera, Camera]:
+    """The two cameras of a run's default video: the whole arm with its work, and a close-up of the work.
+
+    The **scene** camera looks from the side of the line from the robot's base to the work (from
+    −y for work straight ahead along +x), a little from the front and above, so the arm reaches
+    from the left and the work lies beside it, text in the x–y plane reading the right way round;
+    it is placed far enough to hold the arm's reach around its base and the work. The
+    **close-up** looks down at 45° onto the work from the same side, framing its bounding box (at
+    least ``close_size`` m across) — the wrist stands above the point it works on and hides the
+    part of the work beyond it, not what was just made.
+
+    Args:
+        spec: the robot.
+        work_points: (N, 3) the work (e.g. the program's feed moves), world frame, m.
+        base: where the robot stands (world, m).
+        aspect: width / height of the picture.
+
+    Returns:
+        (scene, close_up).
+
+    Raises:
+        ValueError: no finite work point.
+    """
+    pts = np.asarray(work_points, dtype=float).reshape(-1, 3)
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if len(pts) == 0:
+        raise ValueError("cameras_for_work needs at least one finite point")
+    base = np.asarray(base, dtype=float)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    centre = 0.5 * (lo + hi)
+    away = centre[:2] - base[:2]
+    ahead = float(np.degrees(np.arctan2(away[1], away[0]))) if np.hypot(*away) > 1e-6 else 0.0
+    # the scene: the reach around the base (at the height of the arm) and the work
+    r = float(spec.reach)
+    frames = spec.report_frame.matrix @ fk_frames(chain_of(spec), spec.home)
+    top = max(float(np.max(frames[:, 2, 3])), 0.4 * r)
+    box = np.vstack([pts, base + [0.0, 0.0, top], base + [0.0, 0.0, 0.0],
+                     base + [0.35 * r * np.cos(np.radians(ahead)), 0.35 * r * np.sin(np.radians(ahead)), 0.6 * top]])
+    blo, bhi = box.min(axis=0), box.max(axis=0)
+    target = 0.5 * (blo + bhi)
+    fov = 40.0
+    span = float(np.linalg.norm(bhi - blo))
+    dist = 0.62 * span / np.tan(np.radians(fov / 2)) / min(1.0, aspect / (4 / 3))
+    scene = Camera(tuple(target), dist, azimuth=ahead - 75.0, elevation=22.0, fov=fov)
+    size = max(float(np.linalg.norm((hi - lo)[:2])), close_size)
+    close_fov = 30.0
+    close = Camera(tuple(centre), 0.75 * size / np.tan(np.radians(close_fov / 2)), azimuth=ahead - 90.0,
+                   elevation=45.0, fov=close_fov, near=0.005)
+    return scene, close

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FOLLOWED_STYLE", "PLANNED_STYLE", "Compositor", "EncoderProcess", "TrailStyle", "draw_polyline",
-           "format_rows"]
+__all__ = ["FOLLOWED_STYLE", "PLANNED_STYLE", "TRAVEL_STYLE", "Compositor", "EncoderProcess", "FrameSettings",
+           "TrailStyle", "ViewData", "draw_polyline", "format_rows"]
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,42 @@ class TrailStyle:
         color: RGB 0..255.
         width: line width, pixels.
         opacity: 0..1.
+        dash: (on, off) lengths in pixels for a dashed line, or None for a solid one.
     """
 
     color: tuple[int, int, int]
     width: float = 2.0
     opacity: float = 1.0
+    dash: tuple[float, float] | None = None
 
 
 PLANNED_STYLE = TrailStyle((40, 200, 255), 1.6, 0.9)
+#: the programmed travel (G0) moves: dimmed and dashed, so the work stands out
+TRAVEL_STYLE = TrailStyle((150, 150, 160), 1.2, 0.55, dash=(6.0, 5.0))
 FOLLOWED_STYLE = TrailStyle((235, 30, 200), 2.4, 1.0)   # magenta: apart from every robot colour and the floor
+
+
+def dashes(px: np.ndarray, on: float, off: float, phase: float = 0.0) -> list[np.ndarray]:
+    """The "on" pieces of a dashed polyline ((k, 2) pixels; NaN rows break it), ``on``/``off`` pixels long."""
+    px = np.asarray(px, dtype=np.float64).reshape(-1, 2)
+    out: list[np.ndarray] = []
+    period = on + off
+    for piece in np.split(px, np.flatnonzero(~np.all(np.isfinite(px), axis=1))):
+        piece = piece[np.all(np.isfinite(piece), axis=1)]
+        if len(piece) < 2:
+            continue
+        seg = np.hypot(*np.diff(piece, axis=0).T)
+        s = np.r_[0.0, np.cumsum(seg)]
+        start = -phase
+        while start < s[-1]:
+            a, b = max(start, 0.0), min(start + on, s[-1])
+            if b > a:
+                inner = (s > a) & (s < b)
+                pts = np.vstack([[np.interp(a, s, piece[:, 0]), np.interp(a, s, piece[:, 1])], piece[inner],
+                                 [np.interp(b, s, piece[:, 0]), np.interp(b, s, piece[:, 1])]])
+                out.append(pts)
+            start += period
+    return out
 
 
 # ----- anti-aliased polylines ---------------------------------------------------------------
@@ -131,20 +158,38 @@ class _Layer:
     Only its covered pixels are blended (a trail is a thin line: a few thousand pixels, where
     its bounding box can be most of the frame). Coverage only grows until the layer is
     replaced, so each draw adds the pixels it newly covered inside its own small box.
+
+    A layer belongs to a view: its canvas is the view's rectangle ``rect`` (x, y, w, h) of a
+    frame ``frame_w`` pixels wide, and pixels inside the ``exclude`` rectangles (views drawn on
+    top of it, such as a picture-in-picture) are never covered.
     """
 
-    def __init__(self, w: int, h: int, style: TrailStyle) -> None:
+    def __init__(self, rect: tuple[int, int, int, int], frame_w: int, style: TrailStyle,
+                 exclude: Sequence[tuple[int, int, int, int]] = ()) -> None:
+        self.x0, self.y0, w, h = rect
         self.alpha = np.zeros((h, w), np.float32)
         self.style = style
         self.bbox = [w, h, 0, 0]
         self.color = np.asarray(style.color, np.float32)
         self._w = w
+        self._frame_w = frame_w
+        self._exclude = tuple(exclude)
         self._covered = np.zeros((h, w), bool)
-        self._idx = np.empty(0, np.int64)  # flat indices of covered pixels
+        self._idx = np.empty(0, np.int64)  # flat indices of covered pixels, in the frame
         self._a = np.empty((0, 1), np.float32)  # their blend weights (coverage x opacity)
+        self._yx = (np.empty(0, np.int64), np.empty(0, np.int64))   # the same pixels, in the canvas
+        self._phase = 0.0
 
     def draw(self, px: np.ndarray) -> None:
-        """Add the polyline ``px`` ((k, 2) pixels) to the layer."""
+        """Add the polyline ``px`` ((k, 2) pixels of the view) to the layer."""
+        if self.style.dash is not None:
+            on, off = self.style.dash
+            for piece in dashes(px, on, off, self._phase):
+                self._draw(piece)
+            return
+        self._draw(px)
+
+    def _draw(self, px: np.ndarray) -> None:
         box = [self._w, self.alpha.shape[0], 0, 0]
         draw_polyline(self.alpha, px, self.style.width, bbox=box)
         x0, y0, x1, y1 = box
@@ -153,25 +198,64 @@ class _Layer:
         b = self.bbox
         b[0], b[1], b[2], b[3] = min(b[0], x0), min(b[1], y0), max(b[2], x1), max(b[3], y1)
         yy, xx = np.nonzero((self.alpha[y0:y1, x0:x1] > 0) & ~self._covered[y0:y1, x0:x1])
-        if len(yy):
-            self._covered[yy + y0, xx + x0] = True
-            self._idx = np.concatenate([self._idx, (yy + y0) * self._w + (xx + x0)])
-        self._a = (self.alpha.reshape(-1)[self._idx] * np.float32(self.style.opacity))[:, None]
+        yy, xx = yy + y0, xx + x0
+        self._covered[yy, xx] = True
+        fy, fx = yy + self.y0, xx + self.x0
+        keep = np.ones(len(yy), bool)
+        for ex, ey, ew, eh in self._exclude:
+            keep &= ~((fx >= ex) & (fx < ex + ew) & (fy >= ey) & (fy < ey + eh))
+        if np.any(keep):
+            self._idx = np.concatenate([self._idx, fy[keep] * self._frame_w + fx[keep]])
+            self._yx = (np.concatenate([self._yx[0], yy[keep]]), np.concatenate([self._yx[1], xx[keep]]))
+        self._a = (self.alpha[self._yx] * np.float32(self.style.opacity))[:, None]
 
     def composite(self, img: np.ndarray) -> None:
         if not len(self._idx):
             return
-        if not img.flags.c_contiguous:  # a reshape would copy: blend the box
-            x0, y0, x1, y1 = self.bbox
-            region = img[y0:y1, x0:x1, :3].astype(np.float32)
-            region += (self.color - region) * (self.alpha[y0:y1, x0:x1, None] * np.float32(self.style.opacity))
-            img[y0:y1, x0:x1, :3] = region.astype(np.uint8)
+        if not img.flags.c_contiguous:  # a reshape would copy: blend pixel by pixel
+            yy, xx = self._yx[0] + self.y0, self._yx[1] + self.x0
+            sub = img[yy, xx, :3].astype(np.float32)
+            sub += (self.color - sub) * self._a
+            img[yy, xx, :3] = sub.astype(np.uint8)
             return
         pix = img.reshape(-1, img.shape[2])
         sub = pix[self._idx, :3].astype(np.float32)
         sub += (self.color - sub) * self._a
         pix[self._idx, :3] = sub.astype(np.uint8)
 
+
+class _View:
+    """The trail layers of one view (the whole frame, a picture-in-picture, a tile)."""
+
+    def __init__(self, rect: tuple[int, int, int, int], frame_w: int, exclude: Sequence[tuple[int, int, int, int]]):
+        self.rect, self.frame_w, self.exclude = rect, frame_w, tuple(exclude)
+        self.clear()
+
+    def clear(self) -> None:
+        self.planned = _Layer(self.rect, self.frame_w, PLANNED_STYLE, self.exclude)
+        self.travel = _Layer(self.rect, self.frame_w, TRAVEL_STYLE, self.exclude)
+        self.followed = _Layer(self.rect, self.frame_w, FOLLOWED_STYLE, self.exclude)
+        self.last: np.ndarray | None = None
+
+    def draw(self, data: "ViewData") -> None:
+        trail_px, planned_px, travel_px = data
+        for px in planned_px:
+            self.planned.draw(px)
+        for px in travel_px:
+            self.travel.draw(px)
+        if len(trail_px):
+            px = trail_px if self.last is None else np.vstack([self.last, trail_px])
+            self.followed.draw(px)
+            self.last = px[-1:]
+
+    def composite(self, img: np.ndarray) -> None:
+        self.travel.composite(img)
+        self.planned.composite(img)
+        self.followed.composite(img)
+
+
+#: per view: (followed-path pixels (k, 2), programmed paths [(k, 2)], programmed travel paths [(k, 2)])
+ViewData = tuple
 
 
 # ----- overlay --------------------------------------------------------------------------
@@ -268,6 +352,24 @@ class _Overlay:
             d = box[yy, xx].astype(np.uint16)
             box[yy, xx] = d + ((col - d) * cov + 127) // 255
 
+    def label(self, img: np.ndarray, x: int, y: int, text: str, color: tuple[int, int, int] = (255, 255, 255)) -> None:
+        """``text`` in ``color`` on a dark box whose top-left corner is (x, y), clipped to the frame."""
+        m = self._row_mask8(text)
+        h, w = m.shape[0] + 4, m.shape[1] + 10
+        x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, self.w), min(y + h, self.h)
+        if x1 <= x0 or y1 <= y0:
+            return
+        box = img[y0:y1, x0:x1, :3]
+        box >>= 1
+        box -= box >> 2
+        cov = np.zeros((y1 - y0, x1 - x0), np.uint16)
+        mh, mw = min(m.shape[0], y1 - y0 - 2), min(m.shape[1], x1 - x0 - 5)
+        if mh > 0 and mw > 0:
+            cov[2:2 + mh, 5:5 + mw] = m[:mh, :mw]
+        yy, xx = np.nonzero(cov)
+        d = box[yy, xx].astype(np.uint16)
+        box[yy, xx] = d + ((np.asarray(color, np.uint16) - d) * cov[yy, xx][:, None] + 127) // 255
+
     def _legend(self, legend: tuple) -> tuple:
         """The legend's box (x0, y0, x1, y1) and its coloured text pixels (rows, cols, coverage, colour), cached."""
         cached = self._rows_cache.get(("legend", legend))
@@ -291,6 +393,37 @@ class _Overlay:
             cached = (x0, y0, x1, y1, yy, xx, cov[yy, xx][:, None], col[yy, xx])
             self._rows_cache[("legend", legend)] = cached
         return cached
+
+
+class _Card:
+    """A title card: a few centred lines in a large font over the darkened frame."""
+
+    def __init__(self, w: int, h: int, lines: Sequence[str]) -> None:
+        from PIL import Image, ImageDraw, ImageFont
+        size = max(12, int(round(h / 16)))
+        fonts = []
+        for k, _ in enumerate(lines):
+            sz = size if k == 0 else max(10, int(round(size * 0.62)))
+            try:
+                fonts.append(ImageFont.load_default(size=sz))
+            except (TypeError, OSError, ImportError):
+                fonts.append(ImageFont.load_default())
+        im = Image.new("L", (w, h), 0)
+        d = ImageDraw.Draw(im)
+        heights = [int(f.size * 1.45) if hasattr(f, "size") else 14 for f in fonts]
+        y = (h - sum(heights)) // 2
+        for text, f, lh in zip(lines, fonts, heights):
+            tw = d.textlength(text, font=f)
+            d.text(((w - tw) / 2, y), text, fill=255, font=f)
+            y += lh
+        self.mask = np.asarray(im, dtype=np.uint16)
+
+    def draw(self, img: np.ndarray) -> None:
+        rgb = img[..., :3]
+        rgb >>= 2
+        on = self.mask > 0
+        d = rgb[on].astype(np.uint16)
+        rgb[on] = d + ((255 - d) * self.mask[on][:, None] + 127) // 255
 
 
 def _write_error(path: Path, exc: BaseException) -> VideoWriteError:
@@ -514,7 +647,15 @@ def format_rows(title: str, units: Sequence[str], t: float, q: Sequence[float], 
 
 @dataclass(frozen=True)
 class FrameSettings:
-    """What a :class:`Compositor` needs to know (picklable: it is sent to the helper process)."""
+    """What a :class:`Compositor` needs to know (picklable: it is sent to the helper process).
+
+    Attributes:
+        views: the rectangles (x, y, w, h) whose trails are drawn, in drawing order: the first is
+            the whole frame, a later one (a picture-in-picture) covers the earlier ones.
+        labels: (x, y, text) boxed labels (a picture-in-picture's caption, the tiles' names).
+        card: lines of a title card shown for ``card_frames`` frames before the first frame (over it,
+            darkened); the video is that much longer than the simulated time.
+    """
 
     paths: tuple[str, ...]
     fps: float
@@ -524,6 +665,10 @@ class FrameSettings:
     trail: bool
     title: str
     units: tuple[str, ...]
+    views: tuple[tuple[int, int, int, int], ...] = ()
+    labels: tuple[tuple[int, int, str], ...] = ()
+    card: tuple[str, ...] = ()
+    card_frames: int = 0
 
 
 class Compositor:
@@ -532,11 +677,13 @@ class Compositor:
     def __init__(self, settings: FrameSettings) -> None:
         self.s = settings
         w, h = settings.size
-        self._planned = _Layer(w, h, PLANNED_STYLE)
-        self._followed = _Layer(w, h, FOLLOWED_STYLE)
-        self._last_trail_px: np.ndarray | None = None
-        self._text = _Overlay(w, h) if settings.overlay else None
-        self._legend = [("programmed", PLANNED_STYLE.color), ("followed", FOLLOWED_STYLE.color)] if settings.trail else []
+        rects = settings.views or ((0, 0, w, h),)
+        self._views = [_View(r, w, rects[k + 1:]) for k, r in enumerate(rects)]
+        self._text = _Overlay(w, h) if settings.overlay or settings.labels else None
+        self._legend = ([("programmed", PLANNED_STYLE.color), ("travel", TRAVEL_STYLE.color),
+                         ("followed", FOLLOWED_STYLE.color)] if settings.trail else [])
+        self._card = _Card(w, h, settings.card) if settings.card and settings.card_frames > 0 else None
+        self._frames = 0
         self._writers: list[_Writer] = []
         try:
             for p in settings.paths:
@@ -547,32 +694,34 @@ class Compositor:
             self.close()
             raise
 
-    def process(self, img: np.ndarray, repeat: int, state: tuple | None, trail_px: np.ndarray,
-                planned_px: Sequence[np.ndarray], clear: bool) -> None:
+    def process(self, img: np.ndarray, repeat: int, state: tuple | None, views: Sequence[ViewData],
+                clear: bool) -> None:
         """Draw on ``img`` ((h, w, 4) uint8, in place) and write it ``repeat`` times.
 
         Args:
             state: ``(t, q, xyz, rpy, info)`` for :func:`format_rows`, or None without overlay.
-            trail_px: (k, 2) pixels of the new followed-path points (NaN rows break the line).
-            planned_px: programmed paths to add, each (k, 2) pixels.
-            clear: wipe both paths first.
+            views: per view of the settings (:data:`ViewData`): the new followed-path pixels (NaN
+                rows break the line), and the programmed and travel paths to add, in the view's
+                own pixels.
+            clear: wipe every path first.
         """
         if self.s.trail:
-            w, h = self.s.size
-            if clear:
-                self._planned = _Layer(w, h, PLANNED_STYLE)
-                self._followed = _Layer(w, h, FOLLOWED_STYLE)
-                self._last_trail_px = None
-            for px in planned_px:
-                self._planned.draw(px)
-            if len(trail_px):
-                px = trail_px if self._last_trail_px is None else np.vstack([self._last_trail_px, trail_px])
-                self._followed.draw(px)
-                self._last_trail_px = px[-1:]
-            self._planned.composite(img)
-            self._followed.composite(img)
-        if self._text is not None and state is not None:
-            self._text.draw(img, format_rows(self.s.title, self.s.units, *state), self._legend)
+            for view, data in zip(self._views, views):
+                if clear:
+                    view.clear()
+                view.draw(data)
+                view.composite(img)
+        if self._text is not None:
+            if self.s.overlay and state is not None:
+                self._text.draw(img, format_rows(self.s.title, self.s.units, *state), self._legend)
+            for x, y, text in self.s.labels:
+                self._text.label(img, x, y, text)
+        if self._card is not None and self._frames == 0:   # the title card, before the first frame
+            card = img.copy()
+            self._card.draw(card)
+            for wr in self._writers:
+                wr.append(card, self.s.card_frames)
+        self._frames += repeat
         for wr in self._writers:
             wr.append(img, repeat)
 
@@ -657,15 +806,14 @@ class EncoderProcess:
             self._kill()
             raise
 
-    def submit(self, img: np.ndarray, repeat: int, state: tuple | None, trail_px: np.ndarray,
-               planned_px: Sequence[np.ndarray], clear: bool) -> None:
+    def submit(self, img: np.ndarray, repeat: int, state: tuple | None, views: Sequence[ViewData], clear: bool) -> None:
         """Queue one frame (copied into a free slot; waits while all slots are in use)."""
         if len(self._inflight) >= self.slots:
             self._expect("done")
         slot = self._next
         self._next = (self._next + 1) % self.slots
         np.copyto(self._buf[slot], img)
-        self._send(("frame", slot, repeat, state, trail_px, list(planned_px), clear))
+        self._send(("frame", slot, repeat, state, list(views), clear))
         self._inflight.append(slot)
         self._last_slot = slot
 
@@ -792,17 +940,12 @@ def _serve() -> None:
         while True:
             try:
                 msg = pickle.load(inp)
-            except EOFError:  # the recorder stopped without closing (or after an error): keep what was written
-                if comp is not None:
-                    try:
-                        comp.close()
-                    except Exception:  # noqa: BLE001 - nobody is left to tell
-                        pass
+            except (EOFError, pickle.UnpicklingError):  # the recorder stopped without closing (or died)
                 return
             try:
                 if msg[0] == "frame":
-                    _, slot, repeat, state, trail_px, planned_px, clear = msg
-                    comp.process(frames[slot], repeat, state, trail_px, planned_px, clear)
+                    _, slot, repeat, state, views, clear = msg
+                    comp.process(frames[slot], repeat, state, views, clear)
                     reply("done", slot)
                 elif msg[0] == "init":
                     _, fields, fd, slots = msg
@@ -817,13 +960,23 @@ def _serve() -> None:
                     comp, done = None, comp
                     reply("closed", done.close() if done is not None else ())
                     return
+            except (BrokenPipeError, ConnectionError):
+                raise                   # the recorder is gone: finish below
             except Exception as exc:  # noqa: BLE001 - reported to the recorder, which raises it
                 if isinstance(exc, OSError) and exc.filename:
                     reply("error", exc.strerror or str(exc), exc.errno, exc.filename)
                 else:
                     reply("error", str(exc) or type(exc).__name__)
-    except (BrokenPipeError, OSError):
-        return  # the recorder is gone
+    except OSError:
+        return  # the recorder is gone (a broken pipe): finish below
+    finally:
+        # however the recorder went (closed without "close", killed by any signal, gone between two
+        # messages): keep what was written as a playable file, remove a file without a frame
+        if comp is not None:
+            try:
+                comp.close()
+            except Exception:  # noqa: BLE001 - nobody is left to tell
+                pass
 
 
 if __name__ == "__main__":

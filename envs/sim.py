@@ -82,6 +82,7 @@ with _quiet_fds():  # no "pybullet build time" banner (C printf) on every comman
 import pybullet_data  # noqa: E402
 
 from ..controllers.kinematics import chain_of
+from ..controllers.tools import Tool
 from ..controllers.transforms import invert, quat_to_matrix, transform
 from ..robots import RobotSpec
 from ..robots.spec import DriveGains
@@ -202,7 +203,7 @@ class World:
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
-                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None) -> "SimRobot":
+                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None) -> "SimRobot":
         """Load ``spec``'s URDF fixed to the ground and return its handle.
 
         Args:
@@ -213,23 +214,86 @@ class World:
             payload: kg attached at the flange.
             position: where the mounting face stands, world frame (m).
             urdf_path: load another URDF file with the same joints (default: the spec's).
+            tool: a tool on the flange (:class:`~armtwin.controllers.tools.Tool`): its body is drawn,
+                its mass acts at its centre of mass in the dynamic joint models, and
+                :meth:`SimRobot.tcp_pose` is its tool centre point. None: the bare flange.
 
         Raises:
             RobotDataError: (a ValueError) the URDF file is missing or unusable — checked before
                 PyBullet reads it (:func:`~armtwin.robots.urdfcheck.check_urdf`).
             SimulationError: PyBullet refused it all the same.
         """
-        path = str(check_urdf(urdf_path or spec.urdf_path, zip(spec.joint_names, (t.value for t in spec.joint_types))))
-        try:
-            body = pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
-                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
-        except pybullet.error as exc:
-            raise SimulationError(f"URDF {path} did not load: {exc}") from None
-        robot = SimRobot(self, spec, body, JointMode.parse(mode), drive or spec.drive, np.asarray(position, float))
+        joints = list(zip(spec.joint_names, (t.value for t in spec.joint_types)))
+        path = str(check_urdf(urdf_path or spec.urdf_path, joints))
+        mode = JointMode.parse(mode)
+        if tool is None:
+            body = self._load_urdf(path, position)
+        else:   # the robot's description with the tool's links, through a file that lives for the call
+            import tempfile
+
+            from ..robots.tooling import urdf_with_tool
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            with tempfile.TemporaryDirectory(prefix="armtwin-tool-", dir=folder) as tmp:
+                tooled = os.path.join(tmp, f"{spec.name}_T{tool.number}.urdf")
+                with open(tooled, "w") as f:
+                    f.write(urdf_with_tool(path, tool))
+                body = self._load_urdf(str(check_urdf(tooled, joints)), position, shown=path)
+        robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool)
         robot.set_payload(payload)
         robot.reset(spec.home if q0 is None else q0)
         self.robots.append(robot)
         return robot
+
+    def add_visual_mesh(self, vertices, triangles, color=(0.1, 0.1, 0.1, 1.0)) -> int:
+        """A static, visual-only mesh (no collision, no mass), world frame; returns its body id.
+
+        For what a run leaves in the scene (ink on the table, a laser's burn): it is drawn by every
+        renderer with the right occlusion, and nothing collides with it.
+
+        Args:
+            vertices: (N, 3) positions, m, world frame.
+            triangles: (M, 3) vertex indices, counter-clockwise seen from the visible side.
+            color: RGBA 0..1.
+        """
+        v = np.asarray(vertices, dtype=float).reshape(-1, 3)
+        t = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+        if len(v) == 0 or len(t) == 0 or not np.all(np.isfinite(v)) or t.min() < 0 or t.max() >= len(v):
+            raise ValueError("a visual mesh needs finite vertices and triangles indexing them")
+        normals = np.zeros_like(v)
+        n = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
+        for k in range(3):
+            np.add.at(normals, t[:, k], n)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+        # through an OBJ file: the EGL renderer draws only meshes read from files. The file lives
+        # for the call only (PyBullet reads it at once), in memory where the system has a tmpfs.
+        import tempfile
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        with tempfile.TemporaryDirectory(prefix="armtwin-mesh-", dir=folder) as tmp:
+            path = os.path.join(tmp, "mesh.obj")
+            with open(path, "w") as f:
+                f.write("".join(f"v {a:.6f} {b:.6f} {c:.6f}\n" for a, b, c in v))
+                f.write("".join(f"vn {a:.5f} {b:.5f} {c:.5f}\n" for a, b, c in normals))
+                f.write("".join(f"f {i + 1}//{i + 1} {j + 1}//{j + 1} {k + 1}//{k + 1}\n" for i, j, k in t))
+            with _quiet_fds():     # the loaders print warnings with C printf
+                shape = pybullet.createVisualShape(pybullet.GEOM_MESH, fileName=path, rgbaColor=list(color),
+                                                   physicsClientId=self.client)
+        if shape < 0:
+            raise SimulationError("PyBullet refused a visual mesh")
+        return pybullet.createMultiBody(baseMass=0, baseCollisionShapeIndex=-1, baseVisualShapeIndex=shape,
+                                        physicsClientId=self.client)
+
+    def remove_body(self, body: int) -> None:
+        """Remove a body made by :meth:`add_visual_mesh` (or any non-robot body)."""
+        if any(r.body == body for r in self.robots):
+            raise ValueError("a robot's body is removed with its world")
+        pybullet.removeBody(int(body), physicsClientId=self.client)
+
+    def _load_urdf(self, path: str, position, shown: str | None = None) -> int:
+        try:
+            return pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
+                                     flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
+        except pybullet.error as exc:
+            raise SimulationError(f"URDF {shown or path} did not load: {exc}") from None
 
     # ----- time -----------------------------------------------------------------------
     def step(self, n: int = 1) -> None:
@@ -364,18 +428,23 @@ class SimRobot:
     PAYLOAD_DENSITY = 2700.0
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
-                 drive: DriveGains, position: np.ndarray) -> None:
+                 drive: DriveGains, position: np.ndarray, tool: Tool | None = None) -> None:
         self.world, self.spec, self.body, self.mode = world, spec, body, mode
+        #: the tool on the flange (None: the bare flange, whose TCP is the flange)
+        self.tool = tool
         p, c = pybullet, world.client
         by_name = {}
+        links: dict[str, int] = {}
         for j in range(p.getNumJoints(body, physicsClientId=c)):
             info = p.getJointInfo(body, j, physicsClientId=c)
             by_name[info[1].decode()] = j
-            if info[12].decode() == "tool0":
-                self.tool_link = j
+            links[info[12].decode()] = j
         missing = [n for n in spec.joint_names if n not in by_name]
-        if missing or not hasattr(self, "tool_link"):
+        if missing or "tool0" not in links:
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
+        self.tool_link = links["tool0"]
+        #: the link whose frame is the TCP (the flange without a tool)
+        self.tcp_link = links.get("tcp", self.tool_link)
         self.joints = [by_name[n] for n in spec.joint_names]
         n = spec.dof
         self._vmax = spec.max_velocity
@@ -540,7 +609,14 @@ class SimRobot:
 
     def flange_pose(self) -> np.ndarray:
         """(4, 4) flange (tool0) pose in the reporting base frame, as the physics engine has it."""
-        ls = pybullet.getLinkState(self.body, self.tool_link, computeForwardKinematics=True, physicsClientId=self.world.client)
+        return self._link_pose(self.tool_link)
+
+    def tcp_pose(self) -> np.ndarray:
+        """(4, 4) the tool centre point's pose in the reporting base frame (the flange without a tool)."""
+        return self._link_pose(self.tcp_link)
+
+    def _link_pose(self, link: int) -> np.ndarray:
+        ls = pybullet.getLinkState(self.body, link, computeForwardKinematics=True, physicsClientId=self.world.client)
         t = transform(quat_to_matrix(ls[5]), ls[4])
         return self._report_T_world @ t
 

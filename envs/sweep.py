@@ -142,7 +142,7 @@ class SweepSpec:
         """The grid's points in order (globs of ``program`` expanded, sorted)."""
         keys = list(self.grid)
         values = [self.grid[k] for k in keys]
-        out = []
+        out: list[Job] = []
         for combo in itertools.product(*values) if keys else [()]:
             params = dict(self.base)
             params.update(zip(keys, combo))

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,11 +57,11 @@ from typing import Any
 import numpy as np
 
 from ..controllers.transforms import matrix_to_rpy
-from .frames import FOLLOWED_STYLE, PLANNED_STYLE, Compositor, EncoderError, EncoderProcess, FrameSettings
+from .frames import FOLLOWED_STYLE, PLANNED_STYLE, TRAVEL_STYLE, Compositor, EncoderError, EncoderProcess, FrameSettings
 from .frames import TrailStyle, draw_polyline
 from .sim import Camera, SimRobot, World, cameras_for
 
-__all__ = ["FOLLOWED_STYLE", "PLANNED_STYLE", "VIDEO_SUFFIXES", "TrailStyle", "VideoRecorder", "VideoResult",
+__all__ = ["FOLLOWED_STYLE", "PLANNED_STYLE", "TRAVEL_STYLE", "VIDEO_SUFFIXES", "TrailStyle", "VideoRecorder", "VideoResult",
            "camera_for_robot", "draw_polyline"]
 
 #: file suffixes the recorder writes
@@ -162,6 +162,14 @@ class VideoRecorder:
         quality: H.264 quality 0..10 (imageio-ffmpeg's scale; 10 best).
         background: draw and encode in a helper process (:class:`~armtwin.envs.frames.EncoderProcess`)
             beside the simulation; False does it in this thread, frame by frame.
+        inset: a second camera shown as a picture-in-picture in the top-left corner (a close-up of
+            the work), with its own tool paths; None for none.
+        inset_fraction: the inset's width and height as a fraction of the frame's.
+        inset_label: its caption.
+        tiles: instead of ``camera``: [(camera, label)] rendered side by side, each in its own
+            strip of the frame with its label (one view per robot: ``armtwin compare``). Tiles
+            draw no tool paths.
+        title_card: lines of a title card shown for ``card_seconds`` before the first frame.
 
     Raises:
         ValueError: bad path suffix, size, fps or camera name.
@@ -171,7 +179,10 @@ class VideoRecorder:
     def __init__(self, world: World, robot: SimRobot, path: str | Path, *, camera: str | Camera = "iso",
                  fps: float = 30.0, size: tuple[int, int] = (640, 480), overlay: bool = True, trail: bool = True,
                  gif: bool = False, expected_duration: float | None = None, progress: bool = True,
-                 title: str | None = None, quality: float = 7.0, background: bool = True) -> None:
+                 title: str | None = None, quality: float = 7.0, background: bool = True,
+                 inset: Camera | None = None, inset_fraction: float = 0.42, inset_label: str = "close-up",
+                 tiles: Sequence[tuple[Camera, str]] | None = None, title_card: Sequence[str] | None = None,
+                 card_seconds: float = 1.5) -> None:
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in VIDEO_SUFFIXES:
@@ -186,12 +197,32 @@ class VideoRecorder:
             raise ValueError(f"folder {path.parent} does not exist")
         _check_writable(path.with_suffix(".gif") if gif and suffix != ".gif" else path)
         _check_writable(path)
+        if not (0.1 <= inset_fraction <= 0.7):
+            raise ValueError(f"inset_fraction must be in [0.1, 0.7], got {inset_fraction}")
+        if not (np.isfinite(card_seconds) and 0 <= card_seconds <= 10):
+            raise ValueError(f"card_seconds must be in [0, 10], got {card_seconds}")
         self.world, self.robot = world, robot
         self.camera = camera_for_robot(robot, camera)
         self.fps = float(fps)
         self.size = (w, h)
         self.overlay = overlay
-        self.trail = trail
+        self.tiles = tuple(tiles or ())
+        self.trail = trail and not self.tiles
+        # the views whose tool paths are drawn: (camera, (x, y, w, h)); the first is the whole frame
+        self._views: list[tuple[Camera, tuple[int, int, int, int]]] = [(self.camera, (0, 0, w, h))]
+        labels: list[tuple[int, int, str]] = []
+        if inset is not None and not self.tiles:
+            iw, ih = int(w * inset_fraction) // 2 * 2, int(h * inset_fraction) // 2 * 2
+            self._views.append((inset, (6, 6, iw, ih)))
+            labels.append((8, 8 + ih - 20 if ih > 60 else 8, inset_label))
+        self._tile_rects: list[tuple[int, int]] = []
+        if self.tiles:
+            x = 0
+            for k, (_, label) in enumerate(self.tiles):
+                tw = (w - x) // (len(self.tiles) - k)
+                self._tile_rects.append((x, tw))
+                labels.append((x + 6, 6, label))
+                x += tw
         self.quality = float(quality)
         self.paths: tuple[Path, ...] = (path,) if (suffix == ".gif" or not gif) else (path, path.with_suffix(".gif"))
         self.title = title or f"{robot.spec.title}  ·  {robot.mode.value} joints"
@@ -201,15 +232,19 @@ class VideoRecorder:
         self._closed = False
         self._started = time.monotonic()
         self._pending_trail: list[np.ndarray] = []
-        self._pending_planned: list[np.ndarray] = []
+        self._pending_planned: list[list[np.ndarray]] = [[] for _ in self._views]
+        self._pending_travel: list[list[np.ndarray]] = [[] for _ in self._views]
         self._pending_clear = False
         self._last_trail_pt: np.ndarray | None = None
         self._progress = _Progress(expected_duration, progress, f"recording {path.name}")
         self._progress.tty = bool(progress) and sys.stderr.isatty()
         self._error: BaseException | None = None
         self._last: np.ndarray | None = None
-        settings = FrameSettings(tuple(str(p) for p in self.paths), self.fps, self.size, self.quality, overlay, trail,
-                                 self.title, tuple(robot.spec.display_units()))
+        card = tuple(title_card or ())
+        settings = FrameSettings(tuple(str(p) for p in self.paths), self.fps, self.size, self.quality, overlay,
+                                 self.trail, self.title, tuple(robot.spec.display_units()),
+                                 views=tuple(r for _, r in self._views), labels=tuple(labels), card=card,
+                                 card_frames=int(round(card_seconds * self.fps)) if card else 0)
         self._enc: EncoderProcess | None = None
         self._comp: Compositor | None = None
         try:
@@ -225,12 +260,13 @@ class VideoRecorder:
         self.result: VideoResult | None = None
 
     # ----- public API -------------------------------------------------------------------
-    def add_planned_path(self, points: np.ndarray, *, frame: str = "report") -> None:
+    def add_planned_path(self, points: np.ndarray, *, frame: str = "report", travel: bool = False) -> None:
         """Add a programmed tool path to draw (may be called several times; each is one polyline).
 
         Args:
             points: (N, 3) positions, m.
             frame: "report" (the robot's reporting base frame, as IK and G-code use) or "world".
+            travel: a travel (G0) move: drawn dimmed and dashed, so the work stands out.
         """
         pts = np.asarray(points, dtype=float).reshape(-1, 3)
         if frame == "report":
@@ -240,11 +276,13 @@ class VideoRecorder:
         if not self.trail or len(pts) == 0:
             return
         # drawn with the next frame, in order with the frames before it
-        self._pending_planned.append(self.camera.project(pts, *self.size))
+        for k, (cam, (_, _, vw, vh)) in enumerate(self._views):
+            (self._pending_travel if travel else self._pending_planned)[k].append(cam.project(pts, vw, vh))
 
     def clear_trails(self) -> None:
         """Wipe the programmed and followed paths from the next frame on (e.g. a new episode)."""
-        self._pending_planned = []
+        self._pending_planned = [[] for _ in self._views]
+        self._pending_travel = [[] for _ in self._views]
         self._pending_trail = []
         self._last_trail_pt = None
         self._pending_clear = True
@@ -271,10 +309,13 @@ class VideoRecorder:
             return self._enc.last_frame()
         return self._last
 
-    def maybe_capture(self, info: Mapping[str, Any] | None = None) -> int:
-        """Call once per control step: captures when frames are due; returns how many were written."""
+    def maybe_capture(self, info: Mapping[str, Any] | None = None, *, trail: bool = True) -> int:
+        """Call once per control step: captures when frames are due; returns how many were written.
+
+        ``trail=False`` (a travel move, a pen up): the followed path is not drawn here.
+        """
         self._check()
-        pose = self._sample()
+        pose = self._sample(trail)
         due = int(math.floor((self.world.time - self._t0) * self.fps + 1e-6)) + 1 - self._k
         if due <= 0:
             return 0
@@ -342,10 +383,14 @@ class VideoRecorder:
             return self._error
         return RuntimeError(f"video encoding failed: {self._error}")
 
-    def _sample(self) -> np.ndarray:
-        """The flange pose now (report frame); adds its position to the followed path."""
+    def _sample(self, trail: bool = True) -> np.ndarray:
+        """The flange pose now (report frame); adds its position to the followed path (or, with
+        ``trail`` False, breaks it)."""
         T = self.robot.flange_pose()
-        if self.trail:
+        if self.trail and not trail:
+            if self._last_trail_pt is not None:
+                self.break_trail()
+        elif self.trail:
             W = self.robot.world_T_report
             x = W[:3, :3] @ T[:3, 3] + W[:3, 3]
             if self._last_trail_pt is None or np.linalg.norm(x - self._last_trail_pt) > 5e-4:
@@ -353,22 +398,41 @@ class VideoRecorder:
                 self._last_trail_pt = x
         return T
 
+    def _render(self) -> np.ndarray:
+        """The frame's picture: the main camera with the inset pasted in, or the tiles side by side."""
+        w, h = self.size
+        if self.tiles:
+            img = np.empty((h, w, 4), np.uint8)
+            for (cam, _), (x, tw) in zip(self.tiles, self._tile_rects):
+                img[:, x:x + tw] = self.world.render(cam, tw, h, rgba=True)
+            return img
+        image = self.world.render(self.camera, w, h, rgba=True)
+        for cam, (x, y, vw, vh) in self._views[1:]:
+            if not image.flags.writeable:
+                image = image.copy()
+            image[y - 2:y + vh + 2, x - 2:x + vw + 2, :3] = 235            # a light frame around the inset
+            image[y:y + vh, x:x + vw] = self.world.render(cam, vw, vh, rgba=True)
+        return image
+
     def _emit(self, repeat: int, info: Mapping[str, Any] | None, pose: np.ndarray) -> None:
-        image = self.world.render(self.camera, *self.size, rgba=True)
-        trail_px = np.empty((0, 2))
-        if self._pending_trail:
-            pts = np.concatenate(self._pending_trail)
+        image = self._render()
+        views = []
+        pts = np.concatenate(self._pending_trail) if self._pending_trail else np.empty((0, 3))
+        fin = np.all(np.isfinite(pts), axis=1)
+        for k, (cam, (_, _, vw, vh)) in enumerate(self._views):
             trail_px = np.full((len(pts), 2), np.nan)
-            fin = np.all(np.isfinite(pts), axis=1)
             if np.any(fin):
-                trail_px[fin] = self.camera.project(pts[fin], *self.size)
+                trail_px[fin] = cam.project(pts[fin], vw, vh)
+            views.append((trail_px, self._pending_planned[k], self._pending_travel[k]))
         state = None
         if self.overlay:
             info = {k: (v if v is None else str(v)) for k, v in (info or {}).items()}
             state = (self.world.time - self._t0, self.robot.spec.to_display(self.robot.q), pose[:3, 3] * 1000.0,
                      np.degrees(matrix_to_rpy(pose[:3, :3])), info)
-        frame = (image, repeat, state, trail_px, self._pending_planned, self._pending_clear)
-        self._pending_trail, self._pending_planned, self._pending_clear = [], [], False
+        frame = (image, repeat, state, views, self._pending_clear)
+        self._pending_trail, self._pending_clear = [], False
+        self._pending_planned = [[] for _ in self._views]
+        self._pending_travel = [[] for _ in self._views]
         try:
             if self._enc is not None:
                 self._enc.submit(*frame)

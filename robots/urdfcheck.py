@@ -105,25 +105,25 @@ def check_urdf(path: str | os.PathLike, joints: Iterable[tuple[str, str]] = ()) 
     if not links:
         raise bad("has no <link>")
     found = {e.get("name"): e for e in root.findall("joint")}
-    for e in found.values():
+    for joint in found.values():
         for end in ("parent", "child"):
-            ref = e.find(end)
+            ref = joint.find(end)
             if ref is None or ref.get("link") not in links:
-                raise bad(f"joint {e.get('name')!r}: its {end} link is missing")
+                raise bad(f"joint {joint.get('name')!r}: its {end} link is missing")
     for name, kind in joints:
-        e = found.get(name)
-        if e is None:
+        element = found.get(name)
+        if element is None:
             raise bad(f"has no joint {name!r}, which the robot's data names")
         want = ("revolute", "continuous") if kind == "revolute" else (kind,)
-        if e.get("type") not in want:
-            raise bad(f"joint {name!r} is {e.get('type')!r}, the robot's data says {kind!r}")
-    for e in root.iter():
-        for attr, value in e.attrib.items():
-            if (e.tag, attr) in _NUMERIC:
-                _check_numbers(e, attr, value, bad)
+        if element.get("type") not in want:
+            raise bad(f"joint {name!r} is {element.get('type')!r}, the robot's data says {kind!r}")
+    for element in root.iter():
+        for attr, value in element.attrib.items():
+            if (element.tag, attr) in _NUMERIC:
+                _check_numbers(element, attr, value, bad)
     for mesh in root.iter("mesh"):
-        ref = mesh.get("filename") or ""
-        target = p.parent / ref.removeprefix("file://") if not ref.startswith("package://") else None
-        if not ref or target is None or not target.is_file():
-            raise bad(f"mesh {ref!r} is not a file next to it")
+        filename = mesh.get("filename") or ""
+        target = p.parent / filename.removeprefix("file://") if not filename.startswith("package://") else None
+        if not filename or target is None or not target.is_file():
+            raise bad(f"mesh {filename!r} is not a file next to it")
     return p

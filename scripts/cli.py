@@ -27,6 +27,27 @@ import numpy as np
 EXIT_USAGE = 2
 #: the reader of standard output went away (``armtwin … | head``): 128 + SIGPIPE, as a Unix tool
 EXIT_BROKEN_PIPE = 141
+#: stopped by Ctrl-C (SIGINT) or by SIGTERM, after closing what it wrote: 128 + the signal's number
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, like Ctrl-C's KeyboardInterrupt: every command that
+    closes its logs, videos and links on Ctrl-C does the same on SIGTERM (``kill``, a service
+    manager, a container stopping), and ends with :data:`EXIT_TERMINATED`."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def handle_sigterm_as_interrupt() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread (call from the main thread)."""
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 class CliError(Exception):
@@ -106,6 +127,7 @@ def missing_extra(module: str, extra: str | None = None) -> CliError:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``armtwin`` console command."""
+    handle_sigterm_as_interrupt()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -131,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"armtwin: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("armtwin: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:   # Ctrl-C, or SIGTERM (Terminated): what was written is closed and kept
+        term = isinstance(exc, Terminated)
+        print(f"armtwin: {'terminated (SIGTERM)' if term else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
     except RuntimeError as exc:
         from ..envs.errors import SimulationError   # no PyBullet
         if not isinstance(exc, SimulationError):

@@ -201,22 +201,30 @@ def plot_dt(path: Path, searches, title: str) -> None:
     plt.close(fig)
 
 
-def write_video(path: Path, spec, traj, dt: float, payload: float, gif: bool = False) -> list[Path]:
-    """The three models side by side in one world (kinematic, hinge, articulation from left to right)."""
-    from ..envs.sim import Camera, JointMode, PhysicsConfig, World
+def write_video(path: Path, spec, traj, dt: float, payload: float, gif: bool = False,
+                size: tuple[int, int] = (1200, 450), fps: float = 30.0) -> list[Path]:
+    """The three models side by side in one world, each filmed by its own camera from the same
+    place relative to its robot (so equal joints look equal), each third of the frame labelled."""
+    from dataclasses import replace
+
+    from ..envs.camera import cameras_for
+    from ..envs.sim import JointMode, PhysicsConfig, World
     from ..envs.video import VideoRecorder
-    gap = 1.7 * spec.reach + 0.2
+    gap = 8.0 * spec.reach + 1.0          # far enough apart that no arm enters another's view
     modes = (JointMode.KINEMATIC, JointMode.HINGE, JointMode.ARTICULATION)
     with World(PhysicsConfig(dt=dt)) as world:
         robots = [world.add_robot(spec, m, q0=traj.q0, payload=payload, position=(0.0, (i - 1) * gap, 0.0))
                   for i, m in enumerate(modes)]
-        zc = 0.5 * max(spec.reach, 0.6)
-        cam = Camera((0.2 * spec.reach, 0.0, 0.8 * zc), 1.15 * gap + 0.6, azimuth=0.0, elevation=15.0, fov=40.0)
+        aspect = (size[0] / 3) / size[1]          # a tile is narrower than the presets' 4:3
+        tiles = [(replace(cameras_for(spec, r.base_position)["iso"],
+                          distance=cameras_for(spec, r.base_position)["iso"].distance * max(1.0, (4 / 3) / aspect)),
+                  f"{m.value} joints") for r, m in zip(robots, modes)]
         n = int(np.ceil(traj.duration / dt - 1e-9))
         t = dt * np.arange(1, n + 1)
         q, qd, _ = traj.sample(t)
-        with VideoRecorder(world, robots[1], path, camera=cam, fps=30, size=(960, 360), overlay=True, gif=gif,
-                           expected_duration=traj.duration) as rec:
+        with VideoRecorder(world, robots[1], path, camera=tiles[0][0], tiles=tiles, fps=fps, size=size, overlay=True,
+                           gif=gif, expected_duration=traj.duration,
+                           title=f"{spec.title}  ·  the same motion in three joint models  ·  payload {payload:g} kg") as rec:
             for k in range(n):
                 for r in robots:
                     r.command(q[k], qd[k])

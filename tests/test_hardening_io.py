@@ -462,3 +462,22 @@ def test_random_file_names_never_leave_the_save_folder(tmp_path):
         assert safe.lower().endswith((".ngc", ".nc", ".gcode")) and not safe.startswith(".")
 
     check()
+
+
+# ----- signals: SIGTERM ends every command as Ctrl-C does ---------------------------------------
+
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                             (signal.SIGINT, 130, "interrupted")])
+def test_sigterm_and_sigint_end_a_command_cleanly_with_its_documented_code(tmp_path, sig, code, word):
+    video = tmp_path / "v.mp4"
+    p = subprocess.Popen([PY, "-m", "armtwin", "show", "irb120", "--video", str(video), "--seconds", "60",
+                          "--size", "160x120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (video.exists() and video.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    assert "Traceback" not in err and f"armtwin: {word}" in err
+    assert len(list(iio.imiter(video))) > 1                     # the video so far, playable

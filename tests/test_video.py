@@ -21,6 +21,7 @@ from armtwin.envs.sim import PhysicsConfig, SimulationError, World, camera_for_p
 from armtwin.envs.video import (
     FOLLOWED_STYLE,
     PLANNED_STYLE,
+    TRAVEL_STYLE,
     VideoRecorder,
     draw_polyline,
 )
@@ -362,3 +363,88 @@ def test_bench_video_small_prints_the_measured_keys(capsys):
     per_round = out["overhead_fraction_per_round"]
     assert len(per_round) == 2 and out["overhead_fraction"] == pytest.approx(float(np.median(per_round)))
     assert out["recorder_start_s"] > 0 and out["recorder_close_s"] > 0 and out["mp4_bytes"] > 0
+
+
+# ----- views: picture-in-picture, tiles, travel moves, the title card ----------------------------
+
+def test_the_inset_is_a_second_camera_in_its_corner_with_its_own_paths(tmp_path):
+    from armtwin.envs.camera import cameras_for_work
+    w, r = _world()
+    with w:
+        work = np.array([[0.35, -0.03, 0.2], [0.38, 0.03, 0.2]])
+        scene, close = cameras_for_work(r.spec, work, r.base_position)
+        rec = VideoRecorder(w, r, tmp_path / "pip.mp4", camera=scene, inset=close, size=(320, 240), progress=False,
+                            background=False)
+        rec.add_planned_path(np.array([[0.35, -0.03, 0.2], [0.38, 0.03, 0.2]]))
+        rec.capture()
+        img = rec.last_frame
+        _, (x, y, iw, ih) = rec._views[1]
+        assert (iw, ih) == (134, 100)
+        assert np.all(img[y - 2, x:x + iw] == 235)                    # the inset's light frame
+        plain = w.render(scene, 320, 240)
+        inside = img[y:y + ih, x:x + iw].astype(int)
+        assert np.abs(inside - plain[y:y + ih, x:x + iw]).mean() > 10  # not the scene camera's picture there
+        close_img = w.render(close, iw, ih).astype(int)
+        cyan = np.abs(inside - PLANNED_STYLE.color).max(axis=2) < 60
+        assert cyan.sum() > 20                                         # the close-up has its own programmed path
+        assert np.abs(inside - close_img)[~cyan].mean() < 12           # ... over the close-up camera's picture
+        rec.close()
+
+
+def test_tiles_show_equal_joints_equally_whatever_their_place_in_the_world(tmp_path):
+    from armtwin.envs.camera import cameras_for
+    spec = robots.get("irb120")
+    with World(PhysicsConfig(dt=1 / 30), ground=False) as w:       # no floor: its checker differs from place to place
+        rs = [w.add_robot(spec, position=(0.0, k * 6.0, 0.0)) for k in range(3)]   # apart: no arm in another's view
+        for rb in rs:
+            rb.reset(np.radians([20, 10, -15, 30, 45, 0]))
+        tiles = [(cameras_for(spec, rb.base_position)["iso"], f"robot {k}") for k, rb in enumerate(rs)]
+        rec = VideoRecorder(w, rs[0], tmp_path / "tiles.mp4", tiles=tiles, size=(480, 160), overlay=False,
+                            progress=False, background=False)
+        rec.capture()
+        img = rec.last_frame
+        rec.close()
+    a, b, c = img[40:, 0:160].astype(int), img[40:, 160:320].astype(int), img[40:, 320:480].astype(int)
+    robot_px = np.abs(a - a[-1, -1]).sum(axis=2) > 30                  # not the floor colour at the corner
+    assert robot_px.sum() > 300
+    for other in (b, c):                                               # the same arm seen from the same place
+        assert np.abs(a - other)[robot_px].mean() < 3
+    assert (img[6:22, 6:60] < 120).mean() > 0.5                         # the labels' dark boxes
+
+
+def test_travel_moves_are_dashed_and_the_followed_path_skips_them(tmp_path):
+    with World(PhysicsConfig(dt=1 / 240), ground=False) as w:        # a plain background
+        r = w.add_robot(robots.get("irb120"))
+        cam = cameras_for(r.spec)["top"]
+        rec = VideoRecorder(w, r, tmp_path / "travel.mp4", camera=cam, size=(320, 240), overlay=False,
+                            progress=False, background=False)
+        line = np.array([[0.0, -0.45, 0.3], [0.0, -0.25, 0.3]])   # beside the arm, over the background
+        bg = w.render(cam, 320, 240).astype(int)
+        rec.add_planned_path(line, travel=True)
+        q0 = r.q.copy()
+        for k in range(20):                        # the arm moves, but as travel: no followed path
+            r.command(q0 + [0.01 * k, 0, 0, 0, 0, 0][: r.spec.dof])
+            w.step()
+            rec.maybe_capture(trail=False)
+        img = rec.last_frame.astype(int)
+        rec.close()
+    px = cam.project(line, 320, 240)
+    samples = np.linspace(px[0], px[1], 200).round().astype(int)
+    drawn = [np.abs(img[y, x] - bg[y, x]).max() > 25 for x, y in samples if 0 <= x < 320 and 0 <= y < 240]
+    assert len(drawn) > 100
+    on = float(np.mean(drawn))
+    assert 0.25 < on < 0.85                         # dashed: some of the line, not all of it
+    assert (np.abs(img - FOLLOWED_STYLE.color).max(axis=2) < 40).sum() == 0
+
+
+def test_a_title_card_comes_before_the_first_frame(tmp_path):
+    w, r = _world()
+    path = tmp_path / "card.mp4"
+    with w:
+        with VideoRecorder(w, r, path, fps=10, size=(160, 120), progress=False, title_card=["ABB IRB120", "a test"],
+                           card_seconds=1.0) as rec:
+            _run(w, r, rec, 0.5)
+    frames = list(iio.imiter(path))
+    assert len(frames) == rec.result.frames + 10
+    assert frames[0].mean() < 0.6 * frames[-1].mean()          # darkened, with text
+    assert frames[0].max() > 200

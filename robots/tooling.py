@@ -1,0 +1,134 @@
+"""A robot's URDF with a tool on its flange: the tool's body, mass and TCP frame as links.
+
+:func:`urdf_with_tool` adds to the robot's generated URDF a ``tool`` link fixed to ``tool0``
+(the flange) — its visual shape drawn from the tool's kind and length, a simple collision
+shape, and its mass at its centre of mass, so the dynamic joint models carry it as a payload
+with the right lever arm — and a massless ``tcp`` link at the tool centre point. Relative mesh
+file names are made absolute, so the text can be loaded from anywhere.
+
+Pure text processing (xml.etree): no PyBullet. Units: metres, kilograms.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from ..controllers.tools import Tool, ToolKind
+from ..controllers.transforms import matrix_to_rpy
+
+__all__ = ["urdf_with_tool", "TOOL_LINK", "TCP_LINK"]
+
+TOOL_LINK = "tool"
+TCP_LINK = "tcp"
+
+#: colours of the tools' bodies and tips, RGBA
+_BODY = {ToolKind.SPINDLE: (0.72, 0.74, 0.78, 1.0), ToolKind.LASER: (0.12, 0.12, 0.14, 1.0),
+         ToolKind.PEN: (0.15, 0.15, 0.17, 1.0), ToolKind.VACUUM: (0.25, 0.45, 0.75, 1.0),
+         ToolKind.GRIPPER: (0.30, 0.31, 0.33, 1.0), ToolKind.NONE: (0.5, 0.5, 0.5, 1.0)}
+_TIP = {ToolKind.SPINDLE: (0.85, 0.85, 0.88, 1.0), ToolKind.LASER: (0.95, 0.15, 0.10, 1.0),
+        ToolKind.PEN: (0.10, 0.20, 0.65, 1.0), ToolKind.VACUUM: (0.08, 0.08, 0.08, 1.0),
+        ToolKind.GRIPPER: (0.55, 0.56, 0.58, 1.0), ToolKind.NONE: (0.5, 0.5, 0.5, 1.0)}
+
+
+def _f(v: float) -> str:
+    return repr(float(v)) if abs(v) > 1e-15 else "0"
+
+
+def _vec(v) -> str:
+    return " ".join(_f(x) for x in v)
+
+
+def _cylinder(parent: ET.Element, tag: str, xyz, radius: float, length: float, color=None, name: str = "") -> None:
+    e = ET.SubElement(parent, tag)
+    ET.SubElement(e, "origin", xyz=_vec(xyz), rpy="0 0 0")
+    g = ET.SubElement(e, "geometry")
+    ET.SubElement(g, "cylinder", radius=_f(radius), length=_f(length))
+    if color is not None:
+        m = ET.SubElement(e, "material", name=name)
+        ET.SubElement(m, "color", rgba=_vec(color))
+
+
+def _box(parent: ET.Element, tag: str, xyz, size, color=None, name: str = "") -> None:
+    e = ET.SubElement(parent, tag)
+    ET.SubElement(e, "origin", xyz=_vec(xyz), rpy="0 0 0")
+    g = ET.SubElement(e, "geometry")
+    ET.SubElement(g, "box", size=_vec(size))
+    if color is not None:
+        m = ET.SubElement(e, "material", name=name)
+        ET.SubElement(m, "color", rgba=_vec(color))
+
+
+def _tool_link(tool: Tool) -> ET.Element:
+    """The ``tool`` link in the flange frame: a body along the TCP's direction, its tip, its mass."""
+    link = ET.Element("link", name=TOOL_LINK)
+    L = max(float(np.linalg.norm(tool.offset)), 0.01)
+    # shapes are drawn along the flange's z axis up to the TCP's distance (an angled TCP keeps a
+    # straight body: the shape is a picture; the TCP frame below is exact)
+    body_r = {ToolKind.SPINDLE: 0.032, ToolKind.LASER: 0.022, ToolKind.PEN: 0.012, ToolKind.VACUUM: 0.012,
+              ToolKind.GRIPPER: 0.03}.get(tool.kind, 0.015)
+    body_c, tip_c = _BODY[tool.kind], _TIP[tool.kind]
+    if tool.kind is ToolKind.GRIPPER:
+        palm = 0.6 * L
+        _cylinder(link, "visual", (0, 0, palm / 2), body_r, palm, body_c, "tool_body")
+        jaw = max(tool.width, 0.01) / 2 + 0.006
+        for s in (-1, 1):
+            _box(link, "visual", (s * jaw, 0, palm + 0.2 * L), (0.008, 0.02, 0.4 * L), tip_c, "tool_jaw")
+        _cylinder(link, "collision", (0, 0, L / 2), max(body_r, jaw + 0.004), L)
+    elif tool.kind is ToolKind.VACUUM:
+        _cylinder(link, "visual", (0, 0, (L - 0.01) / 2), body_r, L - 0.01, body_c, "tool_body")
+        cup = max(tool.width / 2, 0.006)
+        _cylinder(link, "visual", (0, 0, L - 0.005), cup, 0.01, tip_c, "tool_cup")
+        _cylinder(link, "collision", (0, 0, L / 2), max(body_r, cup), L)
+    else:
+        tip = min(0.25 * L, 0.03)
+        _cylinder(link, "visual", (0, 0, (L - tip) / 2), body_r, L - tip, body_c, "tool_body")
+        _cylinder(link, "visual", (0, 0, L - tip / 2), max(0.25 * body_r, 0.002), tip, tip_c, "tool_tip")
+        _cylinder(link, "collision", (0, 0, L / 2), body_r, L)
+    inertial = ET.SubElement(link, "inertial")
+    ET.SubElement(inertial, "origin", xyz=_vec(tool.com), rpy="0 0 0")
+    m = max(tool.mass, 1e-4)
+    ET.SubElement(inertial, "mass", value=_f(m))
+    r, h = body_r, L   # a solid cylinder of the body's size
+    ixx = m * (3 * r * r + h * h) / 12.0
+    ET.SubElement(inertial, "inertia", ixx=_f(ixx), ixy="0", ixz="0", iyy=_f(ixx), iyz="0", izz=_f(0.5 * m * r * r))
+    return link
+
+
+def urdf_with_tool(urdf_path: str | Path, tool: Tool) -> str:
+    """The URDF text of ``urdf_path`` with ``tool`` on its flange (see the module docstring).
+
+    Raises:
+        ValueError: the URDF has no ``tool0`` link or already has a ``tool``/``tcp`` link.
+    """
+    path = Path(urdf_path).resolve()
+    root = ET.fromstring(path.read_bytes())
+    names = {e.get("name") for e in root.findall("link")}
+    if "tool0" not in names:
+        raise ValueError(f"{path}: no tool0 link to mount a tool on")
+    if names & {TOOL_LINK, TCP_LINK}:
+        raise ValueError(f"{path}: already has a {TOOL_LINK!r} or {TCP_LINK!r} link")
+    for mesh in root.iter("mesh"):
+        ref = mesh.get("filename") or ""
+        if ref and not ref.startswith(("package://", "/", "file://")):
+            mesh.set("filename", str(path.parent / ref))
+    if tool.kind is not ToolKind.NONE:
+        root.append(_tool_link(tool))
+        j = ET.SubElement(root, "joint", name="tool_joint", type="fixed")
+        ET.SubElement(j, "parent", link="tool0")
+        ET.SubElement(j, "child", link=TOOL_LINK)
+        ET.SubElement(j, "origin", xyz="0 0 0", rpy="0 0 0")
+    tcp = ET.SubElement(root, "link", name=TCP_LINK)
+    inertial = ET.SubElement(tcp, "inertial")
+    ET.SubElement(inertial, "origin", xyz="0 0 0", rpy="0 0 0")
+    ET.SubElement(inertial, "mass", value="1e-06")
+    ET.SubElement(inertial, "inertia", ixx="1e-09", ixy="0", ixz="0", iyy="1e-09", iyz="0", izz="1e-09")
+    j = ET.SubElement(root, "joint", name="tcp_joint", type="fixed")
+    ET.SubElement(j, "parent", link="tool0")
+    ET.SubElement(j, "child", link=TCP_LINK)
+    ET.SubElement(j, "origin", xyz=_vec(tool.offset), rpy=_vec(matrix_to_rpy(tool.tcp[:3, :3])))
+    comment = f" {tool.name} (T{tool.number}, {tool.kind.value}) added by armtwin.robots.tooling "
+    root.insert(0, ET.Comment(comment.replace("--", "-")))
+    return '<?xml version="1.0"?>\n' + ET.tostring(root, encoding="unicode")
