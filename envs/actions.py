@@ -10,6 +10,10 @@ the G-code runner uses too.
 Every step is limited to the joints' speed limits (|Δq| ≤ v_max · dt); when that limit
 cuts a Cartesian step short, the held tool position becomes the one the limited joints
 reach (so the reference never runs ahead of the arm). Units: m, rad, s.
+
+The work is done for N robots at once (:class:`JointDeltaBatch`, :class:`CartesianDeltaBatch`:
+arrays (N, ...), batch IK and FK), which is what the batched vector env steps;
+:class:`JointDeltaControl` and :class:`CartesianDeltaControl` are the same code for one robot.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of, fk_batch
 from ..robots import RobotSpec
 
-__all__ = ["ControlMode", "JointDeltaControl", "CartesianDeltaControl", "IKFunction"]
+__all__ = ["ControlMode", "JointDeltaControl", "CartesianDeltaControl", "JointDeltaBatch", "CartesianDeltaBatch",
+           "IKFunction", "BatchIKFunction"]
 
-#: ``(T (4, 4), q_near (n,)) -> q (n,) or None`` — the IK used by Cartesian control
+#: ``(T (4, 4), q_near (n,)) -> q (n,) or None`` — the IK used by Cartesian control of one robot
 IKFunction = Callable[[np.ndarray, np.ndarray], "np.ndarray | None"]
+#: ``(T (N, 4, 4), q_near (N, n)) -> (Q (N, n), ok (N,))`` — the IK used by Cartesian control of N robots
+BatchIKFunction = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray]"]
 
 
 class ControlMode(Choice):
@@ -38,18 +45,170 @@ class ControlMode(Choice):
 
 
 
-def _rotvec_matrix(w: np.ndarray) -> np.ndarray:
-    """Rotation matrix (3, 3) of a rotation vector (3,) rad (Rodrigues)."""
-    th = float(np.sqrt(w @ w))
-    if th < 1e-12:
-        return np.eye(3)
-    k = w / th
-    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + np.sin(th) * K + (1.0 - np.cos(th)) * (K @ K)
+def _rotvec_matrices(w: np.ndarray) -> np.ndarray:
+    """Rotation matrices (N, 3, 3) of rotation vectors (N, 3) rad (Rodrigues)."""
+    th = np.sqrt(np.sum(w * w, axis=1))
+    k = w / np.where(th > 1e-12, th, 1.0)[:, None]
+    K = np.zeros((len(w), 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
+    K[:, 1, 0], K[:, 2, 0], K[:, 2, 1] = k[:, 2], -k[:, 1], k[:, 0]
+    s, c = np.sin(th)[:, None, None], (1.0 - np.cos(th))[:, None, None]
+    return np.eye(3) + s * K + c * (K @ K)
 
 
-class JointDeltaControl:
-    """Action = joint position deltas, one per joint, in [-1, 1].
+class JointDeltaBatch:
+    """Action = joint position deltas, one per joint, in [-1, 1], for N robots of one kind.
+
+    Args:
+        spec: the robot.
+        dt: control period, s.
+        num: N.
+        joint_step: rad per step at action 1 for revolute joints.
+        linear_step: m per step at action 1 for prismatic joints.
+    """
+
+    def __init__(self, spec: RobotSpec, dt: float, num: int = 1, *, joint_step: float = 0.05,
+                 linear_step: float = 0.01) -> None:
+        if joint_step <= 0 or linear_step <= 0:
+            raise ValueError("joint_step and linear_step must be > 0")
+        self.spec = spec
+        self.num = int(num)
+        self.size = spec.dof
+        self.scale = np.where(spec.prismatic, linear_step, joint_step)
+        self._max_dq = spec.max_velocity * dt
+        self._q = np.tile(spec.home, (self.num, 1))
+        self._clipped = np.zeros(self.num, dtype=bool)
+
+    def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Hold joints ``q`` (N, n) — only rows where ``mask`` (N,) is True, when given."""
+        q = np.asarray(q, dtype=float)
+        if mask is None:
+            self._q = q.copy()
+        else:
+            self._q[mask] = q[mask]
+
+    def __call__(self, action: np.ndarray, reference: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Joint targets (N, n) for normalised actions (N, n); (N,) bools: no IK, never failed."""
+        base = self._q if reference is None else reference[1]
+        q = np.clip(base + action * self.scale, self.spec.lower, self.spec.upper)
+        dq = q - self._q
+        limited = np.clip(dq, -self._max_dq, self._max_dq)
+        self._clipped = np.any(limited != dq, axis=1)
+        self._q = self._q + limited
+        return self._q.copy(), np.zeros(self.num, dtype=bool)
+
+    @property
+    def q_ref(self) -> np.ndarray:
+        """The held joints (N, n)."""
+        return self._q
+
+    @property
+    def clipped(self) -> np.ndarray:
+        """(N,) the last step was limited by the joint speeds."""
+        return self._clipped
+
+
+class CartesianDeltaBatch:
+    """Action = tool displacement in the base frame (and rotation), in [-1, 1], for N robots of one kind.
+
+    Action layout: ``[dx, dy, dz]``; with ``orientation`` the SCARA adds ``[droll]`` (about
+    base z) and the 6-axis arms add a rotation vector ``[rx, ry, rz]`` (base frame).
+    Without orientation the tool keeps the orientation it had at the reset.
+
+    Where the IK finds no solution for the new pose (out of reach, out of range), that robot's
+    joints stay where they are and the call reports the failure for it.
+
+    Args:
+        spec: the robot.
+        dt: control period, s.
+        ik: batch IK ``(T (N, 4, 4), q_near (N, n)) -> (Q (N, n), ok (N,))``.
+        num: N.
+        orientation: the action rotates the tool too.
+        tool_step: m per step at action 1.
+        rot_step: rad per step at action 1.
+        box: (low (3,), high (3,)) m: targets are clipped into this box (reporting frame).
+    """
+
+    def __init__(self, spec: RobotSpec, dt: float, ik: BatchIKFunction, num: int = 1, *, orientation: bool = False,
+                 tool_step: float = 0.04, rot_step: float = 0.2,
+                 box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        if tool_step <= 0 or rot_step <= 0:
+            raise ValueError("tool_step and rot_step must be > 0")
+        self.spec = spec
+        self.ik = ik
+        self.num = int(num)
+        self.orientation = bool(orientation)
+        self.scara = spec.roll_only
+        self.size = 3 + ((1 if self.scara else 3) if self.orientation else 0)
+        self.tool_step, self.rot_step = float(tool_step), float(rot_step)
+        self.box = box
+        self._max_dq = spec.max_velocity * dt
+        self._chain = chain_of(spec)
+        self.reset(np.tile(spec.home, (self.num, 1)))
+
+    def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Hold joints ``q`` (N, n) and the tool poses they reach — only rows where ``mask`` is True."""
+        q = np.asarray(q, dtype=float)
+        if mask is None:
+            self._clipped = np.zeros(self.num, dtype=bool)  # the last step was limited by the joint speeds
+            self._q = q.copy()
+            self._T = fk_batch(self._chain, self._q)
+        else:
+            self._clipped[mask] = False
+            self._q[mask] = q[mask]
+            self._T[mask] = fk_batch(self._chain, q[mask])
+
+    def targets(self, action: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """The tool poses (N, 4, 4) the actions (N, k) ask for, starting from poses ``base`` (N, 4, 4)."""
+        T = base.copy()
+        T[:, :3, 3] += action[:, :3] * self.tool_step
+        if self.box is not None:
+            T[:, :3, 3] = np.minimum(np.maximum(T[:, :3, 3], self.box[0]), self.box[1])
+        if self.orientation:
+            w = np.c_[np.zeros((len(action), 2)), action[:, 3]] if self.scara else action[:, 3:6]
+            T[:, :3, :3] = _rotvec_matrices(w * self.rot_step) @ T[:, :3, :3]
+        return T
+
+    def __call__(self, action: np.ndarray, reference: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Joint targets (N, n) for normalised actions (N, k); (N,) bools: True where the IK failed."""
+        if reference is None:
+            T = self.targets(action, self._T)
+            q_near = self._q
+        else:
+            T = self.targets(action, reference[0])
+            q_near = reference[1]
+        q, ok = self.ik(T, q_near)
+        every = bool(ok.all())
+        dq = q - self._q if every else np.where(ok[:, None], q - self._q, 0.0)
+        # plain ufuncs: np.clip's wrapper costs more than the work at these sizes
+        limited = np.minimum(np.maximum(dq, -self._max_dq), self._max_dq)
+        self._q = self._q + limited
+        self._clipped = (limited != dq).any(1)
+        if reference is None:
+            if self._clipped.any():  # the joints could not get there in one step: hold where they go
+                T[self._clipped, :3, 3] = fk_batch(self._chain, self._q[self._clipped])[:, :3, 3]
+            # the orientation stays the one asked for (the IK pulls it back); failed rows keep their pose
+            self._T = T if every else np.where(ok[:, None, None], T, self._T)
+        return self._q.copy(), ~ok
+
+    @property
+    def q_ref(self) -> np.ndarray:
+        """The held joints (N, n)."""
+        return self._q
+
+    @property
+    def T_ref(self) -> np.ndarray:
+        """The held tool poses (N, 4, 4)."""
+        return self._T
+
+    @property
+    def clipped(self) -> np.ndarray:
+        """(N,) the last step was limited by the joint speeds."""
+        return self._clipped
+
+
+class JointDeltaControl(JointDeltaBatch):
+    """:class:`JointDeltaBatch` for one robot: actions (n,), joints (n,); ``q_ref`` (n,).
 
     Args:
         spec: the robot.
@@ -59,36 +218,32 @@ class JointDeltaControl:
     """
 
     def __init__(self, spec: RobotSpec, dt: float, *, joint_step: float = 0.05, linear_step: float = 0.01) -> None:
-        if joint_step <= 0 or linear_step <= 0:
-            raise ValueError("joint_step and linear_step must be > 0")
-        self.spec = spec
-        self.size = spec.dof
-        self.scale = np.where(spec.prismatic, linear_step, joint_step)
-        self._max_dq = spec.max_velocity * dt
-        self.q_ref = spec.home.copy()
+        super().__init__(spec, dt, 1, joint_step=joint_step, linear_step=linear_step)
 
-    def reset(self, q: np.ndarray) -> None:
+    def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Hold joints ``q`` (n,)."""
-        self.q_ref = np.array(q, dtype=float)
+        super().reset(np.asarray(q, dtype=float).reshape(1, -1))
 
     def __call__(self, action: np.ndarray, reference: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
         """Joint targets (n,) for a normalised action (n,); the bool is always False (no IK)."""
-        base = self.q_ref if reference is None else reference[1]
-        q = np.clip(base + action * self.scale, self.spec.lower, self.spec.upper)
-        q = self.q_ref + np.clip(q - self.q_ref, -self._max_dq, self._max_dq)
-        self.q_ref = q
-        return q, False
+        ref = None if reference is None else (reference[0][None], reference[1][None])
+        q, _ = super().__call__(np.asarray(action, dtype=float)[None], ref)
+        return q[0], False
+
+    @property
+    def q_ref(self) -> np.ndarray:
+        """The held joints (n,)."""
+        return self._q[0]
+
+    @property
+    def clipped(self) -> bool:
+        """The last step was limited by the joint speeds."""
+        return bool(self._clipped[0])
 
 
-class CartesianDeltaControl:
-    """Action = tool displacement in the base frame (and rotation), in [-1, 1].
-
-    Action layout: ``[dx, dy, dz]``; with ``orientation`` the SCARA adds ``[droll]`` (about
-    base z) and the 6-axis arms add a rotation vector ``[rx, ry, rz]`` (base frame).
-    Without orientation the tool keeps the orientation it had at the reset.
-
-    When the IK finds no solution for the new pose (out of reach, out of range), the
-    joints stay where they are and the call reports the failure.
+class CartesianDeltaControl(CartesianDeltaBatch):
+    """:class:`CartesianDeltaBatch` for one robot: actions (k,), joints (n,); ``q_ref`` (n,),
+    ``T_ref`` (4, 4), ``clipped`` bool.
 
     Args:
         spec: the robot.
@@ -103,53 +258,37 @@ class CartesianDeltaControl:
     def __init__(self, spec: RobotSpec, dt: float, ik: IKFunction, *, orientation: bool = False,
                  tool_step: float = 0.04, rot_step: float = 0.2,
                  box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        if tool_step <= 0 or rot_step <= 0:
-            raise ValueError("tool_step and rot_step must be > 0")
-        self.spec = spec
-        self.ik = ik
-        self.orientation = bool(orientation)
-        self.scara = spec.roll_only
-        self.size = 3 + ((1 if self.scara else 3) if self.orientation else 0)
-        self.tool_step, self.rot_step = float(tool_step), float(rot_step)
-        self.box = box
-        self._max_dq = spec.max_velocity * dt
-        self._chain = chain_of(spec)
-        self.reset(spec.home)
+        def one(T: np.ndarray, q_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            q = ik(T[0], q_near[0])
+            return (q_near, np.zeros(1, dtype=bool)) if q is None else (np.asarray(q, dtype=float)[None], np.ones(1, dtype=bool))
 
-    def reset(self, q: np.ndarray) -> None:
+        super().__init__(spec, dt, one, 1, orientation=orientation, tool_step=tool_step, rot_step=rot_step, box=box)
+
+    def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Hold joints ``q`` (n,) and the tool pose they reach."""
-        self.clipped = False  # the last step was limited by the joint speeds
-        self.q_ref = np.array(q, dtype=float)
-        self.T_ref = fk_batch(self._chain, self.q_ref[None])[0]
+        super().reset(np.asarray(q, dtype=float).reshape(1, -1))
 
     def target(self, action: np.ndarray, base: np.ndarray) -> np.ndarray:
-        """The tool pose (4, 4) the action asks for, starting from pose ``base``."""
-        T = base.copy()
-        T[:3, 3] += action[:3] * self.tool_step
-        if self.box is not None:
-            T[:3, 3] = np.clip(T[:3, 3], self.box[0], self.box[1])
-        if self.orientation:
-            w = np.array([0.0, 0.0, action[3]]) if self.scara else action[3:6]
-            T[:3, :3] = _rotvec_matrix(w * self.rot_step) @ T[:3, :3]
-        return T
+        """The tool pose (4, 4) the action (k,) asks for, starting from pose ``base`` (4, 4)."""
+        return self.targets(np.asarray(action, dtype=float)[None], np.asarray(base)[None])[0]
 
     def __call__(self, action: np.ndarray, reference: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, bool]:
-        """Joint targets (n,) for a normalised action; the bool is True when the IK failed."""
-        if reference is None:
-            T = self.target(action, self.T_ref)
-            q_near = self.q_ref
-        else:
-            T = self.target(action, reference[0])
-            q_near = reference[1]
-        q = self.ik(T, q_near)
-        if q is None:
-            return self.q_ref, True
-        dq = q - self.q_ref
-        limited = np.clip(dq, -self._max_dq, self._max_dq)
-        self.q_ref = self.q_ref + limited
-        self.clipped = bool(np.any(limited != dq))
-        if reference is None:
-            if self.clipped:  # the joints could not get there in one step: hold where they go
-                T[:3, 3] = fk_batch(self._chain, self.q_ref[None])[0][:3, 3]
-            self.T_ref = T  # the orientation stays the one asked for; the IK pulls it back
-        return self.q_ref.copy(), False
+        """Joint targets (n,) for a normalised action (k,); the bool is True when the IK failed."""
+        ref = None if reference is None else (reference[0][None], reference[1][None])
+        q, failed = super().__call__(np.asarray(action, dtype=float)[None], ref)
+        return q[0], bool(failed[0])
+
+    @property
+    def q_ref(self) -> np.ndarray:
+        """The held joints (n,)."""
+        return self._q[0]
+
+    @property
+    def T_ref(self) -> np.ndarray:
+        """The held tool pose (4, 4)."""
+        return self._T[0]
+
+    @property
+    def clipped(self) -> bool:
+        """The last step was limited by the joint speeds."""
+        return bool(self._clipped[0])

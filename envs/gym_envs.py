@@ -18,6 +18,8 @@ document it. The registered ids live in :mod:`armtwin.envs.registration`, import
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 import time
 from types import MappingProxyType
@@ -25,20 +27,26 @@ from typing import Any, Callable
 
 import gymnasium as gym
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.utils import EzPickle
 
+from ..controllers import ik
 from ..controllers.kinematics import chain_of, fk_batch
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from ..robots import get as get_robot
-from .actions import CartesianDeltaControl, ControlMode, JointDeltaControl
+from .actions import CartesianDeltaBatch, CartesianDeltaControl, ControlMode, JointDeltaBatch, JointDeltaControl
 from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
-from .tasks import RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
+from .tasks import PATH_SHAPES, RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
+from . import gym_options as opt
+from .gym_options import ObsType
+from .randomize import Randomization, RandomizationSample
 from . import registration as _registration
 
-__all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "DEFAULT_PHYSICS_DT"]
+__all__ = ["ArmEnv", "ReachEnv", "TrackEnv", "ObservationLayout", "DEFAULT_PHYSICS_DT"]
 
 #: physics step (s) per joint model when ``physics_dt`` is not given: the kinematic model
 #: needs no physics, the engine's implicit drive is accurate at 100 Hz, and the explicit
@@ -52,10 +60,6 @@ _RENDER_MODES = ["rgb_array", "human"] if os.environ.get("DISPLAY") else ["rgb_a
 
 def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
     """armtwin's IK as ``(T, q_near) -> q | None`` and ``(T (N,4,4), q0) -> (Q, ok)``."""
-    try:
-        from ..controllers import ik
-    except ImportError as exc:  # the IK module is a sibling package of this one
-        raise RuntimeError(f"Cartesian control and Track need armtwin.controllers.ik ({exc})") from None
 
     def one(T: np.ndarray, q_near: np.ndarray) -> np.ndarray | None:
         r = ik.solve(spec, T, q_near)
@@ -68,11 +72,73 @@ def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
     return one, path
 
 
-class ArmEnv(gym.Env):
+@dataclass(frozen=True, eq=False)
+class ObservationLayout:
+    """How robot states become the bounded float32 ``Dict`` observation — one code path for one env
+    and for N robots of a batched vector env (see :class:`ReachEnv`'s observation table).
+
+    Attributes:
+        q_mid, q_scale: (n,) joint range middles and 2 / span: positions to [-1, 1].
+        v_scale: (n,) 1 / speed limit.
+        lag_scale: (n,) 1 / span: (commanded − measured) joints.
+        roll_only: SCARA: the tool orientation is (cos, sin) of the roll.
+        obs_low, obs_high: (D,) float32 bounds of ``observation``.
+        goal_low, goal_high: (g,) float32 bounds of the goal vectors.
+    """
+
+    q_mid: np.ndarray
+    q_scale: np.ndarray
+    v_scale: np.ndarray
+    lag_scale: np.ndarray
+    roll_only: bool
+    obs_low: np.ndarray
+    obs_high: np.ndarray
+    goal_low: np.ndarray
+    goal_high: np.ndarray
+
+    @classmethod
+    def of(cls, spec: RobotSpec, box: tuple[np.ndarray, np.ndarray], task: Task) -> "ObservationLayout":
+        """The layout for ``spec`` with tool positions inside ``box`` (m) and ``task``'s own part."""
+        n, (lo, hi) = spec.dof, box
+        rot = 2 if spec.roll_only else 6
+        f = SimRobot.INSTABILITY_SPEED_FACTOR
+        t_lo, t_hi = task.obs_bounds(lo, hi)
+        low = np.concatenate([-np.ones(n), -f * np.ones(n), -np.ones(n), lo, -np.ones(rot), t_lo]).astype(np.float32)
+        high = np.concatenate([np.ones(n), f * np.ones(n), np.ones(n), hi, np.ones(rot), t_hi]).astype(np.float32)
+        g = task.goals.size
+        span = spec.upper - spec.lower
+        return cls(0.5 * (spec.upper + spec.lower), 2.0 / span, 1.0 / spec.max_velocity, 1.0 / span, spec.roll_only,
+                   low, high, np.concatenate([lo, -np.ones(g - 3)]).astype(np.float32),
+                   np.concatenate([hi, np.ones(g - 3)]).astype(np.float32))
+
+    def space(self) -> spaces.Dict:
+        """The observation space of one env."""
+        return spaces.Dict({
+            "observation": spaces.Box(self.obs_low, self.obs_high, dtype=np.float32),
+            "achieved_goal": spaces.Box(self.goal_low, self.goal_high, dtype=np.float32),
+            "desired_goal": spaces.Box(self.goal_low, self.goal_high, dtype=np.float32),
+        })
+
+    def vectors(self, q: np.ndarray, qd: np.ndarray, q_ref: np.ndarray, T: np.ndarray,
+                task: np.ndarray) -> np.ndarray:
+        """``observation`` (N, D) float32 of joints q, qd, q_ref (N, n), tool poses T (N, 4, 4) and the
+        task's part (N, m), clipped to the bounds."""
+        rot = T[:, :2, 0] if self.roll_only else T[:, :3, :2].transpose(0, 2, 1).reshape(len(T), 6)
+        vec = np.concatenate([(q - self.q_mid) * self.q_scale, qd * self.v_scale, (q_ref - q) * self.lag_scale,
+                              T[:, :3, 3], rot, task], axis=1)
+        # plain ufuncs: np.clip's wrapper costs more than the work
+        return np.minimum(np.maximum(vec.astype(np.float32), self.obs_low), self.obs_high)
+
+    def goals(self, g: np.ndarray) -> np.ndarray:
+        """Goal vectors (..., g) as float32, clipped to the bounds."""
+        return np.minimum(np.maximum(np.asarray(g, dtype=np.float32), self.goal_low), self.goal_high)
+
+
+class ArmEnv(gym.Env, EzPickle):
     """A robot arm in armtwin's world doing a :class:`~armtwin.envs.tasks.Task`.
 
     Use :class:`ReachEnv` or :class:`TrackEnv` (their docstrings are the manuals); this
-    class holds what they share. Subclasses implement :meth:`_make_task`.
+    class holds what they share. Subclasses implement :meth:`make_task`.
 
     Args:
         robot: robot id (``scara``, ``irb120``, ``aubo_i5``) or a spec.
@@ -86,7 +152,12 @@ class ArmEnv(gym.Env):
         joint_step: rad per step at action 1 (joint control; prismatic joints use tool_step / 4).
         render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (PyBullet GUI; needs a display).
         width, height: pixels of ``rgb_array`` frames.
-        camera: camera preset name (``iso``, ``front``, ``side``, ``top``).
+        camera: camera preset name (``iso``, ``front``, ``side``, ``top``); also the view of
+            image observations.
+        obs_type: ``state``, ``rgb``, ``rgbd`` or ``both`` (:class:`~armtwin.envs.gym_options.ObsType`).
+        image_size: pixels per side of image observations.
+        randomize: per-episode domain randomisation (:class:`~armtwin.envs.randomize.Randomization`
+            or a dict of its fields); None: off.
     """
 
     metadata = {"render_modes": _RENDER_MODES, "render_fps": 25}
@@ -95,38 +166,56 @@ class ArmEnv(gym.Env):
                  control: str | ControlMode = "cartesian", orientation: bool = False, control_freq: float = 25.0,
                  physics_dt: float | None = None, tool_step: float = 0.04, rot_step: float = 0.2,
                  joint_step: float = 0.05, render_mode: str | None = None, width: int = 320, height: int = 240,
-                 camera: str = "iso") -> None:
-        self.robot_spec = get_robot(robot) if isinstance(robot, str) else robot
+                 camera: str = "iso", obs_type: str | ObsType = "state", image_size: int = 84,
+                 randomize: Randomization | dict | None = None) -> None:
+        # every option is checked here, before a world exists (bounds: armtwin.envs.gym_options)
+        if isinstance(robot, RobotSpec):
+            self.robot_spec = robot
+        else:
+            try:
+                self.robot_spec = get_robot(robot)
+            except KeyError as exc:  # UnknownRobotError: a bad option value, like any other
+                raise ValueError(exc.args[0] if exc.args else str(exc)) from None
         spec = self.robot_spec
         self.joint_mode = JointMode.parse(joint_mode)
         self.control = ControlMode.parse(control)
-        self.orientation = bool(orientation)
-        if not (np.isfinite(control_freq) and control_freq > 0):
-            raise ValueError(f"control_freq must be > 0 Hz, got {control_freq}")
+        self.orientation = opt.flag("orientation", orientation)
+        control_freq = opt.number("control_freq", control_freq, opt.CONTROL_FREQ_HZ, "Hz", low_open=False)
+        if physics_dt is not None:
+            physics_dt = opt.number("physics_dt", physics_dt, opt.PHYSICS_DT_S, "s", low_open=False)
+        tool_step = opt.number("tool_step", tool_step, opt.TOOL_STEP_M, "m")
+        rot_step = opt.number("rot_step", rot_step, opt.ANGLE_STEP_RAD, "rad")
+        joint_step = opt.number("joint_step", joint_step, opt.ANGLE_STEP_RAD, "rad")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not available here; choose one of "
                              f"{self.metadata['render_modes']}" + ("" if "human" in _RENDER_MODES else " (no display for 'human')"))
-        if int(width) < 16 or int(height) < 16:
-            raise ValueError("width and height must be at least 16 pixels")
+        width = opt.whole("width", width, opt.FRAME_WIDTH)
+        height = opt.whole("height", height, opt.FRAME_HEIGHT)
+        cameras = cameras_for(spec)
+        if not isinstance(camera, str) or camera not in cameras:
+            raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(cameras)}")
+        self.obs_type = ObsType.parse(obs_type)
+        self.image_size = opt.whole("image_size", image_size, opt.IMAGE_SIZE)
+        self.randomization = Randomization.of(randomize)
         self.render_mode = render_mode
-        self.dt = 1.0 / float(control_freq)  # s, control period
+        self.dt = 1.0 / control_freq  # s, control period
         if physics_dt is None:
             physics_dt = DEFAULT_PHYSICS_DT[self.joint_mode] or self.dt
-        substeps = max(1, int(math.ceil(self.dt / float(physics_dt) - 1e-9)))  # never a longer physics step than asked
+        # never a longer physics step than asked; at most dt / PHYSICS_DT_S[0] substeps (bounded above)
+        substeps = max(1, int(math.ceil(self.dt / physics_dt - 1e-9)))
         self.physics = PhysicsConfig(dt=self.dt, substeps=substeps)
         self.metadata = {**type(self).metadata, "render_fps": int(round(control_freq))}  # a copy, per instance
 
         # workspace bounds: every reachable flange position lies in this box (reporting frame)
         r = workspace_radius(spec)
-        self._box = (np.full(3, -r), np.full(3, r))
+        #: (low (3,), high (3,)) m: every reachable flange position lies in this box (reporting frame)
+        self.workspace_box = (np.full(3, -r), np.full(3, r))
+        self._tool_step, self._joint_step = tool_step, joint_step
         self._ik, self._ik_path = _ik_solvers(spec) if self._needs_ik() else (None, None)
         self._chain = chain_of(spec)
 
-        cameras = cameras_for(spec)
-        if camera not in cameras:
-            raise ValueError(f"unknown camera {camera!r}; choose one of: {', '.join(cameras)}")
         self._camera = cameras[camera]
-        self._size = (int(width), int(height))
+        self._size = (width, height)
 
         # the world and the robot
         self.world = World(self.physics, gui=(render_mode == "human"), renderer="tiny")
@@ -137,85 +226,180 @@ class ArmEnv(gym.Env):
             # the action interface and the task
             if self.control is ControlMode.CARTESIAN:
                 self.controller = CartesianDeltaControl(spec, self.dt, self._ik, orientation=self.orientation,
-                                                        tool_step=tool_step, rot_step=rot_step, box=self._box)
+                                                        tool_step=tool_step, rot_step=rot_step, box=self.workspace_box)
             else:
                 self.controller = JointDeltaControl(spec, self.dt, joint_step=joint_step, linear_step=tool_step / 4)
-            self.task: Task = self._make_task()
+            self.task: Task = self.make_task()
         except Exception:
             self.world.close()
             raise
 
         self.action_space = spaces.Box(-1.0, 1.0, (self.controller.size,), np.float32)
-        self.observation_space = self._make_observation_space()
-        span = spec.upper - spec.lower
-        self._q_mid, self._q_scale = 0.5 * (spec.upper + spec.lower), 2.0 / span
-        self._v_scale, self._lag_scale = 1.0 / spec.max_velocity, 1.0 / span
+        self.layout = ObservationLayout.of(spec, self.workspace_box, self.task)
+        self.observation_space = self._observation_space()
+        #: the current episode's randomisation draw (None when randomisation is off)
+        self.randomization_sample: RandomizationSample | None = None
+        self._pending: collections.deque = collections.deque()   # actions waiting out the latency
         self._step_count = 0
         self._T_tool = np.eye(4)
         self._achieved = np.zeros(self.task.goals.size)
-        self._desired_obs = np.zeros(self.task.goals.size, dtype=np.float32)
+        self._live = False  # reset() starts the first episode
         self._wall = 0.0
 
-    # ----- subclass hooks -----------------------------------------------------------------
-    def _make_task(self) -> Task:
+    def _observation_space(self) -> spaces.Dict:
+        """The layout's Dict space, with the image for image observation types."""
+        base = self.layout.space()
+        if self.obs_type is ObsType.STATE:
+            return base
+        s, c = self.image_size, 4 if self.obs_type is ObsType.RGBD else 3
+        keys = {"image": spaces.Box(0, 255, (s, s, c), np.uint8)}
+        if self.obs_type is ObsType.BOTH:
+            keys = {"observation": base["observation"], **keys}
+        return spaces.Dict({**keys, "achieved_goal": base["achieved_goal"], "desired_goal": base["desired_goal"]})
+
+    @property
+    def depth_scale(self) -> float:
+        """m per unit of the depth channel of ``rgbd`` images (255 units span twice the camera distance)."""
+        return 2.0 * self._camera.distance / 255.0
+
+    # ----- copies ---------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle (pickle, cloudpickle, ``copy.deepcopy``) as the constructor's arguments and the
+        random generator's state — never the PyBullet world.
+
+        The copy builds a world of its own (so closing or collecting either never touches the
+        other, as Ray workers and vector envs need); it starts like a new env: call ``reset()``
+        (without a seed its episodes continue the original's random sequence).
+        """
+        state = EzPickle.__getstate__(self)
+        state["np_random"] = None if self._np_random is None else self._np_random.bit_generator.state
+        state["np_random_seed"] = self._np_random_seed
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).__init__(self, *state["_ezpickle_args"], **state["_ezpickle_kwargs"])
+        if state.get("np_random") is not None:
+            bitgen = getattr(np.random, state["np_random"]["bit_generator"])()
+            bitgen.state = state["np_random"]
+            self._np_random, self._np_random_seed = np.random.Generator(bitgen), state["np_random_seed"]
+
+    # ----- subclass hooks (the batched vector envs use them too) -----------------------------
+    def make_task(self) -> Task:
+        """A fresh task of this env's kind and settings (the batched vector env makes one per robot)."""
         raise NotImplementedError
+
+    def terminates_on_success(self) -> bool:
+        """Whether an episode ends (terminated) when the goal is reached."""
+        return False
+
+    def make_controller(self, num: int) -> JointDeltaBatch | CartesianDeltaBatch:
+        """The action interface of this env's settings for ``num`` robots, with the batch IK."""
+        if self.control is ControlMode.CARTESIAN:
+            spec = self.robot_spec
+
+            def ik_batch(T: np.ndarray, q_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                r = ik.solve_batch(spec, T, q_near)
+                return r.q, r.ok
+
+            c = self.controller
+            return CartesianDeltaBatch(spec, self.dt, ik_batch, num, orientation=self.orientation,
+                                       tool_step=c.tool_step, rot_step=c.rot_step, box=self.workspace_box)
+        return JointDeltaBatch(self.robot_spec, self.dt, num, joint_step=self._joint_step,
+                               linear_step=self._tool_step / 4)
 
     def _needs_ik(self) -> bool:
         return self.control is ControlMode.CARTESIAN
 
-    # ----- spaces -------------------------------------------------------------------------
-    def _make_observation_space(self) -> spaces.Dict:
-        n = self.robot_spec.dof
-        lo, hi = self._box
-        rot = 2 if n == 4 else 6
-        f = SimRobot.INSTABILITY_SPEED_FACTOR
-        t_lo, t_hi = self.task.obs_bounds(lo, hi)
-        low = np.concatenate([-np.ones(n), -f * np.ones(n), -np.ones(n), lo, -np.ones(rot), t_lo])
-        high = np.concatenate([np.ones(n), f * np.ones(n), np.ones(n), hi, np.ones(rot), t_hi])
-        self._obs_low, self._obs_high = low.astype(np.float32), high.astype(np.float32)
-        g = self.task.goals.size
-        g_lo = np.concatenate([lo, -np.ones(g - 3)]).astype(np.float32)
-        g_hi = np.concatenate([hi, np.ones(g - 3)]).astype(np.float32)
-        self._goal_low, self._goal_high = g_lo, g_hi
-        return spaces.Dict({
-            "observation": spaces.Box(self._obs_low, self._obs_high, dtype=np.float32),
-            "achieved_goal": spaces.Box(g_lo, g_hi, dtype=np.float32),
-            "desired_goal": spaces.Box(g_lo, g_hi, dtype=np.float32),
-        })
-
     # ----- the loop -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode. ``options``: ``"goal"`` (Reach: a goal vector), ``"q"`` (start joints),
-        ``"path"`` (Track: a :class:`~armtwin.envs.tasks.TimedPath`)."""
+        """Start an episode. ``options``: ``"q"`` (start joints, inside their ranges) and the task's own
+        (Reach: ``"goal"``, a goal vector inside the goal box; Track: ``"path"``, a
+        :class:`~armtwin.envs.tasks.TimedPath`). A refused option (ValueError) changes nothing."""
+        options = opt.reset_options(options, ("q",) + self.task.option_keys)
+        q_start = self._checked_joints(options["q"]) if "q" in options else None
+        if "goal" in options:
+            options["goal"] = self._checked_goal(options["goal"])
         super().reset(seed=seed)  # reseeds only when a seed is given: never on every reset
-        options = dict(options or {})
         q0 = self.task.reset(self.np_random, options)
-        if options.get("q") is not None:
-            q0 = np.asarray(options["q"], dtype=float)
-        q0 = self.robot_spec.home if q0 is None else q0
+        q0 = q_start if q_start is not None else (self.robot_spec.home if q0 is None else q0)
+        if self.randomization is not None:
+            self._randomize()
         self.robot.reset(q0)
         self.robot.command(q0)
         self.controller.reset(q0)
         self._step_count = 0
+        self._live = True
         self._wall = time.perf_counter()
         obs = self._observe()
         return obs, self._info(obs["achieved_goal"], obs["desired_goal"], False)
 
+    def _randomize(self) -> None:
+        """Draw this episode's twin from the env's generator and apply it (drive, masses, payload)."""
+        r = self.randomization
+        d = self.randomization_sample = r.sample(self.np_random, self.robot.num_links)
+        if r.dynamic and self.joint_mode is not JointMode.KINEMATIC:
+            base, spec = self.robot_spec.drive, self.robot_spec
+            effort = spec.max_effort if base.effort is None else np.asarray(base.effort, dtype=float)
+            self.robot.set_drive(dataclasses.replace(
+                base, stiffness=tuple(np.asarray(base.stiffness) * d.gains), damping=tuple(np.asarray(base.damping) * d.gains),
+                position_gain=min(1.0, base.position_gain * d.gains), velocity_gain=min(1.0, base.velocity_gain * d.gains),
+                friction=tuple(np.asarray(base.friction) * d.friction),
+                joint_damping=tuple(np.asarray(base.joint_damping) * d.joint_damping), effort=tuple(effort * d.effort)))
+            self.robot.set_payload(d.payload)
+            self.robot.set_mass_scale(d.mass)
+        self._pending = collections.deque([np.zeros(self.controller.size)] * d.latency)
+
+    def _checked_joints(self, q: Any) -> np.ndarray:
+        """``options["q"]``: n finite joint values inside the joint ranges (rad / m), or ValueError."""
+        spec = self.robot_spec
+        q = opt.vector("options['q']", q, spec.dof)
+        outside = (q < spec.lower - 1e-9) | (q > spec.upper + 1e-9)
+        if np.any(outside):
+            k = int(np.argmax(outside))
+            raise ValueError(f"options['q']: joint {k + 1} = {q[k]:.6g} is outside its range "
+                             f"[{spec.lower[k]:.6g}, {spec.upper[k]:.6g}] {'m' if spec.prismatic[k] else 'rad'}")
+        return q
+
+    def _checked_goal(self, goal: Any) -> np.ndarray:
+        """``options["goal"]``: a goal vector inside the goal box, unit orientation part, or ValueError."""
+        g = opt.vector("options['goal']", goal, self.task.goals.size)
+        lo, hi = self.layout.goal_low[:3], self.layout.goal_high[:3]
+        if np.any(g[:3] < lo) or np.any(g[:3] > hi):
+            raise ValueError(f"options['goal']: position {g[:3].tolist()} m is outside the workspace box "
+                             f"[{lo[0]:.3f}, {hi[0]:.3f}] m per axis")
+        if g.size > 3 and abs(float(np.linalg.norm(g[3:])) - 1.0) > 1e-3:
+            what = "(cos, sin) of the roll" if g.size == 5 else "quaternion (x, y, z, w)"
+            raise ValueError(f"options['goal']: the orientation part must be a unit {what}, got {g[3:].tolist()}")
+        return g
+
     def step(self, action):
-        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        if a.shape != (self.controller.size,):
-            raise ValueError(f"action needs {self.controller.size} values, got {a.size}")
+        """One control step. A non-finite or wrongly shaped action is refused (ValueError) before any state
+        changes; values outside [-1, 1] are clipped."""
+        if not self._live:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        n = self.controller.size
+        try:
+            a = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"an action is {n} numbers in [-1, 1], got {action!r}") from None
+        if a.shape != (n,):
+            raise ValueError(f"action needs {n} values, got {a.size}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action has non-finite values {a.tolist()}; refused, nothing changed")
+        a = np.clip(a, -1.0, 1.0)
+        if self._pending:   # action latency (randomisation): the action of `latency` steps ago acts now
+            self._pending.append(a)
+            a = self._pending.popleft()
         k = self._step_count
-        desired = self._desired_obs  # the float32 desired goal the agent saw
         q_prev = self.controller.q_ref
         q_cmd, ik_failed = self.controller(a, self.task.reference(k))
         self.robot.command(q_cmd, (q_cmd - q_prev) / self.dt)  # the G-code runner's command path
         self.world.step(1)
         self._step_count = k + 1
         obs = self._observe()
-        info = self._info(obs["achieved_goal"], desired, ik_failed)
+        info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed)
         reward = float(self.task.reward_of(info["distance"], info.get("angle_error", 0.0), info["is_success"]))
-        terminated = bool(info["is_success"] and self._terminate_on_success())
+        terminated = bool(info["is_success"] and self.terminates_on_success())
         truncated = info["unstable"] or self._step_count >= self.task.episode_steps()
         if info["unstable"]:
             info["instability"] = self.robot.instability.message
@@ -223,29 +407,32 @@ class ArmEnv(gym.Env):
             self._sync_real_time()
         return obs, reward, terminated, truncated, info
 
-    def _terminate_on_success(self) -> bool:
-        return False
-
     def _observe(self) -> dict[str, np.ndarray]:
-        spec = self.robot_spec
         st = self.robot.state()
-        q = st.q
         T = self.robot.flange_pose()  # as the engine has it
         self._T_tool = T
         self._achieved = self.task.goals.of_pose(T)
-        rot = T[:2, 0] if spec.roll_only else T[:3, :2].T.ravel()
-        vec = np.concatenate([(q - self._q_mid) * self._q_scale, st.qd * self._v_scale,
-                              (self.controller.q_ref - q) * self._lag_scale, T[:3, 3], rot,
-                              self.task.observation(self._step_count, self._achieved)])
-        desired = self.task.desired_goal(self._step_count)
-        lo, hi = self._goal_low, self._goal_high
-        mn, mx = np.minimum, np.maximum  # plain ufuncs: np.clip's wrapper costs more than the work
-        self._desired_obs = mn(mx(np.asarray(desired, dtype=np.float32), lo), hi)
-        return {
-            "observation": mn(mx(vec.astype(np.float32), self._obs_low), self._obs_high),
-            "achieved_goal": mn(mx(self._achieved.astype(np.float32), lo), hi),
-            "desired_goal": self._desired_obs.copy(),
-        }
+        L, kind = self.layout, self.obs_type
+        obs: dict[str, np.ndarray] = {}
+        if kind is ObsType.STATE or kind is ObsType.BOTH:
+            task = self.task.observation(self._step_count, self._achieved)
+            vec = L.vectors(st.q[None], st.qd[None], self.controller.q_ref[None], T[None], task[None])[0]
+            d = self.randomization_sample
+            if d is not None and d.obs_noise > 0:
+                noise = self.np_random.normal(0.0, d.obs_noise, vec.shape).astype(np.float32)
+                vec = np.minimum(np.maximum(vec + noise, L.obs_low), L.obs_high)
+            obs["observation"] = vec
+        if kind is not ObsType.STATE:
+            s = self.image_size
+            rgb, depth = self.world.render_observation(self._camera, s, s, depth=kind is ObsType.RGBD)
+            self._draw_markers(rgb)
+            if depth is not None:
+                rgb = np.concatenate([rgb, np.clip(np.rint(depth / self.depth_scale), 0, 255).astype(np.uint8)[..., None]],
+                                     axis=2)
+            obs["image"] = rgb
+        obs["achieved_goal"] = L.goals(self._achieved)
+        obs["desired_goal"] = L.goals(self.task.desired_goal(self._step_count))
+        return obs
 
     def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool) -> dict[str, Any]:
         """Errors and flags of the goal pair the reward is computed from (float32, as observed)."""
@@ -253,13 +440,16 @@ class ArmEnv(gym.Env):
         info = {"is_success": success, "distance": dist, "ik_failed": bool(ik_failed), "unstable": not self.robot.stable}
         if self.task.goals.orientation:
             info["angle_error"] = ang
+        if self.randomization_sample is not None:
+            info["randomization"] = self.randomization_sample.as_dict()
         return info
 
     def compute_reward(self, achieved_goal, desired_goal, info=None) -> np.ndarray:
         """Reward of goal batches ``(..., g)`` -> ``(...)`` float32 (vectorised, for HER).
 
-        ``info`` is not used; step k's reward equals
-        ``compute_reward(obs[k+1]["achieved_goal"], obs[k]["desired_goal"], info)``.
+        ``info`` is not used. The reward a step returns equals
+        ``compute_reward(obs["achieved_goal"], obs["desired_goal"], info)`` of the observation that
+        step returns (the Gymnasium-Robotics GoalEnv contract, checked by SB3's ``check_env``).
         """
         return self.task.compute_reward(achieved_goal, desired_goal, info)
 
@@ -280,13 +470,18 @@ class ArmEnv(gym.Env):
             return None
         w, h = self._size
         img = self.world.render(self._camera, w, h)
+        self._draw_markers(img)
+        return img
+
+    def _draw_markers(self, img: np.ndarray) -> None:
+        """Paint the task's markers (the goal in red, a path in cyan) into ``img`` in place."""
         pts = self.task.markers()
         if len(pts):
+            h, w = img.shape[:2]
             wp = (self.robot.world_T_report @ np.c_[pts, np.ones(len(pts))].T).T[:, :3]
             uv = self._camera.project(wp, w, h)
             big = len(pts) == 1
             _draw_dots(img, uv, radius=max(2, w // 80) if big else 1, color=(230, 40, 40) if big else (0, 200, 230))
-        return img
 
     def _sync_real_time(self) -> None:
         ahead = self._wall + self._step_count * self.dt - time.perf_counter()
@@ -356,6 +551,20 @@ class ReachEnv(ArmEnv):
     | ``achieved_goal`` | 3, 5 or 7 | tool goal vector (position; + roll cos/sin or quaternion xyzw) |
     | ``desired_goal`` | 3, 5 or 7 | the goal, same layout |
 
+    ``obs_type`` (default ``"state"``) chooses what the policy sees besides the goals:
+    ``"rgb"`` replaces ``observation`` by ``image``, a (s, s, 3) uint8 picture from ``camera``
+    (s = ``image_size``, TinyRenderer without shadows, the goal drawn as a red dot);
+    ``"rgbd"`` adds a fourth channel, the depth along the view axis in units of
+    :attr:`depth_scale` m (255 = twice the camera distance or farther); ``"both"`` keeps
+    ``observation`` and adds the rgb ``image``. With ``randomize``, ``observation`` carries the
+    drawn noise (the goals never do).
+
+    ## Domain randomisation
+    ``randomize`` (default None: off) draws a new twin at every reset — drive gains and force
+    limits, friction, joint damping, link masses and inertias, payload, action latency,
+    observation noise — from the env's seeded generator; ``info["randomization"]`` reports the
+    draw (:mod:`armtwin.envs.randomize`).
+
     ## Rewards
     ``reward="sparse"`` (default): 0 when the position error is below
     ``distance_threshold`` (and, with orientation, the angle error below
@@ -376,7 +585,7 @@ class ReachEnv(ArmEnv):
     AuboI5Reach set ``robot``. All arguments of :class:`ArmEnv` (robot, joint_mode
     ="articulation", control="cartesian", orientation=False, control_freq=25.0,
     physics_dt=None, tool_step=0.04, rot_step=0.2, joint_step=0.05, render_mode=None,
-    width=320, height=240, camera="iso") and:
+    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None) and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -388,18 +597,27 @@ class ReachEnv(ArmEnv):
     | ``terminate_on_success`` | False | end the episode when the goal is reached |
 
     ## Version history
-    * v0: initial version.
+    * v0: initial version; options and reset options are checked when given (a ValueError
+      naming the option), a refused action changes no state, copies are independent;
+      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged).
     """
 
     def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
                  distance_threshold: float = 0.02, angle_threshold: float = 0.1, episode_steps: int = 50,
                  goal_spread: float = 1.2, terminate_on_success: bool = False, **kwargs: Any) -> None:
-        self._task_args = dict(reward_type=RewardType.parse(reward), distance_threshold=distance_threshold,
-                               angle_threshold=angle_threshold, episode_steps=episode_steps, goal_spread=goal_spread)
-        self._terminate = bool(terminate_on_success)
+        EzPickle.__init__(self, robot, reward=reward, distance_threshold=distance_threshold,
+                          angle_threshold=angle_threshold, episode_steps=episode_steps, goal_spread=goal_spread,
+                          terminate_on_success=terminate_on_success, **kwargs)
+        self._task_args = dict(
+            reward_type=RewardType.parse(reward),
+            distance_threshold=opt.number("distance_threshold", distance_threshold, opt.DISTANCE_THRESHOLD_M, "m"),
+            angle_threshold=opt.number("angle_threshold", angle_threshold, opt.ANGLE_THRESHOLD_RAD, "rad"),
+            episode_steps=opt.whole("episode_steps", episode_steps, (1, opt.MAX_EPISODE_STEPS)),
+            goal_spread=opt.number("goal_spread", goal_spread, opt.GOAL_SPREAD_RAD, "rad"))
+        self._terminate = opt.flag("terminate_on_success", terminate_on_success)
         super().__init__(robot, **kwargs)
 
-    def _make_task(self) -> Task:
+    def make_task(self) -> Task:
         feasible = None
         if self.control is ControlMode.CARTESIAN and not self.orientation:
             R0 = fk_batch(self._chain, self.robot_spec.home[None])[0][:3, :3]
@@ -411,7 +629,7 @@ class ReachEnv(ArmEnv):
         return Reach(self.robot_spec, orientation=self.orientation, mount_z=self._mount_z, feasible=feasible,
                      **self._task_args)
 
-    def _terminate_on_success(self) -> bool:
+    def terminates_on_success(self) -> bool:
         return self._terminate
 
 
@@ -448,12 +666,15 @@ class TrackEnv(ArmEnv):
     As :class:`ReachEnv` (``observation``: n + n + n + 3 + 2|6 values), then 3 ×
     ``lookahead`` values — the next path points relative to the desired goal, m — and the
     phase k / steps in [0, 1]. ``achieved_goal``: tool position (3,), m;
-    ``desired_goal``: the path position at (k + 1)·dt (3,), m.
+    ``desired_goal``: the path position at k·dt after k steps (3,), m — where the tool should be
+    now, the point the step that led here is scored against (the first look-ahead point is
+    the next step's target).
 
     ## Rewards
     ``reward="dense"`` (default): −(distance from the path point, m). ``reward="sparse"``:
-    0 within ``distance_threshold`` m, else −1. Step k's reward is
-    ``compute_reward(obs[k+1]["achieved_goal"], obs[k]["desired_goal"], info)``.
+    0 within ``distance_threshold`` m, else −1. A step's reward is
+    ``compute_reward(obs["achieved_goal"], obs["desired_goal"], info)`` of the observation it
+    returns (the GoalEnv contract HER relies on).
 
     ## Episode end
     Truncation at the end of the path (``duration`` × ``control_freq`` steps) or when the
@@ -461,9 +682,10 @@ class TrackEnv(ArmEnv):
     tool is within ``distance_threshold`` of the path.
 
     ## Arguments
-    ``gymnasium.make("armtwin/IRB120Track-v0", **kwargs)``; ids ScaraTrack, IRB120Track and
+    ``gymnasium.make("armtwin/IRB120Track-v1", **kwargs)``; ids ScaraTrack, IRB120Track and
     AuboI5Track set ``robot``. All arguments of :class:`ArmEnv` except ``orientation``
-    (position paths, orientation held), and:
+    (position paths, orientation held; ``obs_type``, ``image_size`` and ``randomize`` as in
+    :class:`ReachEnv`), and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -478,6 +700,10 @@ class TrackEnv(ArmEnv):
     | ``tool_step`` | 0.01 | m per step at action 1 |
 
     ## Version history
+    * v1: the desired goal after k steps is the path point at k·dt, the one the last step is
+      scored against (v0 showed the next step's point and scored against the previous
+      observation's goal, so ``compute_reward`` of a step's own observation differed from its
+      reward); ``lookahead`` >= 1; every option and reset option checked when given.
     * v0: initial version.
     """
 
@@ -486,25 +712,36 @@ class TrackEnv(ArmEnv):
                  program: str | None = None,
                  path_factory: Callable[[np.random.Generator], TimedPath] | None = None, residual: bool = True,
                  lookahead: int = 3, tool_step: float = 0.01, **kwargs: Any) -> None:
-        if kwargs.get("orientation"):
+        EzPickle.__init__(self, robot, reward=reward, distance_threshold=distance_threshold, duration=duration,
+                          path=path, program=program, path_factory=path_factory, residual=residual,
+                          lookahead=lookahead, tool_step=tool_step, **kwargs)
+        if opt.flag("orientation", kwargs.get("orientation", False)):
             raise ValueError("Track follows positions; orientation=True is not supported")
-        if not (np.isfinite(duration) and duration > 0):
-            raise ValueError(f"duration must be > 0 s, got {duration}")
         self._reward = RewardType.parse(reward)
-        self._threshold = float(distance_threshold)
-        self._duration = float(duration)
-        self._shape = str(path)
+        self._threshold = opt.number("distance_threshold", distance_threshold, opt.DISTANCE_THRESHOLD_M, "m")
+        self._duration = opt.number("duration", duration, (0.0, opt.MAX_EPISODE_STEPS / opt.CONTROL_FREQ_HZ[0]), "s")
+        if not isinstance(path, str):
+            raise ValueError(f"path must be a shape name ({', '.join(('random',) + PATH_SHAPES)}), got {path!r}")
+        if program is not None and not isinstance(program, str):
+            raise ValueError(f"program must be a G-code file name or text, got {type(program).__name__}")
+        if path_factory is not None and not callable(path_factory):
+            raise ValueError(f"path_factory must be a callable rng -> TimedPath, got {type(path_factory).__name__}")
+        self._shape = path
         self._factory = path_factory
         self._program = program
-        self._residual = bool(residual)
-        self._lookahead = int(lookahead)
+        self._residual = opt.flag("residual", residual)
+        self._lookahead = opt.whole("lookahead", lookahead, opt.LOOKAHEAD)
         super().__init__(robot, tool_step=tool_step, **kwargs)
 
     def _needs_ik(self) -> bool:
         return True
 
-    def _make_task(self) -> Task:
+    def make_task(self) -> Task:
         spec = self.robot_spec
+        steps = int(math.ceil(self._duration / self.dt - 1e-9))
+        if steps > opt.MAX_EPISODE_STEPS:
+            raise ValueError(f"duration {self._duration:g} s at {1 / self.dt:g} Hz is {steps} control steps; "
+                             f"at most {opt.MAX_EPISODE_STEPS} per episode")
         home = spec.home
         T_home = fk_batch(self._chain, home[None])[0]
         centres = Reach(spec, mount_z=self._mount_z, goal_spread=0.8,

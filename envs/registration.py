@@ -10,7 +10,8 @@ module::
 
 or ``import armtwin.envs.registration`` then ``gym.make("armtwin/IRB120Reach-v0")``.
 Keyword arguments of ``gym.make`` reach the environment class (see :class:`ReachEnv` and
-:class:`TrackEnv` for the options).
+:class:`TrackEnv` for the options); ``gym.make_vec(id, num_envs=N)`` builds N of them in one
+batched world (:mod:`armtwin.envs.vector`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,17 @@ import gymnasium as gym
 
 __all__ = ["ENV_IDS", "register_envs"]
 
-_REACH = "armtwin.envs.gym_envs:ReachEnv"
-_TRACK = "armtwin.envs.gym_envs:TrackEnv"
+_REACH = ("armtwin.envs.gym_envs:ReachEnv", "armtwin.envs.vector:ReachVectorEnv")
+_TRACK = ("armtwin.envs.gym_envs:TrackEnv", "armtwin.envs.vector:TrackVectorEnv")
 
-#: id -> (entry point, default keyword arguments)
+#: id -> ((entry point, vector entry point), default keyword arguments)
 ENV_IDS = MappingProxyType({
     "armtwin/ScaraReach-v0": (_REACH, {"robot": "scara"}),
     "armtwin/IRB120Reach-v0": (_REACH, {"robot": "irb120"}),
     "armtwin/AuboI5Reach-v0": (_REACH, {"robot": "aubo_i5"}),
-    "armtwin/ScaraTrack-v0": (_TRACK, {"robot": "scara"}),
-    "armtwin/IRB120Track-v0": (_TRACK, {"robot": "irb120"}),
-    "armtwin/AuboI5Track-v0": (_TRACK, {"robot": "aubo_i5"}),
+    "armtwin/ScaraTrack-v1": (_TRACK, {"robot": "scara"}),
+    "armtwin/IRB120Track-v1": (_TRACK, {"robot": "irb120"}),
+    "armtwin/AuboI5Track-v1": (_TRACK, {"robot": "aubo_i5"}),
 })
 
 
@@ -39,11 +40,14 @@ def register_envs() -> None:
     """Register every id in :data:`ENV_IDS` with Gymnasium (idempotent).
 
     Episodes are truncated by the environments themselves (``episode_steps`` /
-    ``duration``), so no ``max_episode_steps`` is registered.
+    ``duration``), so no ``max_episode_steps`` is registered. ``gymnasium.make_vec(id, num_envs=N)``
+    builds the batched vector env (N robots in one world, :mod:`armtwin.envs.vector`);
+    ``vectorization_mode="sync"`` / ``"async"`` vectorise single envs instead.
     """
-    for env_id, (entry_point, kwargs) in ENV_IDS.items():
+    for env_id, ((entry_point, vector_entry_point), kwargs) in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs))
+            gym.register(id=env_id, entry_point=entry_point, vector_entry_point=vector_entry_point,
+                         kwargs=dict(kwargs))
 
 
 register_envs()

@@ -196,6 +196,11 @@ class World:
     def __del__(self) -> None:
         self.close()
 
+    def __reduce__(self):
+        """A world is its PyBullet client: a copy would share it and disconnect it when collected."""
+        raise TypeError("a World owns a PyBullet client and cannot be pickled or copied; build a new World "
+                        "(armtwin's Gymnasium envs pickle as their arguments and build their own)")
+
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
@@ -321,6 +326,15 @@ class World:
         """The stability guard's findings for all robots of this world (empty when all are stable)."""
         return [r.instability for r in self.robots if r.instability is not None]
 
+    def joint_states(self, robots: "list[SimRobot]") -> tuple[np.ndarray, np.ndarray]:
+        """Joint positions and velocities (len(robots), n) of robots with the same number of joints
+        (rad / m, rad/s / m/s): the batched vector envs' read, one engine call per robot."""
+        get, c = pybullet.getJointStates, self.client
+        raw = [get(r.body, r.joints, physicsClientId=c) for r in robots]
+        q = np.array([[j[0] for j in s] for s in raw])
+        qd = np.array([[j[1] for j in s] for s in raw])
+        return q, qd
+
     # ----- rendering ------------------------------------------------------------------
     def render(self, camera: Camera, width: int = 640, height: int = 480, *, rgba: bool = False) -> np.ndarray:
         """Image from ``camera`` (EGL when loaded, else TinyRenderer).
@@ -345,18 +359,37 @@ class World:
         """
         self._camera_image(camera, width, height)
 
-    def _camera_image(self, camera: Camera, width: int, height: int):
+    def render_observation(self, camera: Camera, width: int, height: int, *,
+                           depth: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """A small image for learning: RGB without shadows (they cost ~45 % of a TinyRenderer
+        frame at 84x84) and, with ``depth``, the distance along the view axis of every pixel.
+
+        Returns:
+            ((height, width, 3) uint8 RGB, (height, width) float32 depth in metres or None).
+        """
+        out = self._camera_image(camera, width, height, shadow=False, full=True)
+        rgba = np.reshape(np.asarray(out[2], dtype=np.uint8), (int(height), int(width), 4))
+        rgb = np.ascontiguousarray(rgba[:, :, :3])
+        if not depth:
+            return rgb, None
+        z = 2.0 * np.reshape(np.asarray(out[3], dtype=np.float32), (int(height), int(width))) - 1.0
+        n, f = camera.near, camera.far
+        return rgb, (2.0 * n * f / (f + n - z * (f - n))).astype(np.float32)
+
+    def _camera_image(self, camera: Camera, width: int, height: int, *, shadow: bool = True, full: bool = False):
         if int(width) != width or int(height) != height or width < 1 or height < 1:
             raise ValueError(f"image size must be whole positive pixels, got {width}x{height}")
         view, proj = camera.gl_matrices(width, height)
         # no segmentation mask: armtwin only reads the colour buffer, and the mask costs the
         # EGL renderer 15-30 % of its frame time at 640x480
-        kw = dict(viewMatrix=view, projectionMatrix=proj, lightDirection=[0.4, -0.6, 1.0], shadow=1,
+        kw = dict(viewMatrix=view, projectionMatrix=proj, lightDirection=[0.4, -0.6, 1.0], shadow=int(shadow),
                   flags=pybullet.ER_NO_SEGMENTATION_MASK, physicsClientId=self.client)
         if self._egl_plugin >= 0:
             with _quiet_fds(stderr=False):  # the plugin prints "ven = ..." on every frame
-                return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_BULLET_HARDWARE_OPENGL, **kw)[2]
-        return pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_TINY_RENDERER, **kw)[2]
+                out = pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_BULLET_HARDWARE_OPENGL, **kw)
+        else:
+            out = pybullet.getCameraImage(int(width), int(height), renderer=pybullet.ER_TINY_RENDERER, **kw)
+        return out if full else out[2]
 
 
 class SimRobot:
@@ -449,6 +482,8 @@ class SimRobot:
         self._kp = np.array(drive.stiffness, dtype=float)
         self._kd = np.array(drive.damping, dtype=float)
         self._friction = np.array(drive.friction, dtype=float)
+        # the articulation drive's constant arguments, sent every physics step: built once per drive
+        self._drive_lists = (self._effort.tolist(), [drive.position_gain] * n, [drive.velocity_gain] * n)
         for j, jd in zip(self.joints, drive.joint_damping):
             pybullet.changeDynamics(self.body, j, jointDamping=float(jd), physicsClientId=self.world.client)
         self._configure_motors()
@@ -469,12 +504,11 @@ class SimRobot:
                                         forces=forces.tolist(), physicsClientId=c)
 
     def _apply_articulation_drive(self, target: np.ndarray | None = None) -> None:
-        d, n = self.drive, self.spec.dof
+        forces, kp, kd = self._drive_lists
         pybullet.setJointMotorControlArray(
             self.body, self.joints, pybullet.POSITION_CONTROL,
             targetPositions=(self._q_cmd if target is None else target).tolist(), targetVelocities=self._qd_cmd.tolist(),
-            forces=self._effort.tolist(), positionGains=[d.position_gain] * n,
-            velocityGains=[d.velocity_gain] * n, physicsClientId=self.world.client)
+            forces=forces, positionGains=kp, velocityGains=kd, physicsClientId=self.world.client)
 
     def set_mode(self, mode: JointMode | str) -> None:
         """Switch the joint model, keeping the current state and targets."""
@@ -498,6 +532,27 @@ class SimRobot:
         pybullet.changeDynamics(self.body, self.tool_link, mass=m, localInertiaDiagonal=[inertia] * 3,
                                 physicsClientId=self.world.client)
         self.payload = float(mass)
+
+    @property
+    def num_links(self) -> int:
+        """Links of the loaded body (the URDF's joints, fixed ones included); the base not counted."""
+        return pybullet.getNumJoints(self.body, physicsClientId=self.world.client)
+
+    def set_mass_scale(self, factors) -> None:
+        """Scale each link's mass and inertia by ``factors`` (:attr:`num_links` values, > 0) against the
+        values loaded from the URDF (1: as loaded). The flange link keeps the mass :meth:`set_payload`
+        gave it. For domain randomisation."""
+        f = np.asarray(factors, dtype=float).reshape(-1)
+        c = self.world.client
+        if f.shape != (self.num_links,) or not np.all(np.isfinite(f) & (f > 0)):
+            raise ValueError(f"{self.spec.name}: set_mass_scale needs {self.num_links} factors > 0, got {factors!r}")
+        if not hasattr(self, "_nominal_mass"):
+            info = [pybullet.getDynamicsInfo(self.body, j, physicsClientId=c) for j in range(self.num_links)]
+            self._nominal_mass = [(float(i[0]), list(i[2])) for i in info]
+        for j, (k, (m, inertia)) in enumerate(zip(f, self._nominal_mass)):
+            if j != self.tool_link and m > 0:
+                pybullet.changeDynamics(self.body, j, mass=m * k, localInertiaDiagonal=[v * k for v in inertia],
+                                        physicsClientId=c)
 
     # ----- state ----------------------------------------------------------------------
     def reset(self, q, qd=None) -> None:

@@ -28,6 +28,7 @@ from ..controllers.choices import Choice
 from ..controllers.kinematics import chain_of, fk_batch
 from ..controllers.transforms import matrix_to_quat
 from ..robots import RobotSpec
+from .gym_options import MAX_EPISODE_STEPS, vector
 
 __all__ = ["RewardType", "GoalSpace", "Task", "Reach", "Track", "TimedPath", "random_path", "gcode_path", "PATH_SHAPES",
            "workspace_radius", "sample_workspace_configs"]
@@ -90,17 +91,16 @@ class GoalSpace:
         return 5 if self.scara else 7
 
     def of_pose(self, T: np.ndarray) -> np.ndarray:
-        """Goal vector (size,) of a (4, 4) tool pose."""
-        p = T[:3, 3]
+        """Goal vectors (..., size) of tool poses (..., 4, 4)."""
+        p = T[..., :3, 3]
         if not self.orientation:
             return p.copy()
         if self.scara:
-            roll = np.arctan2(T[1, 0], T[0, 0])
-            return np.array([p[0], p[1], p[2], np.cos(roll), np.sin(roll)])
-        q = matrix_to_quat(T[:3, :3])
-        if q[3] < 0:
-            q = -q
-        return np.concatenate([p, q])
+            roll = np.arctan2(T[..., 1, 0], T[..., 0, 0])
+            return np.concatenate([p, np.cos(roll)[..., None], np.sin(roll)[..., None]], axis=-1)
+        q = np.asarray(matrix_to_quat(T[..., :3, :3]))
+        q = np.where(q[..., 3:4] < 0, -q, q)
+        return np.concatenate([p, q], axis=-1)
 
     def errors(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Position error (m) and angle error (rad) of goal batches (..., size) -> (...), (...)."""
@@ -138,6 +138,8 @@ class Task:
 
     #: length of the task's own part of the observation vector
     obs_size: int = 0
+    #: the task's own ``reset(options=...)`` keys
+    option_keys: tuple[str, ...] = ()
 
     # ----- scoring (vectorised) ---------------------------------------------------------
     def is_success(self, achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
@@ -257,15 +259,14 @@ class Reach(Task):
                     return self.goals.of_pose(T[i])
         raise RuntimeError(f"{self.spec.name}: no feasible goal found in {tries * batch} samples")
 
+    option_keys = ("goal",)
+
     def reset(self, rng: np.random.Generator, options: dict) -> None:
         goal = options.get("goal")
         if goal is None:
             self._goal = self.sample_goal(rng)
         else:
-            g = np.asarray(goal, dtype=float).reshape(-1)
-            if g.shape != (self.goals.size,) or not np.all(np.isfinite(g)):
-                raise ValueError(f"options['goal'] needs {self.goals.size} finite values, got {g.size}")
-            self._goal = g.copy()
+            self._goal = vector("options['goal']", goal, self.goals.size)
         return None
 
     def desired_goal(self, step: int) -> np.ndarray:
@@ -303,6 +304,30 @@ class TimedPath:
     rotation: np.ndarray
     name: str = "path"
     q: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        """ValueError unless: t finite, from 0, not decreasing, ending after 0; p (N, 3) finite;
+        rotation (3, 3) or (N, 3, 3) rotation matrices (orthonormal to 1e-6, det +1)."""
+        try:
+            t = np.asarray(self.t, dtype=float)
+            p = np.asarray(self.p, dtype=float)
+            R = np.asarray(self.rotation, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"path {self.name!r}: t, p and rotation must be numeric arrays") from None
+        if t.ndim != 1 or len(t) < 2 or not np.all(np.isfinite(t)):
+            raise ValueError(f"path {self.name!r}: t must be at least 2 finite sample times, got shape {t.shape}")
+        if t[0] != 0.0 or np.any(np.diff(t) < 0) or t[-1] <= 0:
+            raise ValueError(f"path {self.name!r}: t must start at 0 s, never decrease and end after 0 s")
+        if p.shape != (len(t), 3) or not np.all(np.isfinite(p)):
+            raise ValueError(f"path {self.name!r}: p must be ({len(t)}, 3) finite positions (m), got shape {p.shape}")
+        if R.shape not in ((3, 3), (len(t), 3, 3)) or not np.all(np.isfinite(R)):
+            raise ValueError(f"path {self.name!r}: rotation must be (3, 3) or ({len(t)}, 3, 3), got shape {R.shape}")
+        Rs = R.reshape(-1, 3, 3)
+        if (np.max(np.abs(Rs @ np.swapaxes(Rs, 1, 2) - np.eye(3))) > 1e-6
+                or np.max(np.abs(np.linalg.det(Rs) - 1.0)) > 1e-6):
+            raise ValueError(f"path {self.name!r}: rotation must be rotation matrices (orthonormal, det +1)")
+        for name, v in (("t", t), ("p", p), ("rotation", R)):
+            object.__setattr__(self, name, v)
 
     @property
     def duration(self) -> float:
@@ -437,10 +462,12 @@ def random_path(rng: np.random.Generator, centre: np.ndarray, rotation: np.ndarr
 class Track(Task):
     """Follow a timed tool path; the reward comes from the path error.
 
-    At control step k the desired goal is the path position at time (k + 1)·dt, where the
-    tool should be after the step; the observation adds the ``lookahead`` following path
-    points (relative to the desired goal, m) and the phase k / steps. :meth:`reference`
-    gives the path pose and its IK joints at (k + 1)·dt, for residual control.
+    After k control steps the desired goal is the path position at time k·dt, where the tool
+    should be now — the goal the step that led here is scored against, so a step's reward is
+    :meth:`compute_reward` of the observation it returns. The observation adds the
+    ``lookahead`` (>= 1) following path points (relative to the desired goal, m; the first
+    is the target of the next step) and the phase k / steps. :meth:`reference` gives the path
+    pose and its IK joints at (k + 1)·dt, for residual control.
 
     Args:
         spec: the robot.
@@ -479,21 +506,43 @@ class Track(Task):
         self._Q = np.zeros((1, spec.dof))
         self._P = np.zeros((1, 3))
 
+    option_keys = ("path",)
+
     def reset(self, rng: np.random.Generator, options: dict) -> np.ndarray:
+        """Draw a path (or take ``options["path"]``) that the IK reaches all along; its first joints.
+
+        Raises:
+            ValueError: ``options["path"]`` (or what ``path_factory`` returned) is not a
+                :class:`TimedPath`, is longer than :data:`~armtwin.envs.gym_options.MAX_EPISODE_STEPS`
+                control steps, or (given) is not reachable all along.
+            RuntimeError: no drawn path was reachable in ``tries`` draws.
+        """
         given = options.get("path")
         for _ in range(self._tries if given is None else 1):
             path = given if given is not None else self._factory(rng)
+            what = "options['path']" if given is not None else "path_factory"
+            if not isinstance(path, TimedPath):
+                raise ValueError(f"{what}: a path is a TimedPath, got {type(path).__name__}")
+            n = max(1, int(np.ceil(path.duration / self.dt - 1e-9)))  # the last step ends at (or after) the end
+            if n > MAX_EPISODE_STEPS:
+                raise ValueError(f"{what}: path {path.name!r} lasts {path.duration:g} s = {n} control steps of "
+                                 f"{self.dt:g} s; at most {MAX_EPISODE_STEPS} steps per episode")
             if path.q is not None:     # a compiled program: its own samples and joints (the runner's)
                 return self._use_joints(path)
-            n = max(1, int(np.ceil(path.duration / self.dt - 1e-9)))  # the last step ends at (or after) the end
             T = path.poses(np.arange(n + 1) * self.dt)
             q0 = self._start(T[0])
             if q0 is None:
+                if given is not None:
+                    raise ValueError(f"options['path']: the IK reaches no joints at the path's start {T[0, :3, 3].tolist()} m")
                 continue
             Q, ok = self._solve_path(T, q0)
             if np.all(ok):
                 self.path, self._T, self._Q, self._P = path, T, Q, T[:, :3, 3].copy()
                 return Q[0].copy()
+            if given is not None:
+                bad = int(np.argmin(ok))
+                raise ValueError(f"options['path']: the IK does not reach the path at t = {bad * self.dt:.3f} s "
+                                 f"({T[bad, :3, 3].tolist()} m)")
         raise RuntimeError(f"{self.spec.name}: no path reachable all along was found in {self._tries} tries")
 
     def _use_joints(self, path: TimedPath) -> np.ndarray:
@@ -512,7 +561,7 @@ class Track(Task):
         return min(k, len(self._P) - 1)
 
     def desired_goal(self, step: int) -> np.ndarray:
-        return self._P[self._index(step + 1)]
+        return self._P[self._index(step)]
 
     def reference(self, step: int) -> tuple[np.ndarray, np.ndarray] | None:
         if not self.residual:
@@ -522,7 +571,7 @@ class Track(Task):
 
     def observation(self, step: int, achieved: np.ndarray) -> np.ndarray:
         d = self.desired_goal(step)
-        ahead = [self._P[self._index(step + 2 + j)] - d for j in range(self.lookahead)]
+        ahead = [self._P[self._index(step + 1 + j)] - d for j in range(self.lookahead)]
         return np.concatenate(ahead + [np.array([step / max(self.episode_steps(), 1)])])
 
     def obs_bounds(self, box_low: np.ndarray, box_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,16 @@
-"""``armtwin bench env [--json] [--steps N]``: environment throughput against panda-gym.
+"""``armtwin bench env [--json] [--steps N] [--num-envs N]``: environment throughput against panda-gym.
 
 In one process, steps ``armtwin/IRB120Reach-v0`` (Cartesian control through armtwin's IK,
-articulation joint model — the settings a user trains with) and panda-gym's
-``PandaReach-v3`` with seeded random actions for the same number of steps, resetting at
-the end of every episode. The two run in alternating rounds (so load from other
-processes on the machine falls on both) and each is timed by wall clock and by the
-process's CPU time. Prints steps/s of each and the ratio armtwin / panda-gym (per CPU
-second; JSON key ``ratio_vs_panda_gym``). Then each renders ``--frames`` ``rgb_array`` frames at its default
-size (armtwin 320×240, panda-gym 720×480) and the frame rates are shown too. panda-gym is not a dependency: install it for
-the comparison (``pip install panda-gym``); without it only armtwin's numbers are shown.
+articulation joint model — the settings a user trains with) as a single env, as the batched
+vector env with ``--num-envs`` robots in one world (``gymnasium.make_vec``, default 16), and
+panda-gym's ``PandaReach-v3``, with seeded random actions for the same number of env steps,
+resetting at the end of every episode. They run in alternating rounds (so load from other
+processes on the machine falls on all) and each is timed by wall clock and by the process's CPU
+time. Prints env-steps/s of each and the ratios to panda-gym (per CPU second; JSON keys
+``ratio_vs_panda_gym``, ``vector_ratio_vs_panda_gym``, ``vector_ratio_vs_single``). Then each
+renders ``--frames`` ``rgb_array`` frames at its default size (armtwin 320×240, panda-gym
+720×480) and the frame rates are shown too. panda-gym is not a dependency: install it for the
+comparison (``pip install panda-gym``); without it only armtwin's numbers are shown.
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ ROUNDS = 4
 
 def register(sub) -> None:
     p = sub.add_parser("env", help="Gymnasium env steps/s: armtwin IRB120Reach vs panda-gym PandaReach")
-    p.add_argument("--steps", type=int, default=4000, help="steps per environment (default 4000)")
+    p.add_argument("--steps", type=int, default=4000, help="env steps per environment (default 4000)")
+    p.add_argument("--num-envs", type=int, default=16,
+                   help="robots in the batched vector env (default 16; 0: skip it)")
+    p.add_argument("--image-size", type=int, default=84,
+                   help="also step the env with rgb image observations of this many pixels a side, for a quarter "
+                        "of --steps (default 84; 0: skip it)")
     p.add_argument("--frames", type=int, default=10,
                    help="rgb_array frames rendered per environment at its default size (default 10; 0: skip)")
     add_json_flag(p)
@@ -83,6 +90,23 @@ class _Runner:
                 "steps_per_s_wall": self.steps / self.wall, "steps_per_s_cpu": self.steps / self.cpu}
 
 
+class _VectorRunner(_Runner):
+    """A batched vector env stepped with seeded random actions (it resets its envs itself); ``steps``
+    counts env steps (vector steps × N)."""
+
+    def run(self, n: int, timed: bool = True) -> None:
+        env = self.env
+        k = max(1, n // env.num_envs)
+        actions = [env.action_space.sample() for _ in range(k)]
+        w0, c0 = time.perf_counter(), time.process_time()
+        for a in actions:
+            env.step(a)
+        if timed:
+            self.wall += time.perf_counter() - w0
+            self.cpu += time.process_time() - c0
+            self.steps += k * env.num_envs
+
+
 def _render_rate(make, frames: int) -> dict:
     """Frames per second (wall and CPU) of ``render()`` after random steps, at the env's default size."""
     with _quiet_stdout():
@@ -109,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--steps must be at least {ROUNDS}, got {args.steps}")
     if args.frames < 0:
         raise CliError(f"--frames must be >= 0 (0: no rendering), got {args.frames}")
+    if not 0 <= args.num_envs <= 1024:
+        raise CliError(f"--num-envs must be from 0 (skip the vector env) to 1024, got {args.num_envs}")
+    if not (args.image_size == 0 or 16 <= args.image_size <= 256):
+        raise CliError(f"--image-size must be from 16 to 256 pixels (0: skip image observations), got {args.image_size}")
     import gymnasium as gym
 
     from ..envs import registration  # noqa: F401 - registers the ids
@@ -117,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         ours = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation"), seed=0)
         # like for like: the same 2 ms physics step as panda-gym (it runs 20 x 2 ms per 25 Hz step)
         same = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", physics_dt=PANDA_PHYSICS_DT), seed=0)
+        vec = (_VectorRunner(gym.make_vec(ARMTWIN_ID, num_envs=args.num_envs, control="cartesian",
+                                          joint_mode="articulation"), seed=0) if args.num_envs else None)
+        img = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", obs_type="rgb",
+                                image_size=args.image_size), seed=0) if args.image_size else None)
     panda, panda_error = None, ""
     try:
         with _quiet_stdout():
@@ -129,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"bench env: round {i + 1}/{ROUNDS} ({n} steps each)", file=sys.stderr)
         ours.run(n)
         same.run(n)
+        if vec is not None:
+            vec.run(n)
+        if img is not None:
+            img.run(max(1, n // 4))
         if panda is not None:
             panda.run(n)
     res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
@@ -137,6 +173,12 @@ def run(args: argparse.Namespace) -> int:
                        "physics_dt_s": ours.env.unwrapped.dt / ours.env.unwrapped.physics.substeps, **ours.result()},
            "armtwin_same_physics_dt": {"physics_dt_s": same.env.unwrapped.dt / same.env.unwrapped.physics.substeps,
                                        **same.result()}}
+    if img is not None:
+        res["armtwin_rgb"] = {"image_size": args.image_size, **img.result()}
+    if vec is not None:
+        res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
+                                 **vec.result()}
+        res["vector_ratio_vs_single"] = res["armtwin_vector"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
     if args.frames > 0:
         print(f"bench env: rendering {args.frames} frames each", file=sys.stderr)
         res["armtwin"]["render"] = _render_rate(lambda: gym.make(ARMTWIN_ID, render_mode="rgb_array"), args.frames)
@@ -148,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         res["ratio_vs_panda_gym_wall"] = res["armtwin"]["steps_per_s_wall"] / res["panda_gym"]["steps_per_s_wall"]
         res["ratio_vs_panda_gym_same_physics_dt"] = (res["armtwin_same_physics_dt"]["steps_per_s_cpu"]
                                                      / res["panda_gym"]["steps_per_s_cpu"])
+        if vec is not None:
+            res["vector_ratio_vs_panda_gym"] = res["armtwin_vector"]["steps_per_s_cpu"] / res["panda_gym"]["steps_per_s_cpu"]
         panda.env.close()
     else:
         res["panda_gym"] = None
@@ -155,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
         res["panda_gym_error"] = panda_error or "panda-gym is not installed (pip install panda-gym)"
     ours.env.close()
     same.env.close()
+    if vec is not None:
+        vec.env.close()
+    if img is not None:
+        img.env.close()
     if args.json:
         print_json(res)
         return 0
@@ -162,6 +210,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'environment':34s} {'steps':>7s} {'steps/s wall':>13s} {'steps/s CPU':>12s}")
     print(f"{ARMTWIN_ID + ' (cartesian, artic.)':34s} {a['steps']:7d} {a['steps_per_s_wall']:13.0f} {a['steps_per_s_cpu']:12.0f}"
           f"   physics step {a['physics_dt_s'] * 1000:.1f} ms")
+    if vec is not None:
+        v = res["armtwin_vector"]
+        label = f"  batched, {v['num_envs']} robots in one world"
+        print(f"{label:34s} {v['steps']:7d} {v['steps_per_s_wall']:13.0f} {v['steps_per_s_cpu']:12.0f}"
+              f"   physics step {v['physics_dt_s'] * 1000:.1f} ms, {res['vector_ratio_vs_single']:.2f}x the single env")
+    if img is not None:
+        g = res["armtwin_rgb"]
+        label = f"  rgb observations {g['image_size']}x{g['image_size']}"
+        print(f"{label:34s} {g['steps']:7d} {g['steps_per_s_wall']:13.0f} {g['steps_per_s_cpu']:12.0f}")
     c = res["armtwin_same_physics_dt"]
     print(f"{'  same, physics step as panda-gym':34s} {c['steps']:7d} {c['steps_per_s_wall']:13.0f} {c['steps_per_s_cpu']:12.0f}"
           f"   physics step {c['physics_dt_s'] * 1000:.1f} ms")
@@ -171,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
               f"   physics step {b['physics_dt_s'] * 1000:.1f} ms")
         print(f"ratio armtwin / panda-gym: {res['ratio_vs_panda_gym']:.2f}x per CPU second "
               f"({res['ratio_vs_panda_gym_wall']:.2f}x wall); at the same physics step "
-              f"{res['ratio_vs_panda_gym_same_physics_dt']:.2f}x")
+              f"{res['ratio_vs_panda_gym_same_physics_dt']:.2f}x"
+              + (f"; batched {res['vector_ratio_vs_panda_gym']:.2f}x" if vec is not None else ""))
     else:
         print(f"panda-gym: not measured ({res['panda_gym_error']})")
     for name, r in (("armtwin", a), ("panda-gym", res["panda_gym"] or {})):

@@ -1,52 +1,77 @@
 """``armtwin train ENV_ID``: train a policy with stable-baselines3, evaluate it, write the results.
 
-Needs the optional extra ``rl`` (stable-baselines3 on a CPU build of PyTorch). Writes into
-``--out`` (default ``runs/<env>-<algo>-s<seed>``):
+Needs the optional extra ``rl`` (stable-baselines3 on a CPU build of PyTorch). The hyper-parameters
+come from the repository's versioned file ``envs/hyperparams.toml`` (per algorithm and env id, as in
+rl-baselines3-zoo); ``--steps``, ``--learning-starts``, ``--no-her``, ``--no-normalize`` and
+``--hp KEY=VALUE`` change them for one run, and ``summary.json`` records the file's version and
+every change. One run writes into ``--out`` (default ``runs/<env>-<algo>-s<seed>``) the files of
+:func:`armtwin.envs.training.train_run`: ``policy.zip``, ``vecnormalize.pkl``,
+``learning_curve.png``, ``eval.mp4`` (``eval.gif`` with ``--gif``), ``summary.json``, ``monitor.csv``.
 
-* ``policy.zip`` — the saved model (``SAC.load`` / ``PPO.load``; SAC + HER needs ``env=``);
-* ``vecnormalize.pkl`` — the observation normalisation (``VecNormalize.load``), unless ``--no-normalize``;
-* ``learning_curve.png`` — training episode return and success rate against env steps;
-* ``eval.mp4`` (and ``eval.gif`` with ``--gif``) — the first evaluation episodes, drawn by armtwin's
-  video recorder: the goal (Reach) or the path to follow (Track) in cyan, the tool's path in
-  magenta, an overlay with the episode, time, joints, tool pose and distance to the goal;
-* ``summary.json`` — settings, wall time, evaluation success rate and mean final error;
-* ``monitor.csv`` — one row per training episode (return, length, success).
+``--seeds 0-4`` trains one run per seed (``--jobs`` at a time, default: one per CPU core), each
+in its own process and its own folder ``seed-<k>``, and then writes ``seeds.json`` (per-seed
+results, success rate mean ± sd over the seeds, wall time) and ``learning_curves.png`` (every
+seed's training success rate and their mean ± sd in one plot).
 
-SAC on a goal environment (a Reach id) uses hindsight experience replay (HER) unless
-``--no-her``. Hyperparameters follow the RL Zoo's Reach settings (gamma 0.95, learning
-rate 1e-3, batch 256, two 64-unit layers, observations normalised by running statistics);
-PyTorch runs on one CPU thread.
+Interruption: SIGINT (Ctrl-C) and SIGTERM stop the training at the next env step; the policy so
+far, the normalisation, the learning curve and a summary marked ``"interrupted": true`` are
+saved, the files kept are listed, and the exit code is 128 + the signal number (130 for SIGINT,
+143 for SIGTERM). With ``--seeds`` every running seed does the same, seeds not started are
+skipped, and ``seeds.json`` and the plot cover what was trained.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .cli import CliError, add_json_flag, output_folder, print_json
+from .cli import CliError, StderrProgress, add_json_flag, missing_extra, output_folder, print_json
 
-EXTRA_HINT = "stable-baselines3 is not installed; install the rl extra: pip install 'armtwin[rl]' (CPU torch first: pip install torch==2.13.0)"
+#: most seeds one ``--seeds`` may ask for
+MAX_SEEDS = 100
+#: exit code of a run stopped by signal s: 128 + s (SIGINT 130, SIGTERM 143), as a shell reports it
+EXIT_SIGNAL_BASE = 128
+#: exit code when a seed's run failed (its error is printed)
+EXIT_SEED_FAILED = 1
 
 
 def register(sub) -> None:
+    from ..envs.hyperparams import Algo
+
     p = sub.add_parser("train", help="train an RL policy on an armtwin Gymnasium env (needs the rl extra)")
     p.add_argument("env_id", metavar="ENV_ID", help="a registered id, e.g. armtwin/ScaraReach-v0")
-    p.add_argument("--algo", choices=("sac", "ppo"), default="sac", help="algorithm (default sac)")
-    p.add_argument("--steps", type=int, default=20000, help="environment steps to train (default 20000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--out", default=None, help="output folder (default runs/<env>-<algo>-s<seed>)")
+    p.add_argument("--algo", choices=[a.value for a in Algo], default=Algo.SAC.value, help="algorithm (default sac)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="environment steps to train (default: the hyperparams file's, per env id)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default 0)")
+    p.add_argument("--seeds", default=None, metavar="LIST",
+                   help="train one run per seed, e.g. 0-4 or 0,2,7, and report mean ± sd (exclusive with --seed)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="with --seeds: runs at a time, each in its own process (default: CPU cores)")
+    p.add_argument("--out", default=None, help="output folder (default runs/<env>-<algo>-s<seed> or -seeds<LIST>)")
     p.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes (default 20)")
     p.add_argument("--video-episodes", type=int, default=3, help="evaluation episodes in the video (default 3; 0: none)")
     p.add_argument("--gif", action="store_true", help="also write the evaluation video as eval.gif")
     p.add_argument("--no-her", action="store_true", help="SAC without hindsight experience replay")
     p.add_argument("--no-normalize", action="store_true",
                    help="do not normalise observations with running statistics (VecNormalize)")
-    p.add_argument("--learning-starts", type=int, default=1000, help="SAC: random steps before learning (default 1000)")
+    p.add_argument("--learning-starts", type=int, default=None,
+                   help="SAC: random steps before learning (default: the hyperparams file's)")
+    p.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one hyper-parameter of envs/hyperparams.toml, repeatable (e.g. learning_rate=3e-4)")
     p.add_argument("--env-kw", action="append", default=[], metavar="KEY=VALUE",
                    help="environment keyword argument, repeatable (e.g. control=joint, joint_mode=hinge)")
     add_json_flag(p)
@@ -66,217 +91,343 @@ def _parse_env_kwargs(items: list[str]) -> dict:
     return out
 
 
-class _Progress:
-    """A stable-baselines3 callback factory printing progress to stderr about every 2 %."""
-
-    @staticmethod
-    def make(total: int):
-        from stable_baselines3.common.callbacks import BaseCallback
-
-        class Progress(BaseCallback):
-            def __init__(self) -> None:
-                super().__init__()
-                self.every = max(1, total // 50)
-                self.t0 = time.perf_counter()
-
-            def _on_step(self) -> bool:
-                n = self.num_timesteps
-                if n % self.every == 0 or n == total:
-                    ep = list(self.model.ep_success_buffer)[-20:]
-                    succ = f", success(last {len(ep)}) {np.mean(ep):.0%}" if ep else ""
-                    el = time.perf_counter() - self.t0
-                    print(f"\rtrain: {n}/{total} steps, {el:.0f} s, {n / max(el, 1e-9):.0f} steps/s{succ}   ",
-                          end="", file=sys.stderr, flush=True)
-                return True
-
-        return Progress()
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"``, ``"0,2,7"``, ``"0-2,9"`` -> sorted distinct seeds; CliError for anything else."""
+    seeds: set[int] = set()
+    for part in str(text).split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise CliError(f"--seeds {text!r}: expected a list such as 0-4 or 0,2,7")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) is not None else a
+        if b < a or b >= 2 ** 32:
+            raise CliError(f"--seeds {text!r}: a range goes up, within 0 .. 2**32 - 1")
+        if b - a + 1 + len(seeds) > MAX_SEEDS:
+            raise CliError(f"--seeds {text!r}: at most {MAX_SEEDS} seeds")
+        seeds.update(range(a, b + 1))
+    return sorted(seeds)
 
 
-def _plot_curve(monitor_csv: Path, png: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+class _Stop:
+    """The SIGINT/SIGTERM flag a run polls (the handler only records the signal)."""
 
-    rows = [ln.split(",") for ln in monitor_csv.read_text().splitlines()[2:] if ln.strip()]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    if rows:
-        r = np.array([float(x[0]) for x in rows])
-        steps = np.cumsum([int(float(x[1])) for x in rows])
-        succ = np.array([x[3].strip() == "True" for x in rows], dtype=float) if len(rows[0]) > 3 else None
-        k = max(1, min(20, len(r) // 5))
-        smooth = np.convolve(r, np.ones(k) / k, mode="valid")
-        ax.plot(steps, r, color="0.8", lw=0.8, label="episode return")
-        ax.plot(steps[k - 1:], smooth, color="C0", lw=1.8, label=f"return, mean of {k}")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("episode return")
-        if succ is not None:
-            ax2 = ax.twinx()
-            ax2.plot(steps[k - 1:], np.convolve(succ, np.ones(k) / k, mode="valid"), color="C2", lw=1.5,
-                     label="success rate")
-            ax2.set_ylim(-0.02, 1.02)
-            ax2.set_ylabel("success rate (final step)")
-            ax2.legend(loc="lower right")
-        ax.legend(loc="upper left")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(png)
-    plt.close(fig)
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+    def handler(self, signum: int, _frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
 
 
-def _goal_marks(points: np.ndarray, size: float = 0.015) -> list[np.ndarray]:
-    """Polylines that show a task's markers: a 3-D cross at a single goal, the path itself otherwise."""
-    if len(points) != 1:
-        return [points]
-    g = points[0]
-    return [np.array([g - size * e, g + size * e]) for e in np.eye(3)]
-
-
-def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, video: Path, seed: int,
-              gif: bool = False) -> dict:
-    """Success rate and final errors over ``episodes``; the first ``video_episodes`` go into a video.
-
-    ``prepare`` maps an observation to what the policy expects (the training normalisation).
-    The video is drawn by :class:`~armtwin.envs.video.VideoRecorder` from the env's own world and
-    robot (the env's camera and frame rate), one episode after another.
-    """
-    env = make_env()
-    success, dists = [], []
-    rec = None
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[_Stop]:
+    stop = _Stop()
+    old = {s: signal.signal(s, stop.handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        u = env.unwrapped
-        if video_episodes > 0:
-            from ..envs.video import VideoRecorder
-            size = (max(640, u.frame_size[0]), max(480, u.frame_size[1]))  # the overlay's rows need 640 px
-            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=min(60.0, 1.0 / u.dt), size=size,
-                                gif=gif, progress=False, title=f"{u.robot_spec.title}  ·  {u.joint_mode.value} joints  ·  policy")
-        for ep in range(episodes):
-            obs, info = env.reset(seed=seed + 10_000 + ep)
-            film = rec is not None and ep < video_episodes
-            if film:
-                rec.clear_trails()
-                for line in _goal_marks(u.task.markers()):
-                    rec.add_planned_path(line)
-            done = False
-            while True:
-                if film:
-                    rec.maybe_capture({"label": f"episode {ep + 1}/{video_episodes}",
-                                       "to the goal": f"{1000 * float(info.get('distance', np.nan)):.1f} mm"})
-                if done:
-                    break
-                action, _ = model.predict(prepare(obs), deterministic=True)
-                obs, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-            success.append(bool(info.get("is_success", False)))
-            dists.append(float(info.get("distance", np.nan)))
+        yield stop
     finally:
-        try:
-            written = rec.close().paths if rec is not None else ()
-        finally:
-            env.close()
-    return {"episodes": episodes, "success_rate": float(np.mean(success)) if success else 0.0,
-            "final_distance_mean_m": float(np.nanmean(dists)) if dists else None, "videos": written}
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
-def run(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace, goal_env: bool):
+    from ..envs.hyperparams import load_settings, parse_override
+
+    overrides: dict[str, Any] = {}
     try:
-        import stable_baselines3 as sb3
-        import torch
-    except ImportError:
-        raise CliError(EXTRA_HINT) from None
+        for item in args.hp:
+            key, value = parse_override(item)
+            overrides[key] = value
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.steps is not None:
+        overrides["steps"] = args.steps
+    if args.learning_starts is not None:
+        overrides["learning_starts"] = args.learning_starts
+    if args.no_her:
+        overrides["her"] = False
+    if args.no_normalize:
+        overrides["normalize"] = False
+    try:
+        return load_settings(args.algo, args.env_id, overrides=overrides, env_kwargs=_parse_env_kwargs(args.env_kw),
+                             goal_env=goal_env)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _check(args: argparse.Namespace):
+    """Every option checked, and the env built once, before anything trains. Returns the settings."""
     import gymnasium as gym
-    from stable_baselines3.common.monitor import Monitor
 
     from ..envs import registration
 
     if args.env_id not in gym.registry or not args.env_id.startswith("armtwin/"):
         raise CliError(f"unknown environment {args.env_id!r}; known: {', '.join(registration.ENV_IDS)}")
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise CliError(f"--steps must be >= 1, got {args.steps}")
-    if not 0 <= args.seed < 2 ** 32:
+    if args.seed is not None and not 0 <= args.seed < 2 ** 32:
         raise CliError(f"--seed must be between 0 and 2**32 - 1, got {args.seed}")
+    if args.seed is not None and args.seeds is not None:
+        raise CliError("give --seed or --seeds, not both")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_SEEDS:
+        raise CliError(f"--jobs must be between 1 and {MAX_SEEDS}, got {args.jobs}")
     if args.eval_episodes < 1 or args.video_episodes < 0:
         raise CliError("--eval-episodes must be >= 1 and --video-episodes >= 0")
+    if args.learning_starts is not None and args.learning_starts < 0:
+        raise CliError(f"--learning-starts must be >= 0, got {args.learning_starts}")
     env_kwargs = _parse_env_kwargs(args.env_kw)
     if "render_mode" in env_kwargs:
         raise CliError("--env-kw render_mode: train renders its evaluation video itself; leave render_mode out")
-    out = output_folder(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{args.seed}", "--out")
-    torch.set_num_threads(1)
-
-    def make_env(**extra):
-        try:
-            return gym.make(args.env_id, **env_kwargs, **extra)
-        except TypeError as exc:
-            raise CliError(f"--env-kw: {exc}") from None
-
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
-
-    monitor_csv = out / "monitor.csv"
-    env = DummyVecEnv([lambda: Monitor(make_env(), str(monitor_csv), info_keywords=("is_success",))])
-    env.seed(args.seed)
-    normalize = not args.no_normalize
-    if normalize:
-        env = VecNormalize(env, norm_obs=True, norm_reward=False, clip_obs=10.0, gamma=0.95)
-    her = args.algo == "sac" and not args.no_her and "Reach" in args.env_id
-    if args.learning_starts < 0:
-        raise CliError(f"--learning-starts must be >= 0, got {args.learning_starts}")
-    episode = env.envs[0].unwrapped.task.episode_steps()
-    if her and args.learning_starts <= episode and args.learning_starts < args.steps:
+    settings = _settings(args, goal_env=False)
+    try:
+        probe = gym.make(args.env_id, **settings.env_kwargs)
+    except TypeError as exc:
+        raise CliError(f"--env-kw: {exc}") from None
+    except (ValueError, FileNotFoundError) as exc:
+        raise CliError(f"--env-kw: {exc}") from None
+    try:
+        goal_env = "desired_goal" in getattr(probe.observation_space, "spaces", {})
+        episode = probe.unwrapped.task.episode_steps()
+    finally:
+        probe.close()
+    settings = _settings(args, goal_env=goal_env)
+    starts = int(settings.algo_kwargs.get("learning_starts", 0))
+    if settings.her and starts <= episode and starts < settings.steps:
         # HER samples goals from finished episodes: it cannot learn before the first one ends
         raise CliError(f"--learning-starts must exceed the episode length ({episode} steps) when SAC uses HER, "
-                       f"got {args.learning_starts}")
-    if args.algo == "sac":
-        kw = dict(learning_rate=1e-3, gamma=0.95, tau=0.05, batch_size=256, buffer_size=200_000,
-                  learning_starts=min(args.learning_starts, args.steps),  # >= steps: no gradient step
-                  policy_kwargs=dict(net_arch=[64, 64]))
-        if her:
-            from stable_baselines3 import HerReplayBuffer
-            kw.update(replay_buffer_class=HerReplayBuffer,
-                      replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"))
-        model = sb3.SAC("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu", **kw)
-    else:
-        n_steps = max(64, min(1024, args.steps))
-        model = sb3.PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu", n_steps=n_steps,
-                        batch_size=64, gamma=0.95, policy_kwargs=dict(net_arch=[64, 64]))
-    t0 = time.perf_counter()
-    c0 = time.process_time()
-    model.learn(total_timesteps=args.steps, callback=_Progress.make(args.steps))
-    train_s, train_cpu = time.perf_counter() - t0, time.process_time() - c0
+                       f"got {starts}")
+    return settings
+
+
+def _import_rl() -> None:
+    for module in ("stable_baselines3", "torch"):
+        try:
+            __import__(module)
+        except ImportError:
+            raise missing_extra(module, "rl") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    with _stop_on_signals() as stop:   # from the start: a signal while PyTorch loads is not lost either
+        _import_rl()
+        settings = _check(args)
+        if args.seeds is not None:
+            return _run_seeds(args, settings, parse_seeds(args.seeds), stop)
+        return _run_one(args, settings, stop)
+
+
+def _progress_printer():
+    tty = sys.stderr.isatty()
+
+    def show(n: int, total: int, seconds: float, success: float | None) -> None:
+        succ = f", success(last 20) {success:.0%}" if success is not None else ""
+        text = f"train: {n}/{total} steps, {seconds:.0f} s, {n / max(seconds, 1e-9):.0f} steps/s{succ}"
+        print(f"\r{text}   " if tty else text, end="" if tty else "\n", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _kept(files: dict) -> list[str]:
+    return [str(v) for v in files.values() if v]
+
+
+def _run_one(args: argparse.Namespace, settings, stop: _Stop) -> int:
+    from ..envs.training import train_run
+
+    seed = 0 if args.seed is None else args.seed
+    out = output_folder(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{seed}", "--out")
+    tag = f"{settings.algo.value.upper()}{' + HER' if settings.her else ''}"
+    print(f"train: {args.env_id}, {tag}, seed {seed}, {settings.steps} steps (hyperparams v{settings.version}), "
+          f"into {out}; Ctrl-C stops and keeps what was learned", file=sys.stderr, flush=True)
+    summary = train_run(settings, seed, out, stop=stop, progress=_progress_printer(),
+                        eval_episodes=args.eval_episodes, video_episodes=args.video_episodes, gif=args.gif)
     print(file=sys.stderr)
-    policy = out / "policy.zip"
-    model.save(policy)
-    stats = None
-    if normalize:
-        stats = out / "vecnormalize.pkl"
-        env.save(str(stats))
-        env.training = False
-    curve = out / "learning_curve.png"
-    _plot_curve(monitor_csv, curve, f"{args.env_id} — {args.algo.upper()}{' + HER' if her else ''}, seed {args.seed}")
-    print(f"train: evaluating {args.eval_episodes} episodes", file=sys.stderr)
-    prepare = env.normalize_obs if normalize else (lambda o: o)
-    ev = _evaluate(model, make_env, prepare, args.eval_episodes, args.video_episodes, out / "eval.mp4", args.seed,
-                   gif=args.gif)
-    env.close()
-    summary = {
-        "env_id": args.env_id, "env_kwargs": env_kwargs, "algo": args.algo, "her": her, "steps": args.steps,
-        "seed": args.seed, "train_wall_s": train_s, "train_cpu_s": train_cpu,
-        "eval_episodes": ev["episodes"], "success_rate": ev["success_rate"],
-        "final_distance_mean_m": ev["final_distance_mean_m"],
-        "normalize": normalize,
-        "files": {"policy": str(policy), "normalization": str(stats) if stats else None, "learning_curve": str(curve),
-                  "video": str(ev["videos"][0]) if ev["videos"] else None,
-                  "gif": str(ev["videos"][1]) if len(ev["videos"]) > 1 else None, "monitor": str(monitor_csv)},
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    summary["files"]["summary"] = str(out / "summary.json")
     if args.json:
         print_json(summary)
-        return 0
-    print(f"{args.env_id}: {args.algo.upper()}{' + HER' if her else ''}, {args.steps} steps in {train_s / 60:.1f} min "
-          f"(seed {args.seed})")
-    d = ev["final_distance_mean_m"]
-    print(f"evaluation: success rate {ev['success_rate']:.0%} over {ev['episodes']} episodes"
-          + (f", mean final distance {d * 1000:.1f} mm" if d is not None else ""))
-    for path in summary["files"].values():
-        if path:
+    else:
+        print(f"{args.env_id}: {tag}, {summary['steps_done']} of {settings.steps} steps in "
+              f"{summary['train_wall_s'] / 60:.1f} min (seed {seed}; hyperparams v{settings.version})")
+        if summary["success_rate"] is not None:
+            d = summary["final_distance_mean_m"]
+            print(f"evaluation: success rate {summary['success_rate']:.0%} over {summary['eval_episodes']} episodes"
+                  + (f", mean final distance {d * 1000:.1f} mm" if d is not None else ""))
+        for path in _kept(summary["files"]):
             print(f"wrote {path}")
+    if summary["interrupted"]:   # (a signal after the run was complete changes nothing: exit 0)
+        print(f"armtwin: train: interrupted by {stop.name} at {summary['steps_done']} of {settings.steps} steps; kept: "
+              f"{', '.join(Path(p).name for p in _kept(summary['files']))} (in {out})", file=sys.stderr)
+        return EXIT_SIGNAL_BASE + int(stop.signum)
     return 0
+
+
+# ----- several seeds ------------------------------------------------------------------------------
+
+class _SeedProcess:
+    """One seed's ``armtwin train`` in its own process; its stderr goes to ``train.log`` and its
+    last progress line is kept for the parent's status."""
+
+    _STEPS = re.compile(r"train: (\d+)/(\d+) steps")
+
+    def __init__(self, seed: int, argv: list[str], out: Path) -> None:
+        self.seed, self.out = seed, out
+        self.steps_done = 0
+        self.log = out / "train.log"
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.stdout = b""
+        self._err: list[str] = []
+        self._threads = [threading.Thread(target=self._read_err, daemon=True),
+                         threading.Thread(target=self._read_out, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _read_out(self) -> None:
+        self.stdout = self.proc.stdout.read()
+
+    def _read_err(self) -> None:
+        with open(self.log, "w") as log:
+            buf = ""
+            while True:
+                chunk = self.proc.stderr.read1(4096).decode(errors="replace")
+                if not chunk:
+                    break
+                log.write(chunk)
+                log.flush()
+                buf += chunk
+                *parts, buf = re.split(r"[\r\n]", buf)
+                for part in parts:
+                    m = self._STEPS.search(part)
+                    if m:
+                        self.steps_done = int(m.group(1))
+                    elif part.strip():
+                        self._err.append(part.strip())
+
+    def wait(self) -> int:
+        code = self.proc.wait()
+        for t in self._threads:
+            t.join()
+        return code
+
+    @property
+    def last_error(self) -> str:
+        errs = [e for e in self._err if e.startswith("armtwin: error")] or self._err
+        return errs[-1] if errs else "no message"
+
+
+def _child_argv(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
+    argv = [sys.executable, "-m", "armtwin", "train", args.env_id, "--algo", args.algo, "--seed", str(seed),
+            "--out", str(out), "--eval-episodes", str(args.eval_episodes),
+            "--video-episodes", str(args.video_episodes), "--json"]
+    if args.steps is not None:
+        argv += ["--steps", str(args.steps)]
+    if args.learning_starts is not None:
+        argv += ["--learning-starts", str(args.learning_starts)]
+    for flag, on in (("--gif", args.gif), ("--no-her", args.no_her), ("--no-normalize", args.no_normalize)):
+        argv += [flag] if on else []
+    for item in args.hp:
+        argv += ["--hp", item]
+    for item in args.env_kw:
+        argv += ["--env-kw", item]
+    return argv
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (ddof 1; 0 for one value) of the values, None when empty."""
+    if not values:
+        return None, None
+    v = np.asarray(values, dtype=float)
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+
+
+def _run_seeds(args: argparse.Namespace, settings, seeds: list[int], stop: _Stop) -> int:
+    from ..envs.training import plot_seeds
+
+    out = output_folder(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-seeds{args.seeds}", "--out")
+    jobs = min(len(seeds), args.jobs or os.cpu_count() or 1)
+    print(f"train: {len(seeds)} seeds ({args.seeds}), {jobs} at a time, {settings.steps} steps each, into {out}",
+          file=sys.stderr)
+    pending = list(seeds)
+    running: dict[int, _SeedProcess] = {}
+    codes: dict[int, int] = {}
+    failed: dict[int, str] = {}
+    progress = StderrProgress("train seeds")
+    forwarded: int | None = None
+    t0 = time.perf_counter()
+    while pending or running:
+        if stop() and forwarded is None:   # a terminal's Ctrl-C reached the children too; SIGTERM did not
+            forwarded = stop.signum
+            for sp in running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    sp.proc.send_signal(stop.signum)
+            pending.clear()
+        while pending and len(running) < jobs and not stop():
+            seed = pending.pop(0)
+            folder = out / f"seed-{seed}"
+            folder.mkdir(exist_ok=True)
+            running[seed] = _SeedProcess(seed, _child_argv(args, seed, folder), folder)
+        for seed, sp in list(running.items()):
+            if sp.proc.poll() is not None:
+                codes[seed] = sp.wait()
+                if codes[seed] not in (0, EXIT_SIGNAL_BASE + signal.SIGINT, EXIT_SIGNAL_BASE + signal.SIGTERM):
+                    failed[seed] = sp.last_error
+                del running[seed]
+        done = sum(codes.get(s) is not None for s in seeds)
+        steps = sum(sp.steps_done for sp in running.values()) + settings.steps * done
+        progress(steps / (settings.steps * len(seeds)), f"{done}/{len(seeds)} seeds done")
+        time.sleep(0.25)
+    progress.done()
+    wall = time.perf_counter() - t0
+    runs = []
+    for seed in seeds:
+        summary_file = out / f"seed-{seed}" / "summary.json"
+        s = json.loads(summary_file.read_text()) if summary_file.is_file() and seed in codes and seed not in failed else None
+        runs.append({"seed": seed, "exit_code": codes.get(seed), "error": failed.get(seed),
+                     "interrupted": None if s is None else s["interrupted"],
+                     "steps_done": None if s is None else s["steps_done"],
+                     "success_rate": None if s is None else s["success_rate"],
+                     "final_distance_mean_m": None if s is None else s["final_distance_mean_m"],
+                     "train_wall_s": None if s is None else s["train_wall_s"],
+                     "folder": str(out / f"seed-{seed}")})
+    complete = [r for r in runs if r["success_rate"] is not None and not r["interrupted"]]
+    mean, sd = _mean_sd([r["success_rate"] for r in complete])
+    dmean, dsd = _mean_sd([r["final_distance_mean_m"] for r in complete if r["final_distance_mean_m"] is not None])
+    tag = f"{settings.algo.value.upper()}{' + HER' if settings.her else ''}"
+    curves_png = out / "learning_curves.png"
+    curves = plot_seeds([(r["seed"], out / f"seed-{r['seed']}" / "monitor.csv") for r in runs if r["exit_code"] is not None],
+                        settings.steps, curves_png,
+                        f"{args.env_id} — {tag}, {settings.steps} steps, seeds {args.seeds}")
+    result = {**settings.as_dict(), "seeds": seeds, "jobs": jobs, "wall_s": wall,
+              "complete_seeds": [r["seed"] for r in complete],
+              "success_rate_mean": mean, "success_rate_sd": sd, "final_distance_mean_m": dmean,
+              "final_distance_sd_m": dsd, "interrupted": stop(), "runs": runs, "curves": curves,
+              "files": {"seeds": str(out / "seeds.json"), "learning_curves": str(curves_png)}}
+    (out / "seeds.json").write_text(json.dumps(result, indent=2))
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{args.env_id}: {tag}, {settings.steps} steps per seed (hyperparams v{settings.version}), "
+              f"{len(seeds)} seeds in {wall / 60:.1f} min wall, {jobs} at a time")
+        print(f"{'seed':>6s} {'success':>8s} {'final dist mm':>14s} {'train min':>10s}  note")
+        for r in runs:
+            note = ("failed: " + r["error"]) if r["error"] else ("interrupted" if r["interrupted"] else "")
+            sr = "-" if r["success_rate"] is None else f"{r['success_rate']:.0%}"
+            fd = "-" if r["final_distance_mean_m"] is None else f"{1000 * r['final_distance_mean_m']:.1f}"
+            tm = "-" if r["train_wall_s"] is None else f"{r['train_wall_s'] / 60:.1f}"
+            print(f"{r['seed']:>6d} {sr:>8s} {fd:>14s} {tm:>10s}  {note}")
+        if mean is not None:
+            print(f"success rate {100 * mean:.0f} ± {100 * sd:.0f} % (mean ± sd over {len(complete)} seeds)")
+        print(f"wrote {out / 'seeds.json'}")
+        print(f"wrote {curves_png}")
+    for seed, why in failed.items():
+        print(f"armtwin: error: seed {seed}: {why} (log: {out / f'seed-{seed}' / 'train.log'})", file=sys.stderr)
+    if stop():
+        print(f"armtwin: train: interrupted by {stop.name}; {len(complete)} of {len(seeds)} seeds complete, every "
+              f"started seed kept its policy, curve and summary (in {out})", file=sys.stderr)
+        return EXIT_SIGNAL_BASE + int(stop.signum)
+    return EXIT_SEED_FAILED if failed else 0

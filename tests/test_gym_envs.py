@@ -61,7 +61,7 @@ def test_every_id_is_registered_and_registration_imports_no_pybullet():
     assert res.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("env_id", ["armtwin/IRB120Reach-v0", "armtwin/ScaraTrack-v0"])
+@pytest.mark.parametrize("env_id", ALL_IDS)
 def test_same_seed_same_rollout_in_fresh_envs(env_id):
     a, b = make(env_id), make(env_id)
     try:
@@ -114,10 +114,11 @@ def test_make_vec(mode):
 
 @pytest.mark.parametrize("env_id,kw", [
     ("armtwin/IRB120Reach-v0", {"reward": "dense"}),
+    ("armtwin/ScaraTrack-v1", {"reward": "sparse", "distance_threshold": 0.01, "joint_mode": "hinge"}),
     ("armtwin/IRB120Reach-v0", {"reward": "sparse", "distance_threshold": 0.3}),
     ("armtwin/IRB120Reach-v0", {"reward": "dense", "orientation": True, "control": "joint"}),
     ("armtwin/ScaraReach-v0", {"reward": "sparse", "orientation": True, "distance_threshold": 0.25, "angle_threshold": 1.0}),
-    ("armtwin/AuboI5Track-v0", {"reward": "dense"}),
+    ("armtwin/AuboI5Track-v1", {"reward": "dense"}),
 ])
 def test_reward_equals_vectorised_compute_reward(env_id, kw):
     env = make(env_id, **kw)
@@ -125,8 +126,10 @@ def test_reward_equals_vectorised_compute_reward(env_id, kw):
         obs, rewards, infos = rollout(env, 1, 30)
     finally:
         env.close()
+    # the GoalEnv contract (SB3's check_env, HER): a step's reward is compute_reward of the
+    # observation that step returns — its own achieved and desired goals
     achieved = np.array([o["achieved_goal"] for o in obs[1:]])
-    desired = np.array([o["desired_goal"] for o in obs[:-1]])
+    desired = np.array([o["desired_goal"] for o in obs[1:]])
     batch = env.unwrapped.compute_reward(achieved, desired, infos)
     single = np.array([env.unwrapped.compute_reward(a, d, i) for a, d, i in zip(achieved, desired, infos)])
     assert batch.shape == (len(rewards),)
@@ -227,7 +230,7 @@ def test_episode_is_truncated_after_episode_steps():
 
 
 def test_track_follows_its_path_with_zero_action_in_kinematic_mode():
-    env = make("armtwin/IRB120Track-v0", joint_mode="kinematic", duration=2.0, path="circle")
+    env = make("armtwin/IRB120Track-v1", joint_mode="kinematic", duration=2.0, path="circle")
     try:
         obs, _ = env.reset(seed=2)
         n = 0
@@ -246,7 +249,7 @@ def test_track_follows_its_path_with_zero_action_in_kinematic_mode():
         env.close()
 
 
-@pytest.mark.parametrize("env_id", ["armtwin/IRB120Reach-v0", "armtwin/ScaraTrack-v0"])
+@pytest.mark.parametrize("env_id", ["armtwin/IRB120Reach-v0", "armtwin/ScaraTrack-v1"])
 def test_rgb_array_frames(env_id):
     env = make(env_id, render_mode="rgb_array", width=160, height=120)
     try:
@@ -321,7 +324,7 @@ def test_track_a_gcode_program_from_examples():
     from armtwin.envs.tasks import gcode_path
 
     program = Path(__file__).resolve().parents[1] / "examples" / "scara_square.ngc"
-    env = make("armtwin/ScaraTrack-v0", program=str(program), joint_mode="kinematic")
+    env = make("armtwin/ScaraTrack-v1", program=str(program), joint_mode="kinematic")
     try:
         path = gcode_path(str(program), env.unwrapped.robot_spec, env.unwrapped.dt)
         obs, _ = env.reset(seed=0)

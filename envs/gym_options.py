@@ -1,0 +1,140 @@
+"""The bounds of the Gymnasium envs' options, and the one checker each option goes through.
+
+Every keyword argument of :class:`~armtwin.envs.gym_envs.ReachEnv` / :class:`~armtwin.envs.gym_envs.TrackEnv`
+and every ``reset(options=...)`` entry is checked when it is given, before any world is
+built or any state changes: a wrong type, NaN, infinity, zero, a negative number or a value
+beyond its bound is a :class:`ValueError` that names the option, the rule and the value. No
+option can make a step hang (unbounded substeps or episode lengths), allocate without bound
+(frame sizes, look-ahead) or leave the robot outside its joint ranges.
+
+Nothing here imports PyBullet.
+
+Units: Hz, s, m, rad, pixels.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ..controllers.choices import Choice
+from .config import MAX_VIDEO_SIZE, MIN_VIDEO_SIZE
+
+__all__ = ["ObsType", "IMAGE_SIZE", "CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
+           "ANGLE_THRESHOLD_RAD", "GOAL_SPREAD_RAD", "MAX_EPISODE_STEPS", "LOOKAHEAD", "FRAME_WIDTH", "FRAME_HEIGHT",
+           "number", "whole", "flag", "vector", "reset_options"]
+
+class ObsType(Choice):
+    """What an observation holds besides the goals: the state vector, a camera image (RGB, or RGB
+    and depth), or both."""
+
+    __label__ = "observation type"
+
+    STATE = "state"
+    RGB = "rgb"
+    RGBD = "rgbd"
+    BOTH = "both"
+
+
+#: pixels per side of observation images (square)
+IMAGE_SIZE = (16, 256)
+#: actions per simulated second (Hz): at most one per millisecond, at least one per second
+CONTROL_FREQ_HZ = (1.0, 1000.0)
+#: physics step (s): at most 10 kHz physics (as ``armtwin compare``), at most 100 ms
+PHYSICS_DT_S = (1e-4, 0.1)
+#: m per control step at action 1 (Cartesian control, prismatic joints)
+TOOL_STEP_M = (0.0, 1.0)
+#: rad per control step at action 1 (joint steps, tool rotation)
+ANGLE_STEP_RAD = (0.0, math.pi)
+#: m, success radius / tracking tolerance
+DISTANCE_THRESHOLD_M = (0.0, 1.0)
+#: rad, success angle
+ANGLE_THRESHOLD_RAD = (0.0, math.pi)
+#: rad, half-width of the joint window goals are sampled from
+GOAL_SPREAD_RAD = (0.0, 2.0 * math.pi)
+#: most control steps in one episode (``episode_steps``; Track: ``duration`` × ``control_freq``)
+MAX_EPISODE_STEPS = 100_000
+#: future path points in a Track observation
+LOOKAHEAD = (1, 100)
+#: pixels of ``rgb_array`` frames (the video bounds of :mod:`armtwin.envs.config`)
+FRAME_WIDTH = (MIN_VIDEO_SIZE[0], MAX_VIDEO_SIZE[0])
+FRAME_HEIGHT = (MIN_VIDEO_SIZE[1], MAX_VIDEO_SIZE[1])
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def number(name: str, value: Any, bounds: tuple[float, float], unit: str = "", *, low_open: bool = True) -> float:
+    """``value`` as a float inside ``bounds`` (the low end excluded unless ``low_open`` is False).
+
+    Raises:
+        ValueError: not a real number (text, bool, None, an array), NaN, infinite or out of bounds.
+    """
+    lo, hi = bounds
+    u = f" {unit}" if unit else ""
+    rule = f"{'>' if low_open else '>='} {lo:g}{u} and <= {hi:g}{u}"
+    if not _is_real(value):
+        raise ValueError(f"{name} must be a number {rule}, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and (v > lo if low_open else v >= lo) and v <= hi):
+        raise ValueError(f"{name} must be a number {rule}, got {value!r}")
+    return v
+
+
+def whole(name: str, value: Any, bounds: tuple[int, int]) -> int:
+    """``value`` as an int within ``bounds`` (inclusive); a float such as 50.0 counts as whole.
+
+    Raises:
+        ValueError: not a whole number, or out of bounds.
+    """
+    lo, hi = bounds
+    ok = _is_real(value) and math.isfinite(float(value)) and float(value) == int(value) and lo <= int(value) <= hi
+    if not ok:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}")
+    return int(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` as a bool: True, False, 1 or 0 (text such as "False" is refused, not taken as True)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if _is_real(value) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def reset_options(options: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``reset(options=...)`` as a dict with only ``allowed`` keys (None: empty).
+
+    Raises:
+        ValueError: not a mapping, or a key the env does not know (a typo must not be ignored).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"reset options must be a dict, got {type(options).__name__}")
+    unknown = sorted(str(k) for k in options if k not in allowed)
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(unknown)}; this env takes: {', '.join(allowed)}")
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def vector(name: str, value: Any, size: int) -> np.ndarray:
+    """``value`` as a finite float vector (size,).
+
+    Raises:
+        ValueError: not numbers, the wrong length, or NaN / infinite entries.
+    """
+    try:
+        v = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} needs {size} numbers, got {value!r}") from None
+    if v.shape != (size,):
+        raise ValueError(f"{name} needs {size} numbers, got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite, got {v.tolist()}")
+    return v
