@@ -18,12 +18,13 @@ the tests make both talk to each other.
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 __all__ = [
-    "PROTOCOL_VERSION", "MsgType", "Mode", "Fault", "HEADER_SIZE", "MAX_FRAME",
+    "PROTOCOL_VERSION", "MsgType", "Mode", "Fault", "FAULT_NAMES", "HEADER_SIZE", "MAX_FRAME",
     "Hello", "ModeMsg", "JointTargets", "JointStates", "Heartbeat", "Power", "Message", "Frame",
     "crc16_ccitt_false", "cobs_encode", "cobs_decode", "encode_frame", "decode_frame",
     "ProtocolError", "StreamDecoder", "DecoderStats", "N_MOTORS", "wire_bytes",
@@ -69,21 +70,51 @@ class Fault(enum.IntFlag):
     LATE = 0x200  # host: the sync loop stalled and skipped control ticks just before this sample
 
     def names(self) -> str:
-        """``"POWER|STALL"`` style text; ``"OK"`` for no fault."""
+        """``"POWER|STALL"`` style text; ``"OK"`` for no fault.
+
+        A bit without a name (a newer firmware's fault, or line noise that passed the CRC) is
+        written as its number, ``0x20``, one per bit, so nothing the rig reported is lost and
+        :meth:`parse` gives the same flags back: ``Fault(0xE1).names()`` is
+        ``"POWER|0x20|0x40|0x80"``.
+        """
         if not self:
             return "OK"
-        return "|".join(f.name for f in Fault if f and f in self and f.name)  # type: ignore[misc]
+        value = int(self)
+        parts = [f.name for f in Fault if f and f in self and f.name]
+        known = 0
+        for f in Fault:
+            known |= int(f)
+        unknown = value & ~known
+        parts += [f"0x{1 << b:02X}" for b in range(unknown.bit_length()) if unknown >> b & 1]
+        return "|".join(parts)  # type: ignore[arg-type]
 
     @classmethod
     def parse(cls, text: str) -> "Fault":
-        """Inverse of :meth:`names`."""
+        """Inverse of :meth:`names`: ``OK``, or names and single-bit numbers (``0x20``) joined by ``|``.
+
+        Raises:
+            ValueError: a part that is neither a fault name nor a single bit written as ``0x…``
+                (at most 32 bits).
+        """
         text = text.strip()
         if text in ("", "OK"):
             return cls.NONE
         out = cls.NONE
         for part in text.split("|"):
-            out |= cls[part]
+            if part in cls.__members__ and part != "NONE":
+                out |= cls[part]
+                continue
+            m = _BIT_RE.fullmatch(part)
+            v = int(m.group(1), 16) if m else 0
+            if not (v and v & (v - 1) == 0 and v < 1 << 32):
+                raise ValueError(f"{part!r} is not a fault name ({', '.join(FAULT_NAMES)}) or one bit as 0x…")
+            out |= cls(v)
         return out
+
+
+#: the named fault flags, in bit order
+FAULT_NAMES = tuple(f.name for f in Fault if f and f.name)
+_BIT_RE = re.compile(r"0[xX]([0-9A-Fa-f]{1,8})")
 
 
 # ----- messages ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ import io
 
 import math
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -664,8 +665,14 @@ class TwinLogError(ValueError):
 LOG_MAX_JOINT_DEG = 1e4
 #: largest latency a twin log may carry, ms
 LOG_MAX_LATENCY_MS = 1e6
-#: the names the log's Fault column is made of (``OK``, or these joined by ``|``)
-FAULT_NAMES = tuple(f.name for f in rp.Fault if f and f.name)
+#: largest sample number a twin log may carry (a year at 5 kHz is 1.6 × 10¹¹)
+LOG_MAX_STT = 10**12
+#: largest time a twin log may carry, s (about 3 years)
+LOG_MAX_TIME_S = 1e8
+_STT_RE = re.compile(r"(-?)([0-9]+)")
+#: the names the log's Fault column is made of (``OK``, or these and unnamed bits as ``0x20``
+#: joined by ``|``; see :meth:`armtwin.controllers.rigproto.Fault.names`)
+FAULT_NAMES = rp.FAULT_NAMES
 
 
 class TwinLogData(dict):
@@ -689,19 +696,25 @@ class TwinLogData(dict):
         return int(self.lines[row])
 
 
+def _one_line(text: str, limit: int) -> str:
+    """``text`` for a one-line message: control characters escaped, at most ``limit`` characters."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return out + ("…" if len(text) > limit else "")
+
+
 def read_twin_log(path: str | os.PathLike) -> TwinLogData:
     """Read a :class:`TwinLog` CSV back, checking every value.
 
     The header must be ``STT, Time, Error_<j>…, Virtual_<j>…, Servo_<j>…, Latency_ms, Fault``
     (the same joint labels in each group). A row is checked as :class:`TwinLog` writes it:
 
-    * STT: integers >= 0 that count up by 1 from row to row;
-    * Time: finite, >= 0 and never going back;
+    * STT: integers in 0..:data:`LOG_MAX_STT` that count up by 1 from row to row;
+    * Time: 0..:data:`LOG_MAX_TIME_S` and never going back;
     * Virtual_<j>: finite, |v| <= :data:`LOG_MAX_JOINT_DEG`;
     * Servo_<j>: the same, or ``nan`` / empty (no rig state, the link down);
     * Error_<j>: |v| <= 2 × :data:`LOG_MAX_JOINT_DEG`, or ``nan`` / empty (no servo value);
     * Latency_ms: 0..:data:`LOG_MAX_LATENCY_MS`, or ``nan`` / empty (none measured yet, LINK);
-    * Fault: ``OK``, or fault names (:data:`FAULT_NAMES`) joined by ``|``.
+    * Fault: ``OK``, or fault names (:data:`FAULT_NAMES`) and unnamed bits (``0x20``) joined by ``|``.
 
     Blank lines are skipped, and so is a last row cut short by a crash (the file does not end
     with a line break and the row has too few fields); any other row with the wrong number of
@@ -712,6 +725,7 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
         TwinLogError: not a twin log, no samples, or a bad value (naming its line and column).
     """
     path = os.fspath(path)
+    where = _one_line(path, 300)  # the file's name as the messages show it
     try:
         with open(path, newline="", encoding="utf-8") as f:
             text = f.read()
@@ -722,31 +736,31 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
             if row:
                 records.append((reader.line_num, row))
     except (UnicodeDecodeError, csv.Error):
-        raise TwinLogError(f"{path}: not a twin log (not a text CSV file)") from None
+        raise TwinLogError(f"{where}: not a twin log (not a text CSV file)") from None
     want = "STT, Time, Error_j…, Virtual_j…, Servo_j…, Latency_ms, Fault"
     if not head or head[:2] != ["STT", "Time"] or head[-1] != "Fault":
-        raise TwinLogError(f"{path}: not a twin log (expected a header {want})")
+        raise TwinLogError(f"{where}: not a twin log (expected a header {want})")
     if not any(c.startswith("Virtual_") for c in head):
-        raise TwinLogError(f"{path}: not a twin log: the header has no Virtual_jN columns (expected {want})")
+        raise TwinLogError(f"{where}: not a twin log: the header has no Virtual_jN columns (expected {want})")
     mid = head[2:-2]
     k = len(mid) // 3
     labels = [c[len("Virtual_"):] for c in mid[k:2 * k]] if len(mid) % 3 == 0 else []
     if (head[-2] != "Latency_ms" or not labels or len(set(labels)) != k or not all(labels)
             or mid != [f"{g}_{l}" for g in ("Error", "Virtual", "Servo") for l in labels]):
-        raise TwinLogError(f"{path}: not a twin log: header {', '.join(head)} (expected {want}, "
+        raise TwinLogError(f"{where}: not a twin log: header {_one_line(', '.join(head), 200)} (expected {want}, "
                            f"the same joints in each group)")
     n_fields = len(head)
     if records and len(records[-1][1]) < n_fields and not text.endswith(("\n", "\r")):
         records.pop()  # the last row, cut short by a crash while it was being written
     for line, row in records:
         if len(row) != n_fields:
-            raise TwinLogError(f"{path}: line {line}: {len(row)} fields, the header has {n_fields}")
+            raise TwinLogError(f"{where}: line {line}: {len(row)} fields, the header has {n_fields}")
     if not records:
-        raise TwinLogError(f"{path}: the log has no samples")
+        raise TwinLogError(f"{where}: the log has no samples")
     lines = np.array([line for line, _ in records], dtype=np.int64)
 
     def bad(i: int, col: str, why: str) -> TwinLogError:
-        return TwinLogError(f"{path}: line {lines[i]}, column {col}: {why}")
+        return TwinLogError(f"{where}: line {lines[i]}, column {col}: {why}")
 
     def numbers(c: int, col: str, empty_ok: bool) -> np.ndarray:
         cells = [row[c] for _, row in records]
@@ -758,7 +772,7 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
                 if empty_ok and not v.strip():
                     out[i] = math.nan
                 else:
-                    raise bad(i, col, f"{v!r} is not a number") from None
+                    raise bad(i, col, f"{v[:40]!r} is not a number") from None
         return out
 
     def first(mask: np.ndarray) -> int | None:
@@ -766,22 +780,22 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
         return int(hits[0]) if hits.size else None
 
     out = TwinLogData(path, labels, lines)
-    # STT: consecutive integers
+    # STT: consecutive integers in 0..LOG_MAX_STT (checked as text first: no int64 overflow)
     stt = np.empty(len(records), dtype=np.int64)
     for i, (_, row) in enumerate(records):
-        try:
-            stt[i] = int(row[0])
-        except ValueError:
-            raise bad(i, "STT", f"{row[0]!r} is not a sample number (an integer)") from None
-    if stt[0] < 0:
-        raise bad(0, "STT", f"{stt[0]} is negative")
+        m = _STT_RE.fullmatch(row[0])
+        if m is None:
+            raise bad(i, "STT", f"{row[0][:40]!r} is not a sample number (an integer)")
+        if m.group(1) or len(m.group(2)) > len(str(LOG_MAX_STT)) or int(m.group(2)) > LOG_MAX_STT:
+            raise bad(i, "STT", f"{row[0][:40]!r} is not a sample number in 0..{LOG_MAX_STT}")
+        stt[i] = int(m.group(2))
     if (i := first(np.diff(stt) != 1)) is not None:
         raise bad(i + 1, "STT", f"{stt[i + 1]} after {stt[i]} (the sample numbers count up by 1; rows lost or mixed up)")
     out["STT"] = stt
     # Time: finite, >= 0, never going back
     t = numbers(1, "Time", False)
-    if (i := first(~np.isfinite(t) | (t < 0))) is not None:
-        raise bad(i, "Time", f"{records[i][1][1]!r} is not a time (finite, >= 0 s)")
+    if (i := first(~(t >= 0) | ~(t <= LOG_MAX_TIME_S))) is not None:
+        raise bad(i, "Time", f"{records[i][1][1][:40]!r} is not a time (0..{LOG_MAX_TIME_S:.0f} s)")
     if (i := first(np.diff(t) < 0)) is not None:
         raise bad(i + 1, "Time", f"{t[i + 1]:g} s goes back (the row before has {t[i]:g} s)")
     out["Time"] = t
@@ -790,7 +804,7 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
         v = numbers(c, col, group != "Virtual")
         missing = np.isnan(v)
         if group == "Virtual" and (i := first(missing)) is not None:
-            raise bad(i, col, f"{records[i][1][c]!r} is not a number (the virtual joint is always known)")
+            raise bad(i, col, f"{records[i][1][c][:40]!r} is not a number (the virtual joint is always known)")
         limit, unit = {"Latency": (LOG_MAX_LATENCY_MS, "ms"), "Error": (2 * LOG_MAX_JOINT_DEG, "deg")}.get(
             group, (LOG_MAX_JOINT_DEG, "deg"))
         wrong = ~missing & ~(np.abs(v) <= limit)
@@ -798,14 +812,17 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
             wrong |= ~missing & (v < 0)
         if (i := first(wrong)) is not None:
             rng = f"0..{limit:.0f}" if group == "Latency" else f"±{limit:.0f}"
-            raise bad(i, col, f"{records[i][1][c]!r} is not a value in {rng} {unit}"
+            raise bad(i, col, f"{records[i][1][c][:40]!r} is not a value in {rng} {unit}"
                       + ("" if group == "Virtual" else " (or nan)"))
         out[col] = v
     faults = [row[-1] for _, row in records]
-    known = set(FAULT_NAMES)
     for i, f in enumerate(faults):
-        if f != "OK" and not all(p in known for p in f.split("|")):
-            raise bad(i, "Fault", f"{f!r} is not OK or fault names joined by | ({', '.join(FAULT_NAMES)})")
+        try:
+            if f != "OK" and not rp.Fault.parse(f):  # "" or "NONE" are not what TwinLog writes
+                raise ValueError(f"{f!r} names no fault")
+        except ValueError:
+            raise bad(i, "Fault", f"{f[:40]!r} is not OK or fault names joined by | ({', '.join(FAULT_NAMES)}, "
+                                  f"or an unnamed bit as 0x20)") from None
     out["Fault"] = faults
     return out
 
@@ -953,10 +970,11 @@ class TwinSync:
         return sample
 
     def _track_faults(self, s: SyncSample) -> None:
-        changed = s.faults ^ self._faults
-        for f in rp.Fault:
-            if f and f in changed and f.name and f not in (rp.Fault.RX_ERROR, rp.Fault.LATE):
-                self.events.append(FaultEvent(s.stt, s.time, f.name, bool(f & s.faults)))
+        changed = int(s.faults ^ self._faults) & ~int(rp.Fault.RX_ERROR | rp.Fault.LATE)
+        for b in range(changed.bit_length()):  # every bit, named or not (a newer firmware's fault)
+            if changed >> b & 1:
+                f = rp.Fault(1 << b)
+                self.events.append(FaultEvent(s.stt, s.time, f.names(), bool(f & s.faults)))
         self._faults = s.faults
 
     def run(self, seconds: float | None = None, *, source: Callable[[float], np.ndarray] | None = None,
