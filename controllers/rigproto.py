@@ -1,8 +1,8 @@
-"""The servo-rig wire protocol, version 1 (docs/PROTOCOL.md is the reference).
+"""The servo-rig wire protocol, version 2 (docs/PROTOCOL.md is the reference).
 
 A frame on the wire is ``COBS(header ‖ body ‖ crc) ‖ 0x00``:
 
-* header (8 bytes, little-endian): version u8 (=1), type u8, seq u16 (per sender, +1 per
+* header (8 bytes, little-endian): version u8 (=2), type u8, seq u16 (per sender, +1 per
   frame, wraps), t_us u32 (sender's microsecond clock, wraps after 71.6 min);
 * body: fixed layout per message type (see the ``*_FMT`` constants);
 * crc: CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, xorout 0; check
@@ -30,7 +30,7 @@ __all__ = [
     "ProtocolError", "StreamDecoder", "DecoderStats", "N_MOTORS", "wire_bytes",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 N_MOTORS = 2
 HEADER_FMT = "<BBHI"
 HEADER_SIZE = struct.calcsize(HEADER_FMT)  # 8
@@ -129,6 +129,9 @@ class Hello:
         control_hz: rig's PID rate, Hz (0 from the host).
         pulses_per_deg_milli: encoder pulses per output degree × 1000 (37500 for the rig).
         firmware: firmware version, major·256 + minor.
+        boot_id: the rig's id of its current boot (it differs from one boot to the next); 0 from
+            the host. The rig sends a HELLO by itself when it boots, and a host that sees a new
+            boot id knows the rig rebooted (its mode is IDLE again).
     """
 
     role: int = 0
@@ -136,11 +139,13 @@ class Hello:
     control_hz: int = 0
     pulses_per_deg_milli: int = 37500
     firmware: int = 0
+    boot_id: int = 0
     TYPE = MsgType.HELLO
-    FMT = "<BBHIH"
+    FMT = "<BBHIHH"
 
     def pack(self) -> bytes:
-        return struct.pack(self.FMT, self.role, self.n_motors, self.control_hz, self.pulses_per_deg_milli, self.firmware)
+        return struct.pack(self.FMT, self.role, self.n_motors, self.control_hz, self.pulses_per_deg_milli, self.firmware,
+                           self.boot_id)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..controllers.choices import Choice
 from ..controllers import rigproto as rp
+from ..controllers.rigstream import Arrival, SeqTracker
 from ..controllers.servo import PULSES_PER_DEG
 
 __all__ = ["LinkConfig", "RigState", "LatencyWindow", "LinkStats", "RigLink", "Direction", "SyncConfig", "SyncSample",
@@ -61,6 +62,8 @@ class LinkConfig:
         keep_states: keep the newest this many received states in :attr:`RigLink.history`
             (every state, not only the ones a sampler saw; 0: none) — for fault analysis on the
             rig's clock.
+        hello_s: send a HELLO this often, s: the rig's answer carries its boot id, so a reboot
+            whose own announcement was lost is still seen within this time.
     """
 
     baudrate: int = 115200
@@ -69,9 +72,10 @@ class LinkConfig:
     reconnect_s: float = 0.2
     read_timeout_s: float = 0.002
     keep_states: int = 0
+    hello_s: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s"):
+        for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s", "hello_s"):
             if not (getattr(self, name) > 0):
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.keep_states < 0:
@@ -174,12 +178,17 @@ class LatencyWindow:
 
 @dataclass
 class LinkStats:
-    """Counters of a :class:`RigLink` (read them any time; they only grow)."""
+    """Counters of a :class:`RigLink` (read them any time; they only grow, but ``lost``, which
+    falls again when a missing frame arrives late)."""
 
     frames_rx: int = 0
-    states_rx: int = 0
+    states_rx: int = 0  # fresh JOINT_STATES (newer than every frame before): the ones acted on
     frames_tx: int = 0
-    lost: int = 0  # rig frames missing (sequence gaps within one connection)
+    lost: int = 0  # rig frames missing (sequence numbers skipped and not arrived late; per boot and connection)
+    late: int = 0  # rig frames that arrived after a newer one (reordered): recorded, not acted on
+    repeated: int = 0  # rig frames whose sequence number had arrived already (duplicates): ignored
+    stray: int = 0  # rig frames far from the stream that nothing continued from (replays): ignored
+    reboots: int = 0  # the rig announced a new boot id (it rebooted): the mode was sent again
     dropped: int = 0  # corrupt frames dropped by the decoder
     dropped_by_kind: dict = field(default_factory=dict)
     targets_skipped: int = 0  # targets not sent because the wire was still busy (newer ones follow)
@@ -215,7 +224,9 @@ class RigLink:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._latest: RigState | None = None
-        self._last_rig_seq: int | None = None
+        self._rx_seq = SeqTracker()  # the rig's sequence numbers: new, late, repeated, stray
+        self.boot_id: int | None = None  # the rig's boot id, from its HELLO
+        self._hello_sent = 0.0
         self._mode: rp.ModeMsg | None = None
         self._mode_sent = 0.0
         self.hello: rp.Hello | None = None
@@ -248,19 +259,26 @@ class RigLink:
             raise RigLinkError(f"cannot open rig port {self.url}: {exc}") from None
         self._thread = threading.Thread(target=self._run, name="RigLink", daemon=True)
         self._thread.start()
+        self._send_hello()  # starts the session: the rig forgets the previous host's target numbers
         return self
 
     def close(self) -> None:
-        """Send IDLE (best effort), stop the thread and close the port (idempotent)."""
-        if self._thread is not None and self.connected:
-            try:
-                self.send(rp.ModeMsg(rp.Mode.IDLE))
-            except Exception:  # noqa: BLE001
-                pass
+        """Stop the reader thread, send IDLE (best effort) and close the port (idempotent).
+
+        The thread stops first, so that it cannot send the old mode again after the IDLE (it
+        re-sends a mode the rig has not echoed).
+        """
+        was_open = self._thread is not None
+        self._mode = None
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             self._thread = None
+        if was_open and self.connected:
+            try:
+                self.send(rp.ModeMsg(rp.Mode.IDLE))
+            except Exception:  # noqa: BLE001
+                pass
         with self._lock:
             self._close_port_locked()
 
@@ -330,13 +348,15 @@ class RigLink:
         """Select the lead direction.
 
         The mode is remembered: it is re-sent every ``MODE_RETRY_S`` until the rig echoes it,
-        after every reconnect, and when the rig's sequence numbers jump (it rebooted — an
-        Arduino resets when its port is opened).
+        after every reconnect, and when the rig announces a new boot id (it rebooted — an
+        Arduino resets when its port is opened). The rig takes the same MODE again without
+        resetting anything, so a repeat is harmless.
         """
-        self._mode = rp.ModeMsg(mode, stream_hz, flags)
+        msg = rp.ModeMsg(mode, stream_hz, flags)
+        self._mode_sent = time.monotonic()  # before the reader can see the new mode (no double send)
         self.mode_ack = None
-        self._mode_sent = time.monotonic()
-        self.send(self._mode)
+        self._mode = msg
+        self.send(msg)
 
     def power(self, on: bool) -> int | None:
         """Cut (False) or restore (True) the motor supply (emulator / rig with a supply relay).
@@ -347,12 +367,16 @@ class RigLink:
         """
         return self.send(rp.Power(1 if on else 0))
 
+    def _send_hello(self) -> None:
+        self._hello_sent = time.monotonic()
+        self.send(rp.Hello(role=0))
+
     def request_hello(self, timeout: float = 1.0) -> rp.Hello | None:
         """Send HELLO and wait for the rig's answer (None on timeout)."""
         self.hello = None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.send(rp.Hello(role=0))
+            self._send_hello()
             t_next = min(deadline, time.monotonic() + 0.2)
             while time.monotonic() < t_next:
                 if self.hello is not None:
@@ -425,7 +449,7 @@ class RigLink:
                 with self._lock:
                     self._port = newp
                     self._decoder.reset()  # forget a half frame from the old connection, keep the counters
-                    self._last_rig_seq = None
+                    self._rx_seq.reset()
                     self._pending.clear()
                 self.stats.reconnects += 1
                 self.mode_ack = None  # the reader re-sends the mode until the rig echoes it
@@ -445,7 +469,9 @@ class RigLink:
             if self._mode is not None and self.mode_ack != self._mode and t - self._mode_sent > self.MODE_RETRY_S:
                 self._mode_sent = t
                 self.send(self._mode)
-            if t - self._last_tx > cfg.heartbeat_s:
+            if t - self._hello_sent > cfg.hello_s:
+                self._send_hello()  # the answer's boot id tells a reboot whose announcement was lost
+            elif t - self._last_tx > cfg.heartbeat_s:
                 self.send(rp.Heartbeat())
 
     def _match_latency(self, echo: int, t: float) -> float:
@@ -464,37 +490,51 @@ class RigLink:
         return math.nan
 
     def _handle(self, frames: list[rp.Frame], t: float) -> None:
+        """Frames from the reader. A new boot id in a HELLO means the rig rebooted: the sequence
+        numbers start afresh and the mode is sent again. Only fresh frames (newer than every
+        frame before) are acted on; late ones add their faults; repeated and stray ones are only
+        counted — so a duplicated or reordered frame can neither move the twin back nor reset
+        the rig (docs/PROTOCOL.md, "Sequence numbers")."""
         st = self.stats
         st.dropped = self._decoder.stats.dropped
         st.dropped_by_kind = dict(self._decoder.stats.by_kind)
+        track = self._rx_seq
         for f in frames:
             st.frames_rx += 1
-            if self._last_rig_seq is not None:
-                gap = (f.seq - self._last_rig_seq - 1) & 0xFFFF
-                if 0 < gap < 1000:
-                    st.lost += gap
-                elif gap >= 1000:  # not a loss but a restart of the rig's counter: it rebooted
-                    self.mode_ack = None
-            self._last_rig_seq = f.seq
             m = f.msg
+            if isinstance(m, rp.Hello) and m.role == 1:
+                if self.boot_id is not None and m.boot_id != self.boot_id:
+                    st.reboots += 1
+                    track.reset()
+                    self.mode_ack = None  # a rebooted rig is IDLE: the reader sends the mode again
+                self.boot_id = m.boot_id
+            arrival = track.accept(f.seq)
+            st.lost, st.late, st.repeated, st.stray = track.lost, track.late, track.repeated, track.stray
             if isinstance(m, rp.JointStates):
-                lat = self._match_latency(m.echo, t)
-                if not math.isnan(lat):
-                    st.latencies_ms.append(lat)
-                st.states_rx += 1
+                if arrival is Arrival.NEW:
+                    lat = self._match_latency(m.echo, t)
+                    if not math.isnan(lat):
+                        st.latencies_ms.append(lat)
+                    st.states_rx += 1
+                elif arrival is Arrival.LATE:
+                    lat = math.nan
+                else:
+                    continue
                 faults = rp.Fault(m.faults)
                 state = RigState(t, f.seq, f.t_us, m.positions, m.pwm, faults, lat, m.echo)
                 with self._new_state:
-                    self._latest = state
-                    if self.history.maxlen:
-                        self.history.append(state)
-                    self._faults_acc |= faults
+                    if arrival is Arrival.NEW:
+                        self._latest = state
+                        if self.history.maxlen:
+                            self.history.append(state)
+                    self._faults_acc |= faults  # a late state's faults count too: none is missed
                     st.faults_seen |= faults
                     self._new_state.notify_all()
-            elif isinstance(m, rp.Hello):
-                self.hello = m
-            elif isinstance(m, rp.ModeMsg):
-                self.mode_ack = m
+            elif arrival is Arrival.NEW or arrival is Arrival.LATE:
+                if isinstance(m, rp.Hello):
+                    self.hello = m
+                elif isinstance(m, rp.ModeMsg):
+                    self.mode_ack = m
 
 
 # ----- twin sync --------------------------------------------------------------------------
@@ -1209,27 +1249,48 @@ class Emulator:
     Args:
         baud: simulated serial speed, bit/s (bytes are paced at 10 bits each).
         link: optional stable path (a symlink to the pty) — lets a restarted emulator
-            reappear under the same name (the reconnect test).
+            reappear under the same name (the reconnect test). A name in use (anything but a
+            symbolic link, or a link to something that exists, e.g. another emulator's pty) is
+            refused; at exit only the emulator's own link is removed.
         exe: a prebuilt binary (default: :func:`build_emulator`).
+        control_hz: the firmware core's control rate, Hz.
+        rx_buffer: the board's serial receive buffer, bytes (the Arduino core's 64): bytes a
+            host writes faster than the wire carries beyond it are dropped and counted.
+        boot_id: the boot id the emulated board reports in HELLO (default: a new random one).
+
+    Attributes:
+        device: the path to open (the pty, or ``link``).
+        stats: after :meth:`stop`, the emulator's counters (``rx_frames``, ``rx_dropped``,
+            ``rx_overruns``, ``stale_targets``, ``mode_changes``, ``tx_frames``, ``tx_lost``); empty before, or
+            when it was killed.
+
+    Raises:
+        RigLinkError: the emulator did not start (its one-line reason).
     """
 
     def __init__(self, baud: int = 115200, *, link: str | None = None, exe: str | None = None,
-                 control_hz: int = 1000) -> None:
+                 control_hz: int = 1000, rx_buffer: int = 64, boot_id: int | None = None) -> None:
         import subprocess
         self.exe = exe or build_emulator()
-        cmd = [self.exe, "--baud", str(int(baud)), "--control-hz", str(int(control_hz)), "--quiet"]
+        cmd = [self.exe, "--baud", str(int(baud)), "--control-hz", str(int(control_hz)),
+               "--rx-buffer", str(int(rx_buffer)), "--quiet"]
         if link:
             cmd += ["--link", link]
+        if boot_id is not None:
+            cmd += ["--boot-id", str(int(boot_id))]
+        self.stats: dict[str, int] = {}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().split()  # type: ignore[union-attr]
-        if len(line) != 2 or line[0] != "DEVICE":
+        line = self.proc.stdout.readline().rstrip("\n")  # type: ignore[union-attr]
+        kind, _, rest = line.partition(" ")
+        if kind != "DEVICE" or not rest:
             self.proc.kill()
             code = self.proc.wait()
-            raise RigLinkError(f"the rig emulator did not start (exit code {code}; its message is above)")
-        self.device = line[1]
+            self.proc.stdout.close()  # type: ignore[union-attr]
+            raise RigLinkError(rest if kind == "ERROR" and rest else f"the rig emulator did not start (exit code {code})")
+        self.device = rest
 
     def stop(self, kill: bool = False) -> None:
-        """End the process (SIGKILL when ``kill``: a pulled cable); idempotent."""
+        """End the process (SIGKILL when ``kill``: a pulled cable) and read its counters; idempotent."""
         if self.proc.poll() is None:
             (self.proc.kill if kill else self.proc.terminate)()
             try:
@@ -1237,7 +1298,11 @@ class Emulator:
             except Exception:  # noqa: BLE001
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stdout is not None:
+        if self.proc.stdout is not None and not self.proc.stdout.closed:
+            for line in self.proc.stdout.read().splitlines():
+                kind, _, rest = line.partition(" ")
+                if kind == "STATS":
+                    self.stats = {k: int(v) for k, _, v in (p.partition("=") for p in rest.split()) if v.isdigit()}
             self.proc.stdout.close()
 
     def __enter__(self) -> "Emulator":
