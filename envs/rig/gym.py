@@ -18,7 +18,10 @@ class TwinSyncWrapper(gym.Wrapper):
     """Couple an armtwin Gymnasium env's robot with the servo rig, in either direction.
 
     VIRTUAL_TO_REAL (default): each ``step`` first lets the env step (the policy commands the
-    simulated robot and the world advances), then sends the mapped joints to the rig as targets.
+    simulated robot and the world advances), then sends the mapped joints to the rig as targets
+    — through a limiter that starts from the rig's measured joints (and again after the rig
+    stopped), at ``limit_speed`` of each joint's speed limit: a policy's jump is a ramp for the
+    rig, never a step.
 
     REAL_TO_VIRTUAL: the rig's measured joints drive the mapped simulated joints and the policy
     drives the others. Every command the env gives its robot has the mapped joints replaced by
@@ -44,6 +47,8 @@ class TwinSyncWrapper(gym.Wrapper):
         log: optional :class:`TwinLog`.
         direction: :class:`Direction` (or its value, "virtual-to-real" / "real-to-virtual").
         local_demo: REAL_TO_VIRTUAL: let the rig move its motors along its built-in sine.
+        limit_speed: VIRTUAL_TO_REAL: the targets' speed limit as a share of each joint's (0, 1]
+            (acceleration: that speed in 0.25 s); None sends the joints unlimited.
 
     Raises:
         ValueError: the env has no robot, ``link`` is not open (every step would only
@@ -51,7 +56,8 @@ class TwinSyncWrapper(gym.Wrapper):
     """
 
     def __init__(self, env, link: RigLink, joints: Sequence[int] = (0, 1), log: TwinLog | None = None, *,
-                 direction: Direction | str = Direction.VIRTUAL_TO_REAL, local_demo: bool = False) -> None:
+                 direction: Direction | str = Direction.VIRTUAL_TO_REAL, local_demo: bool = False,
+                 limit_speed: float | None = 0.5) -> None:
         super().__init__(env)
         robot = getattr(env.unwrapped, "robot", None)
         if robot is None or not hasattr(robot, "command"):
@@ -59,7 +65,9 @@ class TwinSyncWrapper(gym.Wrapper):
         if not getattr(link, "is_open", False):
             raise ValueError("TwinSyncWrapper needs an open RigLink: call link.open() or use `with RigLink(...) as link`")
         direction = Direction.parse(direction)
-        self.sync = TwinSync(robot, link, SyncConfig(tuple(joints), direction, local_demo=local_demo), log)
+        cfg = SyncConfig(tuple(joints), direction, local_demo=local_demo,
+                         limit_speed=limit_speed if direction is Direction.VIRTUAL_TO_REAL else None)
+        self.sync = TwinSync(robot, link, cfg, log)
         self._robot = robot
         self._filtering = direction is Direction.REAL_TO_VIRTUAL
         if self._filtering:
