@@ -239,6 +239,12 @@ def run(args: argparse.Namespace) -> int:
             code = 1 if isinstance(exc, RigNoAnswer) else 2
             print(f"armtwin: error: {exc}; nothing was logged", file=sys.stderr)
             return code
+        def on_signal(signum, _frame):
+            stopped_by.append(signum)
+            stop.set()
+
+        # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
+        old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         log = open_log(args.log, joints, "--log")
         sync = TwinSync(robot, link, cfg, log)
         sched = dict(POWER_TEST) if args.power_test else None
@@ -255,11 +261,6 @@ def run(args: argparse.Namespace) -> int:
         def on_ramp(r):
             print(f"\r\033[Karmtwin: sync: {r.describe()}", file=sys.stderr, flush=True)
 
-        def on_signal(signum, _frame):
-            stopped_by.append(signum)
-            stop.set()
-
-        old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, max_samples=args.samples,
                        on_sample=progress, on_ramp=on_ramp)
         print(file=sys.stderr)
