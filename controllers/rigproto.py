@@ -1,8 +1,8 @@
-"""The servo-rig wire protocol, version 1 (docs/PROTOCOL.md is the reference).
+"""The servo-rig wire protocol, version 2 (docs/PROTOCOL.md is the reference).
 
 A frame on the wire is ``COBS(header ‖ body ‖ crc) ‖ 0x00``:
 
-* header (8 bytes, little-endian): version u8 (=1), type u8, seq u16 (per sender, +1 per
+* header (8 bytes, little-endian): version u8 (=2), type u8, seq u16 (per sender, +1 per
   frame, wraps), t_us u32 (sender's microsecond clock, wraps after 71.6 min);
 * body: fixed layout per message type (see the ``*_FMT`` constants);
 * crc: CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, xorout 0; check
@@ -18,18 +18,19 @@ the tests make both talk to each other.
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 __all__ = [
-    "PROTOCOL_VERSION", "MsgType", "Mode", "Fault", "HEADER_SIZE", "MAX_FRAME",
+    "PROTOCOL_VERSION", "MsgType", "Mode", "Fault", "FAULT_NAMES", "HEADER_SIZE", "MAX_FRAME",
     "Hello", "ModeMsg", "JointTargets", "JointStates", "Heartbeat", "Power", "Message", "Frame",
     "crc16_ccitt_false", "cobs_encode", "cobs_decode", "encode_frame", "decode_frame",
     "ProtocolError", "StreamDecoder", "DecoderStats", "N_MOTORS", "wire_bytes",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 N_MOTORS = 2
 HEADER_FMT = "<BBHI"
 HEADER_SIZE = struct.calcsize(HEADER_FMT)  # 8
@@ -69,21 +70,51 @@ class Fault(enum.IntFlag):
     LATE = 0x200  # host: the sync loop stalled and skipped control ticks just before this sample
 
     def names(self) -> str:
-        """``"POWER|STALL"`` style text; ``"OK"`` for no fault."""
+        """``"POWER|STALL"`` style text; ``"OK"`` for no fault.
+
+        A bit without a name (a newer firmware's fault, or line noise that passed the CRC) is
+        written as its number, ``0x20``, one per bit, so nothing the rig reported is lost and
+        :meth:`parse` gives the same flags back: ``Fault(0xE1).names()`` is
+        ``"POWER|0x20|0x40|0x80"``.
+        """
         if not self:
             return "OK"
-        return "|".join(f.name for f in Fault if f and f in self and f.name)  # type: ignore[misc]
+        value = int(self)
+        parts = [f.name for f in Fault if f and f in self and f.name]
+        known = 0
+        for f in Fault:
+            known |= int(f)
+        unknown = value & ~known
+        parts += [f"0x{1 << b:02X}" for b in range(unknown.bit_length()) if unknown >> b & 1]
+        return "|".join(parts)  # type: ignore[arg-type]
 
     @classmethod
     def parse(cls, text: str) -> "Fault":
-        """Inverse of :meth:`names`."""
+        """Inverse of :meth:`names`: ``OK``, or names and single-bit numbers (``0x20``) joined by ``|``.
+
+        Raises:
+            ValueError: a part that is neither a fault name nor a single bit written as ``0x…``
+                (at most 32 bits).
+        """
         text = text.strip()
         if text in ("", "OK"):
             return cls.NONE
         out = cls.NONE
         for part in text.split("|"):
-            out |= cls[part]
+            if part in cls.__members__ and part != "NONE":
+                out |= cls[part]
+                continue
+            m = _BIT_RE.fullmatch(part)
+            v = int(m.group(1), 16) if m else 0
+            if not (v and v & (v - 1) == 0 and v < 1 << 32):
+                raise ValueError(f"{part!r} is not a fault name ({', '.join(FAULT_NAMES)}) or one bit as 0x…")
+            out |= cls(v)
         return out
+
+
+#: the named fault flags, in bit order
+FAULT_NAMES = tuple(f.name for f in Fault if f and f.name)
+_BIT_RE = re.compile(r"0[xX]([0-9A-Fa-f]{1,8})")
 
 
 # ----- messages ----------------------------------------------------------------------
@@ -98,6 +129,9 @@ class Hello:
         control_hz: rig's PID rate, Hz (0 from the host).
         pulses_per_deg_milli: encoder pulses per output degree × 1000 (37500 for the rig).
         firmware: firmware version, major·256 + minor.
+        boot_id: the rig's id of its current boot (it differs from one boot to the next); 0 from
+            the host. The rig sends a HELLO by itself when it boots, and a host that sees a new
+            boot id knows the rig rebooted (its mode is IDLE again).
     """
 
     role: int = 0
@@ -105,11 +139,13 @@ class Hello:
     control_hz: int = 0
     pulses_per_deg_milli: int = 37500
     firmware: int = 0
+    boot_id: int = 0
     TYPE = MsgType.HELLO
-    FMT = "<BBHIH"
+    FMT = "<BBHIHH"
 
     def pack(self) -> bytes:
-        return struct.pack(self.FMT, self.role, self.n_motors, self.control_hz, self.pulses_per_deg_milli, self.firmware)
+        return struct.pack(self.FMT, self.role, self.n_motors, self.control_hz, self.pulses_per_deg_milli, self.firmware,
+                           self.boot_id)
 
 
 @dataclass(frozen=True)

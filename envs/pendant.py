@@ -8,8 +8,10 @@ Two layers:
   and program runs. Every motion goes through ``SimRobot.command`` and is advanced by
   :meth:`PendantCore.tick` (``World.step``) — the one command path. Thread-safe (one lock).
   With :meth:`PendantCore.attach_rig` the simulated robot also commands the servo rig
-  (virtual → real, :class:`armtwin.envs.rig.TwinSync`): one twin sample per tick, on the
-  thread that steps the world, so exactly one thread touches PyBullet.
+  (virtual → real, :class:`armtwin.envs.rig.TwinSync`) from a loop of its own at the sync
+  rate (:class:`armtwin.envs.rig.RigLoop`, 500 Hz): each tick publishes the joints the world
+  has, and the rig loop sends them — ramped from the rig's measured joints, never a step —
+  whatever the page or the GUI thread does. Only the thread that ticks touches PyBullet.
 * :class:`Pendant` — the viser server: the robot's URDF mirrored live from the simulated
   joints, sliders, jog buttons, a draggable target (transform gizmo) that can also be typed
   as X/Y/Z in mm ("go to XYZ"), readouts, the joint model, teach/save and run-program
@@ -280,8 +282,8 @@ class PendantCore:
         self.version = 0  # bumps whenever the commanded joints change
         self._chain = chain_of(spec)
         self.twin = None  # TwinSync once a rig is attached (virtual -> real)
-        self.twin_sample = None  # its newest SyncSample
-        self.twin_error = ""  # why the newest rig sample could not be taken ("" when it was)
+        self.rig_loop = None  # the RigLoop running it
+        self._published = self.robot.q.copy()  # the joints as of the newest tick, for the rig loop (no lock)
 
     # ----- state ------------------------------------------------------------------------
     def close(self) -> None:
@@ -291,52 +293,61 @@ class PendantCore:
             self.world.close()
 
     # ----- servo rig (virtual -> real) ------------------------------------------------------
-    def attach_rig(self, link, joints=(0, 1), log=None) -> None:
-        """Let the simulated robot command the servo rig (virtual → real), one sample per :meth:`tick`.
+    #: the rig follows the pendant at up to this share of each joint's speed limit (ramped: a
+    #: slider moved far is a ramp for the rig, not a step)
+    RIG_SPEED = 0.5
 
-        Each tick sends the mapped joints as JOINT_TARGETS and reads back the rig's state
-        (:meth:`armtwin.envs.rig.TwinSync.step`); :meth:`readout` shows the servo joints, ΔE,
-        the latency and the faults. The pendant owns ``link`` and ``log`` from now on:
-        :meth:`detach_rig` / :meth:`close` close them.
+    def attach_rig(self, link, joints=(0, 1), log=None, *, rate_hz: float = 500.0) -> None:
+        """Let the simulated robot command the servo rig (virtual → real) from a loop of its own.
+
+        A :class:`~armtwin.envs.rig.RigLoop` samples the twin at ``rate_hz`` on its own thread:
+        it sends the joints the newest :meth:`tick` published as JOINT_TARGETS — through a
+        limiter that starts from the rig's measured joints (and again after a power cut, a
+        watchdog stop or a lost link) at :attr:`RIG_SPEED` of the joints' speed limits — and
+        reads back the rig's state. So the rig keeps getting targets and heartbeats at the sync
+        rate even while the GUI thread stalls (a browser loading the page). :meth:`readout`
+        shows the servo joints, ΔE, the latency and the faults. The pendant owns ``link`` and
+        ``log`` from now on: :meth:`detach_rig` / :meth:`close` close them.
 
         Args:
             link: an open :class:`~armtwin.envs.rig.RigLink`.
             joints: 0-based robot joints mapped to the rig's motors 1, 2 (revolute only).
             log: optional :class:`~armtwin.envs.rig.TwinLog` receiving every sample.
+            rate_hz: the rig loop's rate, Hz.
 
         Raises:
             ValueError: a rig is attached already, the link is not open, or a joint that does
                 not exist or is prismatic.
         """
-        from .rig import Direction, SyncConfig, TwinSync
+        from .rig.sync import Direction, RigLoop, SyncConfig, TwinSync
         if not getattr(link, "is_open", False):
             raise ValueError("attach_rig needs an open RigLink (call link.open() first)")
         with self.lock:
             if self.twin is not None:
                 raise ValueError(f"a rig is attached already ({self.twin.link.url}); detach it first")
-            twin = TwinSync(self.robot, link, SyncConfig(tuple(int(j) for j in joints), Direction.VIRTUAL_TO_REAL), log)
-            twin.start()
-            self.twin, self.twin_sample, self.twin_error = twin, None, ""
+            cfg = SyncConfig(tuple(int(j) for j in joints), Direction.VIRTUAL_TO_REAL, rate_hz=rate_hz,
+                             limit_speed=self.RIG_SPEED)
+            twin = TwinSync(self.robot, link, cfg, log)
+            self._published = self.robot.q.copy()
+            self.twin, self.rig_loop = twin, RigLoop(twin, self.published_joints).start()
+
+    def published_joints(self) -> np.ndarray:
+        """(n,) the joints as of the newest :meth:`tick`, rad (no lock: the rig loop reads them)."""
+        return self._published
 
     def detach_rig(self) -> None:
-        """Stop driving the rig: close its link (the rig goes IDLE) and its log (idempotent)."""
+        """Stop driving the rig: stop its loop, close its link (the rig goes IDLE) and its log (idempotent)."""
         with self.lock:
-            twin, self.twin, self.twin_sample = self.twin, None, None
+            twin, loop, self.twin, self.rig_loop = self.twin, self.rig_loop, None, None
         if twin is None:
             return
         try:
+            if loop is not None:
+                loop.stop()
             twin.link.close()
         finally:
             if twin.log is not None:
                 twin.log.close()
-
-    def _rig_sample(self) -> None:
-        """One twin sample (caller holds the lock). Never raises: a failure is kept in ``twin_error``."""
-        try:
-            self.twin_sample = self.twin.step()
-            self.twin_error = ""
-        except Exception as exc:  # noqa: BLE001 - e.g. the log's disk is full: shown, the pendant goes on
-            self.twin_error = f"{type(exc).__name__}: {exc}"
 
     @property
     def running_program(self) -> bool:
@@ -345,8 +356,8 @@ class PendantCore:
     def tick(self, steps: int = 1) -> None:
         """Advance the world ``steps`` control steps (program samples are commanded first).
 
-        With a rig attached, one twin sample follows the steps: the rig's targets are the
-        joints the world has now (the pendant's rate, 30 Hz by default, is the sample rate).
+        The joints the world has after the steps are published for the rig loop
+        (:meth:`published_joints`), which sends them to the rig at its own rate.
         """
         with self.lock:
             for _ in range(steps):
@@ -360,8 +371,7 @@ class PendantCore:
                         self.robot.command(q)
                     self.version += 1
                 self.world.step()
-            if self.twin is not None:  # the rig follows at the pendant's rate; faults show, never raise
-                self._rig_sample()
+            self._published = self.robot.q.copy()  # one reference swap: the rig loop reads it unlocked
 
     def joints(self) -> np.ndarray:
         """(n,) joint positions as the engine has them now, rad / m (a copy, read under the lock).
@@ -415,9 +425,10 @@ class PendantCore:
         "LINK on at #41 (1.36 s)"); ``error`` (why the newest sample failed, "" normally).
         """
         with self.lock:
-            twin, s = self.twin, self.twin_sample
+            twin, loop = self.twin, self.rig_loop
             if twin is None:
                 return None
+            s = twin.latest_sample
             link, k = twin.link, len(twin.idx)
             nan = np.full(k, np.nan)
             st = link.stats
@@ -432,7 +443,7 @@ class PendantCore:
                     "faults": "WAITING" if s is None else s.faults.names(),
                     "connected": bool(link.connected), "states_rx": st.states_rx, "lost": st.lost,
                     "dropped": st.dropped, "reconnect_attempts": st.reconnect_attempts,
-                    "reconnects": st.reconnects, "events": events, "error": self.twin_error}
+                    "reconnects": st.reconnects, "events": events, "error": loop.error if loop is not None else ""}
 
     # ----- joint space --------------------------------------------------------------------
     def set_mode(self, mode: JointMode | str) -> None:

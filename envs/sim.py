@@ -18,8 +18,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+
+#: a filter of joint commands, ``(q, qd) -> (q, qd)`` (rad / m, rad/s / m/s; (n,) each): see
+#: :meth:`SimRobot.set_command_filter`
+CommandFilter = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray]"]
 
 
 def _libc():
@@ -450,6 +455,7 @@ class SimRobot:
         n = spec.dof
         self._vmax = spec.max_velocity
         self._q_cmd = spec.home.copy()
+        self._command_filter: CommandFilter | None = None
         self._qd_cmd = np.zeros(n)
         self._tau = np.zeros(n)
         self._last_good = (spec.home.copy(), np.zeros(n))
@@ -659,9 +665,32 @@ class SimRobot:
         the next control step (:meth:`World.step`); during the step each physics step aims
         at ``q + qd·(τ − t_end)``, and the target stays until the next command. Commands
         are stored but not acted on while the robot is unstable (until :meth:`reset`).
+
+        A command filter (:meth:`set_command_filter`) sees every command before it is stored.
         """
-        self._q_cmd = self._checked(q, "q")
-        self._qd_cmd = np.zeros_like(self._q_cmd) if qd is None else self._checked(qd, "qd")
+        q = self._checked(q, "q")
+        qd = np.zeros_like(q) if qd is None else self._checked(qd, "qd")
+        if self._command_filter is not None:
+            q, qd = self._command_filter(q.copy(), qd.copy())
+            q, qd = self._checked(q, "q (filtered)"), self._checked(qd, "qd (filtered)")
+        self._q_cmd, self._qd_cmd = q, qd
+
+    def set_command_filter(self, fn: CommandFilter | None) -> None:
+        """Route every :meth:`command` through ``fn(q, qd) -> (q, qd)`` (rad, rad/s; (n,) each), or
+        stop with None.
+
+        The explicit seam for a second source of joint commands that shares the one command path
+        — e.g. :class:`armtwin.envs.rig.TwinSyncWrapper` replacing the joints a servo rig stands
+        for with the rig's measured ones, whatever the env's own controller commands. One filter
+        at a time; :meth:`reset` does not go through it.
+
+        Raises:
+            ValueError: a filter is installed already (remove it first with None).
+        """
+        if fn is not None and self._command_filter is not None:
+            raise ValueError(f"{self.spec.name}: its commands are filtered already (by {self._command_filter!r}); "
+                             f"remove that filter first")
+        self._command_filter = fn
 
     def _checked(self, v, what: str) -> np.ndarray:
         v = np.asarray(v, dtype=float).reshape(-1)

@@ -97,7 +97,9 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
     carrying the flag). Figures that could not be measured are NaN (see :func:`not_measured`).
     """
     from ..controllers import rigproto as rp
-    from ..envs.rig import Emulator, RigLink, LinkConfig, SyncConfig, TwinSync, smooth_motion
+    from ..envs.rig.emulator import Emulator
+    from ..envs.rig.link import LinkConfig, RigLink
+    from ..envs.rig.sync import SyncConfig, TwinSync, smooth_motion
     from ..envs.sim import PhysicsConfig, World
     from ..robots import get
     spec = get("irb120")

@@ -30,7 +30,7 @@ def register(sub) -> None:
 def read_log(path: str):
     """The checked columns of a twin log (:func:`armtwin.envs.rig.read_twin_log`: ``Fault`` as a
     list of str, the rest as arrays); CliError on a file that cannot be read or is not a valid log."""
-    from ..envs.rig import TwinLogError, read_twin_log
+    from ..envs.rig.log import TwinLogError, read_twin_log
     try:
         return read_twin_log(path)
     except OSError as exc:

@@ -48,7 +48,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.rig import Emulator, RigLinkError, build_emulator
+    from ..envs.rig.emulator import Emulator, build_emulator
+    from ..envs.rig.link import RigLinkError
     check_baud(args.baud)
     if args.seconds is not None:
         check_range(args.seconds, "--seconds", 0.1, SECONDS_MAX, "s", " (leave it out to run until Ctrl-C)")

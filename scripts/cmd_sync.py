@@ -8,9 +8,17 @@ virtual-to-real: the simulated joints — driven by ``--program`` (a G-code file
 cannot run exits 1, as in ``run`` and ``check``; the run lasts the program plus a 1 s hold unless ``--seconds`` or ``--samples`` is given) or else by a built-in
 smooth joint motion (:func:`armtwin.envs.rig.smooth_motion`: the first joint to ±30°, the second to
 ∓18° around home, less where a range is smaller; 1.5 s moves, 1 s holds; the start message says
-which) — command the rig. real-to-virtual: the rig's measured joints drive the simulated joints
-(``--demo``: the rig moves along its own built-in sine).
-Every sample goes to the CSV log (a ``.csv`` name; flushed per row; Ctrl-C / SIGTERM close it cleanly).
+which) — command the rig. The rig is never sent a step: no target goes out before its first
+state, then the rig and the simulated joints ramp from the rig's *measured* joints to the first
+target within a quarter of each joint's speed limit (reached in at most 0.25 s) — the line
+"ramping the rig from its measured joints …" says from where, to where and how long — and only
+then does the motion start (``--seconds`` counts from there). real-to-virtual: the rig's
+measured joints drive the simulated joints (``--demo``: the rig moves along its own built-in sine).
+Every sample goes to the CSV log (a ``.csv`` name; every row flushed as it is written, so a
+SIGKILL loses at most the row being written). Ctrl-C or SIGTERM ends the run cleanly — the log
+complete, the rig idle, its power restored if the power test had cut it, the summary printed —
+with exit code 130 (SIGINT) or 143 (SIGTERM); a rig that never answered or whose link was lost
+and not restored gives exit code 1.
 ``--samples N`` stops after exactly N samples (N rows); with ``--seconds`` too, whichever comes
 first. The summary line counts rig frames lost (sequence gaps), corrupt frames dropped and
 control ticks skipped by host stalls (those samples carry ``LATE`` in the log's Fault column).
@@ -103,7 +111,7 @@ def check_log_file(path: str, opt: str, port: str) -> str:
 
 def open_log(path: str, joints, opt: str):
     """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
-    from ..envs.rig import TwinLog
+    from ..envs.rig.log import TwinLog
     try:
         return TwinLog(path, joints)
     except OSError as exc:
@@ -153,9 +161,10 @@ def _program_source(path: str, spec, period: float):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.rig import Direction, RigLink, RigLinkError, LinkConfig, SyncConfig, TwinSync, smooth_motion
-    from ..controllers import rigproto as rp
+    from ..envs.rig.link import LinkConfig, RigLink, RigLinkError
+    from ..envs.rig.sync import Direction, RigNoAnswer, SyncConfig, TwinSync, connect, smooth_motion
     from ..envs.sim import PhysicsConfig, World
+    from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED
     spec = get_robot(args.robot)
     joints = parse_joints(args.joints, spec)
     try:
@@ -199,32 +208,36 @@ def run(args: argparse.Namespace) -> int:
                      + (" (the rig moves along its built-in sine)" if args.demo else ""))
     if args.power_test:
         _check_power_test(args, seconds)
+    give_up = args.connect_timeout
+    if give_up is None:  # a sync without an end must not wait forever for a rig that is not there
+        give_up = 5.0 if seconds is None and args.samples is None else 0.0
     try:
         link = RigLink(args.port, LinkConfig(baudrate=args.baud)).open()
     except RigLinkError as exc:
         raise CliError(str(exc)) from None
     world = World(PhysicsConfig(dt=1.0 / args.rate))
     log = None
+    stopped_by: list[int] = []  # the signal that ended the run
     stop = threading.Event()
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    old: dict = {}
     try:
         robot = world.add_robot(spec, mode=mode)
-        if source is not None and args.program:
-            robot.reset(source(0.0))  # the program's start pose
-        give_up = args.connect_timeout
-        if give_up is None:  # a sync without an end must not wait forever for a rig that is not there
-            give_up = 5.0 if seconds is None and args.samples is None else 0.0
-        wait = give_up if give_up > 0 else 3.0
-        if link.request_hello(timeout=wait) is None:  # an Arduino reboots when its port opens
-            if link.stats.dropped_by_kind.get("version"):
-                raise CliError(f"{args.port}: the rig speaks another protocol version (this host speaks "
-                               f"version {rp.PROTOCOL_VERSION}; see docs/PROTOCOL.md)")
-            if give_up > 0 and link.stats.states_rx == 0:
-                print(f"armtwin: error: {args.port}: no answer from the rig within {wait:g} s (is it powered, "
-                      f"on this port, at {args.baud} baud?); nothing was logged", file=sys.stderr)
-                return 1
-            print(f"armtwin: warning: no HELLO answer from {args.port}; continuing (the log's Fault column will tell)",
-                  file=sys.stderr)
+        if source is not None:
+            robot.reset(source(0.0))  # the program's start pose (the ramp brings the rig there)
+        try:
+            if connect(link, give_up, bounded=seconds is not None or args.samples is not None) is None:
+                print(f"armtwin: warning: no HELLO answer from {args.port}; continuing (the log's Fault column will "
+                      f"tell; no target is sent before the rig's first state)", file=sys.stderr)
+        except RigLinkError as exc:  # no answer (give up) or another protocol version
+            code = 1 if isinstance(exc, RigNoAnswer) else 2
+            print(f"armtwin: error: {exc}; nothing was logged", file=sys.stderr)
+            return code
+        def on_signal(signum, _frame):
+            stopped_by.append(signum)
+            stop.set()
+
+        # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
+        old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         log = open_log(args.log, joints, "--log")
         sync = TwinSync(robot, link, cfg, log)
         sched = dict(POWER_TEST) if args.power_test else None
@@ -238,19 +251,20 @@ def run(args: argparse.Namespace) -> int:
                 print(f"\r  t={s.time:7.1f} s  STT={s.stt:7d}  ΔE deg [{err}]  latency {s.latency_ms:5.1f} ms  "
                       f"{s.faults.names():12s}", end="", file=sys.stderr, flush=True)
 
+        def on_ramp(r):
+            print(f"\r\033[Karmtwin: sync: {r.describe()}", file=sys.stderr, flush=True)
+
         rep = sync.run(seconds, source=source, stop=stop, power_schedule=sched, max_samples=args.samples,
-                       on_sample=progress)
+                       on_sample=progress, on_ramp=on_ramp)
         print(file=sys.stderr)
         if args.power_test and len(rep.power_commands) < len(POWER_TEST):
-            sent = len(rep.power_commands)
-            print(f"armtwin: warning: the power test was cut short at sample {sync.stt}: {sent} of "
-                  f"{len(POWER_TEST)} power commands sent", file=sys.stderr)
-            if rep.power_commands and not rep.power_commands[-1].on:
-                link.power(True)  # never leave the rig's motors unpowered
-                print("armtwin: warning: the rig's power was cut; it has been restored", file=sys.stderr)
+            print(f"armtwin: warning: the power test was cut short at sample {sync.stt}: {len(rep.power_commands)} "
+                  f"of {len(POWER_TEST)} power commands sent", file=sys.stderr)
+        if rep.power_restored:
+            print("armtwin: warning: the rig's power was cut; it has been restored", file=sys.stderr)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        for sig, h in old.items():
+            signal.signal(sig, h)
         if log is not None:
             log.close()
         link.close()
@@ -260,17 +274,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"samples {rep.samples}  rate {rep.rate_hz:.1f} Hz  latency p50 {p50:.2f} ms  lost frames {st.lost}  "
           f"corrupt frames dropped {st.dropped}  skipped ticks {rep.ticks_skipped} in {rep.stalls} stalls  "
           f"reconnects {st.reconnects}/{st.reconnect_attempts} attempts"
+          + (f"  rig reboots {st.reboots}" if st.reboots else "")
           + ("  (interrupted)" if rep.interrupted else ""))
     for e in rep.events:
         print(f"  fault {e.fault:8s} {'ON ' if e.on else 'off'} at STT {e.stt} (t = {e.time:.3f} s)")
     print(args.log)
+    if stopped_by:  # Ctrl-C or SIGTERM: everything written is closed and kept (README: exit codes)
+        return EXIT_TERMINATED if stopped_by[0] == signal.SIGTERM else EXIT_INTERRUPTED
     # A twin that never heard the rig, or lost it and never got it back, is a failed run.
-    link_down = False
-    for e in rep.events:
-        if e.fault == "LINK":
-            link_down = e.on
-    if st.states_rx == 0 or link_down:
-        why = "no state ever came back from the rig" if st.states_rx == 0 else "the link to the rig was lost and not restored"
+    why = rep.link_failure(st.states_rx)
+    if why:
         print(f"armtwin: error: {args.port}: {why} (the log keeps every sample: {args.log})", file=sys.stderr)
         return 1
     return 0

@@ -9,8 +9,10 @@ readouts, the joint model, "record point" / "save as G-code" and "run program". 
 
 With ``--rig PORT`` the pendant's simulated robot also commands the servo rig (virtual → real,
 as ``armtwin sync --direction virtual-to-real`` with the pendant as the program): ``--joints``
-are mapped to the rig's two motors, one sample per pendant update (30 Hz), every sample in the
-optional ``--rig-log`` CSV. The page's rig panel shows the servo joints, the twin error ΔE (deg),
+are mapped to the rig's two motors. The rig has a loop of its own at the sync rate (500 Hz),
+whatever the page does: it sends the joints of the pendant's newest update, ramped from the
+rig's measured joints (never a step; at most half of each joint's speed limit), and writes
+every sample to the optional ``--rig-log`` CSV. The page's rig panel shows the servo joints, the twin error ΔE (deg),
 the latency (ms) and the rig's and the link's faults (LINK LOST, POWER, …); a rig that goes
 away shows LINK LOST while the link tries to reopen the port. Ctrl-C or SIGTERM closes the
 link (the rig goes idle) and the log. Bad rig options or a port that cannot be opened end as
@@ -88,17 +90,18 @@ def _rig_options(args: argparse.Namespace, spec) -> tuple[int, ...] | None:
 
 def _open_rig(args: argparse.Namespace):
     """The open RigLink of ``--rig`` (CliError when the port cannot be opened or speaks another protocol)."""
-    from ..controllers import rigproto as rp
-    from ..envs.rig import LinkConfig, RigLink, RigLinkError
+    from ..envs.rig.link import LinkConfig, RigLink, RigLinkError
+    from ..envs.rig.sync import connect
     try:
         link = RigLink(args.rig, LinkConfig(baudrate=args.baud)).open()
     except RigLinkError as exc:
         raise CliError(str(exc)) from None
-    if link.request_hello(timeout=3.0) is None:  # an Arduino reboots when its port opens
-        if link.stats.dropped_by_kind.get("version"):
-            link.close()
-            raise CliError(f"--rig {args.rig}: the rig speaks another protocol version (this host speaks "
-                           f"version {rp.PROTOCOL_VERSION}; see docs/PROTOCOL.md)")
+    try:
+        hello = connect(link, 0.0, bounded=False)  # an Arduino reboots when its port opens: 3 s, then go on
+    except RigLinkError as exc:  # another protocol version
+        link.close()
+        raise CliError(f"--rig {exc}") from None
+    if hello is None:
         print(f"armtwin: warning: no answer from the rig on {args.rig} yet; the page shows LINK LOST until it answers",
               file=sys.stderr)
     return link

@@ -42,6 +42,14 @@ void noInterrupts();
 void interrupts();
 """
 
+EEPROM_STUB = r"""
+#pragma once
+#include <stdint.h>
+uint16_t eeprom_read_word(const uint16_t*);
+void eeprom_update_word(uint16_t*, uint16_t);
+"""
+
+
 def gxx(*args, cwd=None):
     """Run g++ with warnings as errors. Nothing is skipped: issue 7 requires the firmware to build
     on CI, so a missing compiler fails the test with a message saying what to install."""
@@ -65,6 +73,8 @@ def test_emulator_compiles_without_warnings(tmp_path):
 
 def test_sketch_compiles_against_a_stub_arduino(tmp_path):
     (tmp_path / "Arduino.h").write_text(ARDUINO_STUB)
+    (tmp_path / "avr").mkdir()
+    (tmp_path / "avr" / "eeprom.h").write_text(EEPROM_STUB)
     sketch = os.path.join(FIRMWARE_DIR, "servo_rig.ino")
     r = gxx("-DARDUINO=10819", "-fsyntax-only", "-I", str(tmp_path), "-I", FIRMWARE_DIR, "-x", "c++", sketch)
     assert r.returncode == 0, r.stderr

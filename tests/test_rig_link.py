@@ -37,7 +37,9 @@ def wait_echo(link, seq, timeout=10.0):
 def test_hello_and_mode_are_answered_by_the_firmware_core(emu):
     with RigLink(emu.device) as link:
         h = link.request_hello(timeout=2.0)
-        assert h == rp.Hello(role=1, n_motors=2, control_hz=1000, pulses_per_deg_milli=37500, firmware=0x0100)
+        assert h == rp.Hello(role=1, n_motors=2, control_hz=1000, pulses_per_deg_milli=37500, firmware=0x0200,
+                             boot_id=h.boot_id)
+        assert link.boot_id == h.boot_id
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL, 250, 0)
         assert wait_for(lambda: link.mode_ack is not None)
         assert link.mode_ack == rp.ModeMsg(rp.Mode.VIRTUAL_TO_REAL, 250, 0)
@@ -46,8 +48,8 @@ def test_hello_and_mode_are_answered_by_the_firmware_core(emu):
 def test_targets_drive_the_emulated_motors_and_states_echo_commands(emu):
     # Lock-step and count-based: each target waits for the state that echoes it, so every
     # target sent must close exactly one latency measurement, however slow the machine is.
-    # Heartbeats are switched off so that the targets are the only frames in flight.
-    with RigLink(emu.device, LinkConfig(heartbeat_s=60.0)) as link:
+    # Heartbeats and HELLOs are switched off so that the targets are the only frames in flight.
+    with RigLink(emu.device, LinkConfig(heartbeat_s=60.0, hello_s=60.0)) as link:
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL)
         assert wait_for(lambda: link.mode_ack is not None, timeout=10.0)
         target = (int(20 * 37.5), int(-10 * 37.5))
@@ -230,7 +232,7 @@ def test_emulator_link_never_replaces_a_regular_file(exe, tmp_path):
     from armtwin.envs.rig import Emulator
     keep = tmp_path / "twin.csv"
     keep.write_text("data")
-    with pytest.raises(RigLinkError, match="did not start"):
+    with pytest.raises(RigLinkError, match="exists and is not a symbolic link; refusing to replace it"):
         Emulator(exe=exe, link=str(keep))
     assert keep.read_text() == "data"
     link = tmp_path / "rig"

@@ -177,3 +177,60 @@ def test_plot_never_writes_over_its_log(tmp_path, capsys):
     before = p.read_bytes()
     assert main(["plot", str(p)]) == 2
     assert "is the log itself" in capsys.readouterr().err and p.read_bytes() == before
+
+
+def test_fault_bits_without_a_name_are_logged_as_numbers_and_read_back(tmp_path, capsys):
+    """Issue 15.5: a rig state with undefined fault bits wrote an empty Fault cell, and the
+    project's own readers then refused the log."""
+    faults = rp.Fault(0xE0) | rp.Fault.POWER
+    assert faults.names() == "POWER|0x20|0x40|0x80" and rp.Fault(0xE0).names() == "0x20|0x40|0x80"
+    assert rp.Fault.parse(faults.names()) == faults
+    p = tmp_path / "twin.csv"
+    with TwinLog(p, (0, 1)) as log:
+        for k in range(30):
+            log.write(_sample(k, rp.Fault(0xE0) if 10 <= k < 20 else rp.Fault.NONE))
+    d = read_twin_log(p)
+    assert d["Fault"][10] == "0x20|0x40|0x80" and rp.Fault.parse(d["Fault"][10]) == rp.Fault(0xE0)
+    assert main(["plot", str(p)]) == 0 and (tmp_path / "twin.png").exists()
+
+
+@pytest.mark.parametrize("value", ["0x3", "0x", "0x123456789", "0xG", "x20", "0x0"])
+def test_a_fault_number_must_be_one_bit(tmp_path, value):
+    p = _twin_log(tmp_path / "twin.csv")
+    _edit(p, 7, "Fault", value)
+    with pytest.raises(TwinLogError, match=r"line 7, column Fault: .* or an unnamed bit as 0x20"):
+        read_twin_log(p)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("99999999999999999999", "is not a sample number in 0..1000000000000"),
+    ("9223372036854775808", "is not a sample number in 0..1000000000000"),
+    ("-99999999999999999999", "is not a sample number in 0..1000000000000"),
+    ("-1", "is not a sample number in 0..1000000000000"),
+    ("1" * 5000, "is not a sample number in 0..1000000000000"),
+    ("5_0", "is not a sample number (an integer)"),
+])
+def test_a_huge_or_odd_first_stt_is_refused_in_one_line(tmp_path, capsys, value, words):
+    """Issue 15.10: a huge STT gave OverflowError tracebacks in plot and replay."""
+    p = _twin_log(tmp_path / "twin.csv")
+    _edit(p, 2, "STT", value)
+    with pytest.raises(TwinLogError, match=r"line 2, column STT: ") as e:
+        read_twin_log(p)
+    assert words in str(e.value) and len(str(e.value)) < 300
+    for argv in (["plot", str(p)], ["replay", str(p), "--robot", "irb120", "--video", str(tmp_path / "r.mp4")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "line 2, column STT" in err and "Traceback" not in err
+
+
+def test_huge_consecutive_sample_numbers_and_times_are_refused(tmp_path):
+    p = tmp_path / "big.csv"
+    rows = [HEADER] + [[9223372036854775806 + k, 0.01 * k, 0, 0, 1, 1, 1, 1, 1, "OK"] for k in range(3)]
+    with open(p, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(TwinLogError, match=r"line 2, column STT: '9223372036854775806' is not a sample number"):
+        read_twin_log(p)
+    _twin_log(p)
+    _edit(p, 2, "Time", "1e300")
+    with pytest.raises(TwinLogError, match=r"line 2, column Time: '1e300' is not a time \(0..100000000 s\)"):
+        read_twin_log(p)

@@ -47,7 +47,7 @@ def test_frame_roundtrip(msg, seq, t_us):
 
 def test_header_layout_is_little_endian_and_versioned():
     raw = rp.cobs_decode(rp.encode_frame(rp.JointTargets((1000, -2)), 0x1234, 0x89ABCDEF)[:-1])
-    assert raw[:8] == bytes([1, 0x03, 0x34, 0x12, 0xEF, 0xCD, 0xAB, 0x89])
+    assert raw[:8] == bytes([rp.PROTOCOL_VERSION, 0x03, 0x34, 0x12, 0xEF, 0xCD, 0xAB, 0x89])
     assert struct.unpack("<hh", raw[8:12]) == (1000, -2)
     assert (raw[12] << 8 | raw[13]) == rp.crc16_ccitt_false(raw[:12])
 
@@ -86,7 +86,7 @@ def test_corrupt_frames_are_counted_by_kind():
     good = rp.encode_frame(rp.Heartbeat(), 1, 2)
     bad_crc = bytearray(good)
     bad_crc[3] ^= 0x40
-    v2 = rp.cobs_encode(bytes(b"\x02\x05" + bytes(6)) + rp.crc16_ccitt_false(b"\x02\x05" + bytes(6)).to_bytes(2, "big")) + b"\x00"
+    v2 = rp.cobs_encode(bytes(b"\x01\x05" + bytes(6)) + rp.crc16_ccitt_false(b"\x01\x05" + bytes(6)).to_bytes(2, "big")) + b"\x00"
     frames = dec.feed(bytes(bad_crc) + v2 + b"\x01\x01\x00" + b"\x55" * 200 + b"\x00" + good)
     assert len(frames) == 1
     assert dec.stats.by_kind == {"crc": 1, "version": 1, "length": 1, "overflow": 1}

@@ -75,8 +75,9 @@ def test_jogging_the_pendant_moves_the_servos_and_a_stopped_rig_shows(core, emu,
     link = RigLink(emu.device).open()
     log = TwinLog(log_path, (0, 1))
     core.attach_rig(link, (0, 1), log)
-    tw = core.rig_status()  # attached, no sample yet
-    assert tw["faults"] == "WAITING" and tw["stt"] == -1 and "waiting" in rig_markdown(tw)
+    tw = core.rig_status()  # attached: no sample yet, or the rig loop's first ones already
+    assert (tw["faults"] == "WAITING") == (tw["stt"] == -1)
+    assert "waiting for the first sample" in rig_markdown({**tw, "faults": "WAITING", "stt": -1})
     # jog J1 by +10° and J2 by −5°: the servos follow to the commanded angles and ΔE settles
     assert core.jog_joint(0, +1, 10.0).applied and core.jog_joint(1, -1, 5.0).applied
     target = np.degrees(core.target_joints()[:2])
@@ -160,16 +161,27 @@ def test_attach_checks_its_input_and_detach_closes_the_link(core, emu):
     core.tick(2)
 
 
-def test_a_failing_sample_is_shown_not_raised(core, emu):
-    core.attach_rig(RigLink(emu.device).open())
+class FullDisk:
+    """A twin log on a full disk."""
 
-    def broken(**_kw):
+    closed = False
+
+    def write(self, sample):
         raise OSError(28, "No space left on device")
 
-    core.twin.step = broken
+    def close(self):
+        self.closed = True
+
+
+def test_a_failing_sample_is_shown_not_raised(core, emu):
+    log = FullDisk()
+    core.attach_rig(RigLink(emu.device).open(), log=log)
     core.tick(2)  # does not raise
-    tw = core.rig_status()
+    tw = _wait(lambda: (lambda t: t if t["error"] else None)(core.rig_status()), "the failure to show")
     assert "No space left" in tw["error"] and "**⚠ sample failed**: OSError" in rig_markdown(tw)
+    assert log.closed  # the log is given up; the twin goes on without it
+    stt = tw["stt"]
+    _wait(lambda: core.rig_status()["stt"] > stt + 50, "samples after the failure")
 
 
 def test_rig_markdown_without_a_rig_and_with_several_faults():

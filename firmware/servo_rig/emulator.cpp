@@ -2,7 +2,8 @@
 // pseudo-terminal whose bytes are paced at the configured baud rate (10 bits per byte,
 // both directions), so that rates and latencies hold for a real serial cable.
 //
-//   ./rig_emulator [--baud 115200] [--control-hz 1000] [--link PATH] [--quiet] [--motor-params FILE]
+//   ./rig_emulator [--baud 115200] [--control-hz 1000] [--link PATH] [--rx-buffer 64] [--boot-id N] [--quiet]
+//                  [--motor-params FILE]
 //   ./rig_emulator --motor-trace VOLTS SECONDS   (prints "t rpm pulses" every 10 ms, then exits)
 //
 // --motor-params FILE (before --motor-trace, if both): "name = value" lines ('#' starts a comment)
@@ -11,8 +12,16 @@
 // passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
 //
-// On start it prints one line "DEVICE <pty path>" on stdout (flushed); it runs until
-// SIGINT/SIGTERM. A POWER message cuts/restores the simulated motor supply.
+// On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
+// exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
+// "STATS rx_frames=… rx_dropped=… rx_overruns=… stale_targets=… mode_changes=… tx_frames=… tx_lost=…".
+// A POWER message cuts/restores the simulated motor supply.
+//
+// The receive side behaves like the board's UART: bytes cross the wire at 10 bits each and wait
+// in a receive buffer of --rx-buffer bytes (the Arduino core's 64) until the firmware takes
+// them. A host that writes faster than the wire carries fills it; every further byte is dropped
+// (an overrun), counted, and the next state carries RX_ERROR. Memory stays bounded whatever the
+// host writes, and a HELLO written after a flood is answered as soon as the wire is free again.
 // Host only: the Arduino IDE compiles every .cpp in the sketch folder, so the whole file is
 // left out of board builds.
 #ifndef ARDUINO
@@ -29,12 +38,40 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <deque>
-#include <utility>
-
 #include "rig_core.h"
 
 static volatile sig_atomic_t g_stop = 0;
+
+// Received bytes with their arrival times, oldest first, in a fixed ring (no allocation). The
+// emulator holds at most what the wire can deliver between two looks plus the receive buffer.
+class RxQueue {
+ public:
+  static const size_t CAP = 1 << 16;
+  RxQueue() : head_(0), n_(0) {}
+  bool empty() const { return n_ == 0; }
+  bool full() const { return n_ == CAP; }
+  double front_time() const { return t_[head_]; }
+  uint8_t front_byte() const { return b_[head_]; }
+  void push(double t, uint8_t b) {
+    size_t i = (head_ + n_) % CAP;
+    t_[i] = t;
+    b_[i] = b;
+    ++n_;
+  }
+  void pop() { head_ = (head_ + 1) % CAP; --n_; }
+  // arrival time of the first frame delimiter waiting (1e300 if none)
+  double first_delimiter_time() const {
+    for (size_t k = 0; k < n_; ++k) {
+      size_t i = (head_ + k) % CAP;
+      if (b_[i] == 0) return t_[i];
+    }
+    return 1e300;
+  }
+ private:
+  double t_[CAP];
+  uint8_t b_[CAP];
+  size_t head_, n_;
+};
 static void on_signal(int) { g_stop = 1; }
 
 static double now_s() {
@@ -109,29 +146,80 @@ static int pid_trace(bool published) {
   return 0;
 }
 
+// Startup failures: one line "ERROR <message>" on stdout (the host shows it as its own one-line
+// error), and the same on stderr unless --quiet. Exit code 2.
+static int fail(bool quiet, const char* msg) {
+  printf("ERROR %s\n", msg);
+  fflush(stdout);
+  if (!quiet) fprintf(stderr, "rig_emulator: %s\n", msg);
+  return 2;
+}
+
+// Expose the pty as `link` (a symbolic link). Never take over a name in use: anything but a
+// symbolic link is refused, and so is a symbolic link whose target exists (another emulator's
+// live pty, or some other device). Only a dangling link (an emulator that is gone) is replaced.
+static bool make_link(const char* link, const char* pty, char* why, size_t n) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (symlink(pty, link) == 0) return true;
+    if (errno != EEXIST) {
+      snprintf(why, n, "cannot create the link %s: %s", link, strerror(errno));
+      return false;
+    }
+    struct stat st;
+    if (lstat(link, &st) != 0) continue;  // gone meanwhile: try again
+    if (!S_ISLNK(st.st_mode)) {
+      snprintf(why, n, "--link %s exists and is not a symbolic link; refusing to replace it", link);
+      return false;
+    }
+    char target[256];
+    ssize_t k = readlink(link, target, sizeof(target) - 1);
+    target[k > 0 ? k : 0] = 0;
+    if (!strcmp(target, pty)) return true;  // a dead emulator's link to the number our new pty got
+    if (stat(link, &st) == 0) {
+      snprintf(why, n, "--link %s is in use: it points at %s, which exists (another rig emulator?); stop that "
+               "one or remove the link", link, target);
+      return false;
+    }
+    unlink(link);  // dangling: the emulator that made it is gone
+  }
+  snprintf(why, n, "cannot create the link %s: it keeps changing", link);
+  return false;
+}
+
 int main(int argc, char** argv) {
   long baud = 115200;
   int control_hz = 1000;
   const char* link = nullptr;
   bool quiet = false;
+  long rx_buffer = 64;
+  long boot_id = -1;
+  const char* bad_arg = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--baud") && i + 1 < argc) baud = atol(argv[++i]);
     else if (!strcmp(argv[i], "--control-hz") && i + 1 < argc) control_hz = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--link") && i + 1 < argc) link = argv[++i];
+    else if (!strcmp(argv[i], "--rx-buffer") && i + 1 < argc) rx_buffer = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--boot-id") && i + 1 < argc) boot_id = atol(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
     else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
-    else { fprintf(stderr, "rig_emulator: unknown argument %s\n", argv[i]); return 2; }
+    else if (!bad_arg) bad_arg = argv[i];
   }
-  if (baud < 300 || baud > 10000000 || control_hz < 10 || control_hz > 20000) {
-    fprintf(stderr, "rig_emulator: --baud must be 300..10000000 and --control-hz 10..20000\n");
-    return 2;
+  char why[512];
+  if (bad_arg) {
+    snprintf(why, sizeof(why), "unknown argument %s", bad_arg);
+    return fail(quiet, why);
   }
+  if (baud < 300 || baud > 10000000 || control_hz < 10 || control_hz > 20000 || rx_buffer < 1 || rx_buffer > 4096 ||
+      boot_id < -1 || boot_id > 65535)
+    return fail(quiet, "--baud must be 300..10000000, --control-hz 10..20000, --rx-buffer 1..4096, --boot-id 0..65535");
   int master = posix_openpt(O_RDWR | O_NOCTTY);
-  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) { perror("rig_emulator: posix_openpt"); return 1; }
-  const char* slave_name = ptsname(master);
-  if (!slave_name) { perror("rig_emulator: ptsname"); return 1; }
+  const char* slave_name = (master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0) ? ptsname(master) : nullptr;
+  if (!slave_name) {
+    snprintf(why, sizeof(why), "cannot create a pseudo-terminal: %s", strerror(errno));
+    return fail(quiet, why);
+  }
   char path[256];
   snprintf(path, sizeof(path), "%s", slave_name);
   // Hold the slave open ourselves (raw mode) so that the master never sees a hang-up
@@ -142,21 +230,7 @@ int main(int argc, char** argv) {
     if (tcgetattr(keep, &tio) == 0) { cfmakeraw(&tio); tcsetattr(keep, TCSANOW, &tio); }
   }
   fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-  if (link) {
-    // Replace only a symlink (an earlier emulator's); never delete a regular file or folder.
-    struct stat st;
-    if (lstat(link, &st) == 0) {
-      if (!S_ISLNK(st.st_mode)) {
-        fprintf(stderr, "rig_emulator: --link %s exists and is not a symbolic link; refusing to replace it\n", link);
-        return 2;
-      }
-      unlink(link);
-    }
-    if (symlink(path, link) != 0) {
-      fprintf(stderr, "rig_emulator: cannot create the link %s: %s\n", link, strerror(errno));
-      return 2;
-    }
-  }
+  if (link && !make_link(link, path, why, sizeof(why))) return fail(quiet, why);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   signal(SIGPIPE, SIG_IGN);
@@ -166,6 +240,14 @@ int main(int argc, char** argv) {
 
   rig::RigConfig cfg;
   cfg.control_hz = (uint16_t)control_hz;
+  if (boot_id < 0) {  // a new id per start, as a board's EEPROM boot counter gives one per boot
+    uint16_t r = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, &r, sizeof(r)) != (ssize_t)sizeof(r)) r = (uint16_t)(getpid() ^ (long)(now_s() * 1e6));
+    if (fd >= 0) close(fd);
+    boot_id = r;
+  }
+  cfg.boot_id = (uint16_t)boot_id;
   rig::RigCore core(cfg);
   static_assert(rig::N_MOTORS == 2, "one motor model per motor");
   rig::MotorModel motor[rig::N_MOTORS] = {rig::MotorModel(g_motor), rig::MotorModel(g_motor)};
@@ -173,13 +255,16 @@ int main(int argc, char** argv) {
   const double period = 1.0 / control_hz;
   const double t0 = now_s();
   double next_tick = t0;
-  std::deque<std::pair<double, uint8_t>> rx;  // (arrival time, byte)
+  static RxQueue rx;  // bytes read from the pty, each with the time its last bit arrives
+  // what the host may have on its way to the firmware: bytes still crossing the wire or in the
+  // receive buffer, at most rx_buffer bytes' wire time ahead of now
+  const double rx_ahead_max = (double)rx_buffer * 10.0 / baud;
   double rx_wire_free = t0, tx_end = 0, last_read = t0;
   uint8_t tx_buf[rig::MAX_ENCODED + 2];
   size_t tx_len = 0;
   int16_t pwm[rig::N_MOTORS] = {0, 0};
   uint8_t rbuf[512];
-  unsigned long long dropped_tx = 0;
+  unsigned long long dropped_tx = 0, rx_overruns = 0, overruns_told = 0;
 
   while (!g_stop) {
     double t = now_s();
@@ -190,21 +275,27 @@ int main(int argc, char** argv) {
     // look on (the catch-up ticks below consume them at those times), instead of piling up
     // as a backlog that a real wire cannot have.
     const double written_from = (t - last_read > 0.005) ? last_read : t;
-    for (;;) {
+    for (int pass = 0; pass < 8; ++pass) {  // at most 4 KiB a pass: the control ticks never wait on a flood
       ssize_t n = read(master, rbuf, sizeof(rbuf));
       if (n <= 0) break;
       for (ssize_t k = 0; k < n; ++k) {
-        rx_wire_free = (rx_wire_free > written_from ? rx_wire_free : written_from) + byte_time;
-        rx.push_back(std::make_pair(rx_wire_free, rbuf[k]));
+        double arrive = (rx_wire_free > written_from ? rx_wire_free : written_from) + byte_time;
+        if (arrive - t > rx_ahead_max || rx.full()) { ++rx_overruns; continue; }  // the buffer is full
+        rx_wire_free = arrive;
+        rx.push(arrive, rbuf[k]);
       }
+    }
+    if (rx_overruns != overruns_told) {  // the firmware learns of dropped bytes (RX_ERROR in its next state)
+      core.note_rx_overrun((uint32_t)(rx_overruns - overruns_told));
+      overruns_told = rx_overruns;
     }
     last_read = t;
     // 2. control ticks (motor model integrated up to each tick)
     int ticks = 0;
     while (next_tick <= t && ticks < 50) {
-      while (!rx.empty() && rx.front().first <= next_tick) {
-        core.on_rx_byte(rx.front().second, (uint32_t)((uint64_t)((rx.front().first - t0) * 1e6)));
-        rx.pop_front();
+      while (!rx.empty() && rx.front_time() <= next_tick) {
+        core.on_rx_byte(rx.front_byte(), (uint32_t)((uint64_t)((rx.front_time() - t0) * 1e6)));
+        rx.pop();
       }
       for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].step(bridge(pwm[i] * 12.0 / 255.0), period);
       int pc = core.take_power_command();
@@ -223,9 +314,9 @@ int main(int argc, char** argv) {
     // the rig clock: the time of the newest control tick (what the board's micros() reads)
     const uint32_t rig_us = (uint32_t)(uint64_t)((next_tick - period - t0 > 0 ? next_tick - period - t0 : 0) * 1e6);
     // frames whose last byte arrived after the last tick are handled now
-    while (!rx.empty() && rx.front().first <= t) {
-      core.on_rx_byte(rx.front().second, (uint32_t)((uint64_t)((rx.front().first - t0) * 1e6)));
-      rx.pop_front();
+    while (!rx.empty() && rx.front_time() <= t) {
+      core.on_rx_byte(rx.front_byte(), (uint32_t)((uint64_t)((rx.front_time() - t0) * 1e6)));
+      rx.pop();
     }
     // 3. transmit: a frame is written when its last byte would leave the UART
     if (tx_len && t >= tx_end) {
@@ -244,9 +335,8 @@ int main(int argc, char** argv) {
     // 4. sleep until the next event
     double wake = next_tick;
     if (tx_len && tx_end < wake) wake = tx_end;
-    for (size_t k = 0; k < rx.size(); ++k) {
-      if (rx[k].second == 0) { if (rx[k].first < wake) wake = rx[k].first; break; }
-    }
+    double delim = rx.first_delimiter_time();
+    if (delim < wake) wake = delim;
     double dt = wake - now_s();
     if (dt < 0) dt = 0;
     timespec to;
@@ -261,9 +351,14 @@ int main(int argc, char** argv) {
       nanosleep(&ms, nullptr);  // no reader on the other side: do not spin
     }
   }
+  printf("STATS rx_frames=%lu rx_dropped=%lu rx_overruns=%llu stale_targets=%lu mode_changes=%lu tx_frames=%lu "
+         "tx_lost=%llu\n", (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped, rx_overruns,
+         (unsigned long)core.stale_targets, (unsigned long)core.mode_changes, (unsigned long)core.frames_sent,
+         dropped_tx);
+  fflush(stdout);
   if (!quiet)
-    fprintf(stderr, "rig_emulator: stopped (rx frames %lu, dropped %lu, tx frames %lu, tx lost %llu)\n",
-            (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped,
+    fprintf(stderr, "rig_emulator: stopped (rx frames %lu, dropped %lu, overruns %llu, tx frames %lu, tx lost %llu)\n",
+            (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped, rx_overruns,
             (unsigned long)core.frames_sent, dropped_tx);
   if (link) {  // remove the link only if it still points at this emulator's pty
     char target[256];

@@ -64,7 +64,7 @@ int cobs_decode(const uint8_t* in, size_t n, uint8_t* out, size_t out_cap) {
 
 int body_size(uint8_t type) {
   switch (type) {
-    case MSG_HELLO: return 10;          // role u8, n_motors u8, control_hz u16, ppd_milli u32, firmware u16
+    case MSG_HELLO: return HELLO_SIZE;  // role u8, n_motors u8, control_hz u16, ppd_milli u32, firmware u16, boot_id u16
     case MSG_MODE: return 4;            // mode u8, stream_hz u16, flags u8
     case MSG_JOINT_TARGETS: return 4;   // 2 x int16 pulses
     case MSG_JOINT_STATES: return 10;   // echo u8, faults u8, 2 x int16 pulses, 2 x int16 pwm
@@ -198,7 +198,10 @@ RigCore::RigCore(const RigConfig& cfg)
     : frames_sent(0), cfg_(cfg), mode_(MODE_IDLE), mode_flags_(0), stream_hz_(500), faults_(0), rx_error_(false),
       tx_seq_(0), last_rx_seq_(0), have_rx_(false), last_rx_us_(0), last_state_us_(0), last_tick_us_(0),
       mode_since_us_(0), state_requested_(false), ticked_(false), target_rx_us_(0), target_host_us_(0),
-      have_target_(false), power_cmd_(-1), ctrl_n_(0) {
+      have_target_(false), target_seq_(0), have_target_seq_(false), power_cmd_(-1), ctrl_n_(0) {
+  rx_overruns = 0;
+  stale_targets = 0;
+  mode_changes = 0;
   for (int i = 0; i < N_MOTORS; ++i) {
     pid_[i].set_gains(cfg.gains);
     target_[i] = target_vel_[i] = 0;
@@ -206,6 +209,23 @@ RigCore::RigCore(const RigConfig& cfg)
     stall_since_us_[i] = 0;
     pwm_[i] = 0;
   }
+  queue_hello();  // announce this boot (its boot id) without being asked: a host sees a reboot at once
+}
+
+void RigCore::queue_hello() {
+  uint8_t b[HELLO_SIZE];
+  b[0] = 1;  // role: rig
+  b[1] = N_MOTORS;
+  put_u16(b + 2, cfg_.control_hz);
+  put_u32(b + 4, (uint32_t)(cfg_.pulses_per_deg * 1000.0f + 0.5f));
+  put_u16(b + 8, FIRMWARE_VERSION);
+  put_u16(b + 10, cfg_.boot_id);
+  queue_ctrl(MSG_HELLO, b, HELLO_SIZE);
+}
+
+void RigCore::note_rx_overrun(uint32_t bytes) {
+  rx_overruns += bytes;
+  rx_error_ = true;
 }
 
 void RigCore::on_rx_byte(uint8_t b, uint32_t now_us) {
@@ -216,7 +236,7 @@ void RigCore::on_rx_byte(uint8_t b, uint32_t now_us) {
 }
 
 void RigCore::queue_ctrl(uint8_t type, const uint8_t* body, size_t n) {
-  if (ctrl_n_ >= 4 || n > 16) return;
+  if (ctrl_n_ >= 4 || n > HELLO_SIZE) return;
   ctrl_type_[ctrl_n_] = type;
   memcpy(ctrl_body_[ctrl_n_], body, n);
   ctrl_len_[ctrl_n_] = (uint8_t)n;
@@ -229,35 +249,42 @@ void RigCore::handle(const Frame& f, uint32_t now_us) {
   have_rx_ = true;
   faults_ &= ~FAULT_WATCHDOG;
   switch (f.type) {
-    case MSG_HELLO: {
-      uint8_t b[10];
-      b[0] = 1;  // role: rig
-      b[1] = N_MOTORS;
-      put_u16(b + 2, cfg_.control_hz);
-      put_u32(b + 4, (uint32_t)(cfg_.pulses_per_deg * 1000.0f + 0.5f));
-      put_u16(b + 8, FIRMWARE_VERSION);
-      queue_ctrl(MSG_HELLO, b, 10);
+    case MSG_HELLO:
+      if (f.body[0] == 0) have_target_seq_ = false;  // a host's HELLO starts its session: new seq numbers
+      queue_hello();
       break;
-    }
     case MSG_MODE: {
       uint8_t m = f.body[0];
       if (m > MODE_REAL_TO_VIRTUAL) m = MODE_IDLE;
-      mode_ = (Mode)m;
-      stream_hz_ = get_u16(f.body + 1);
-      mode_flags_ = f.body[3];
-      mode_since_us_ = now_us;
-      for (int i = 0; i < N_MOTORS; ++i) {
-        pid_[i].reset();
-        target_[i] = (float)pos_[i];  // hold where we are until targets arrive
-        target_vel_[i] = 0;
-        demo_center_[i] = pos_[i];
+      uint16_t hz = get_u16(f.body + 1);
+      // The same MODE again (a host re-sending it after a reconnect, a repeated frame) changes
+      // nothing: the PIDs and targets of a running mode are not reset. A new mode starts afresh.
+      if (m != mode_ || hz != stream_hz_ || f.body[3] != mode_flags_) {
+        mode_ = (Mode)m;
+        stream_hz_ = hz;
+        mode_flags_ = f.body[3];
+        mode_since_us_ = now_us;
+        ++mode_changes;
+        for (int i = 0; i < N_MOTORS; ++i) {
+          pid_[i].reset();
+          target_[i] = (float)pos_[i];  // hold where we are until targets arrive
+          target_vel_[i] = 0;
+          demo_center_[i] = pos_[i];
+        }
+        have_target_ = false;
+        have_target_seq_ = false;
       }
-      have_target_ = false;
       uint8_t b[4] = {m, f.body[1], f.body[2], f.body[3]};
       queue_ctrl(MSG_MODE, b, 4);
       break;
     }
     case MSG_JOINT_TARGETS: {
+      // Targets are latest-value data: one that is not newer than the newest taken (a repeated
+      // or reordered frame) would move the motors back; it is ignored and counted.
+      int16_t behind = (int16_t)(uint16_t)(target_seq_ - f.seq);
+      if (have_target_seq_ && behind >= 0 && behind < cfg_.stale_window) { ++stale_targets; break; }
+      target_seq_ = f.seq;
+      have_target_seq_ = true;
       uint32_t dth = f.t_us - target_host_us_;
       for (int i = 0; i < N_MOTORS; ++i) {
         float t = (float)(int16_t)get_u16(f.body + 2 * i);
@@ -362,7 +389,7 @@ size_t RigCore::next_tx_frame(uint8_t* out, uint32_t now_us) {
     n = encode_frame(ctrl_type_[0], tx_seq_++, now_us, ctrl_body_[0], ctrl_len_[0], out);
     for (uint8_t k = 1; k < ctrl_n_; ++k) {
       ctrl_type_[k - 1] = ctrl_type_[k];
-      memcpy(ctrl_body_[k - 1], ctrl_body_[k], 16);
+      memcpy(ctrl_body_[k - 1], ctrl_body_[k], HELLO_SIZE);
       ctrl_len_[k - 1] = ctrl_len_[k];
     }
     --ctrl_n_;

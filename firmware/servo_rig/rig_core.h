@@ -1,5 +1,5 @@
 // rig_core.h — portable core of the servo-rig firmware (protocol v1, PID, state machine,
-// watchdog) plus the DC motor model used by the host emulator.
+// watchdog) plus the DC motor model used by the host emulator. Protocol version 2.
 //
 // The same file compiles for the Arduino (servo_rig.ino) and on the host with g++
 // (emulator.cpp). No dynamic memory, no exceptions, no <iostream>; time is passed in
@@ -16,13 +16,14 @@
 namespace rig {
 
 // ----- protocol constants --------------------------------------------------------------
-const uint8_t PROTOCOL_VERSION = 1;
+const uint8_t PROTOCOL_VERSION = 2;
 const uint8_t N_MOTORS = 2;
 const size_t HEADER_SIZE = 8;         // version u8, type u8, seq u16, t_us u32 (little-endian)
 const size_t CRC_SIZE = 2;            // CRC-16/CCITT-FALSE, MSB first
 const size_t MAX_FRAME = 64;          // longest decoded frame (header + body + crc)
 const size_t MAX_ENCODED = MAX_FRAME + 2;  // COBS-encoded, without the delimiter
-const uint16_t FIRMWARE_VERSION = 0x0100;  // 1.0
+const uint16_t FIRMWARE_VERSION = 0x0200;  // 2.0 (protocol 2: boot id in HELLO)
+const uint8_t HELLO_SIZE = 12;        // role, n_motors, control_hz, ppd_milli, firmware, boot_id
 
 enum MsgType : uint8_t {
   MSG_HELLO = 0x01,
@@ -147,6 +148,8 @@ struct RigConfig {
   float demo_amplitude_deg = 30.0f;  // REAL_TO_VIRTUAL + LOCAL_DEMO sine
   float demo_period_s = 4.0f;
   PIDGains gains = rig_gains();
+  uint16_t boot_id = 0;            // differs from boot to boot (EEPROM counter, random): sent in HELLO
+  int16_t stale_window = 256;      // JOINT_TARGETS up to this many seq numbers behind the newest are stale
 };
 
 class RigCore {
@@ -160,13 +163,20 @@ class RigCore {
   size_t next_tx_frame(uint8_t* out, uint32_t now_us);
   // Power command from a POWER message: -1 none pending, 0 cut, 1 restore (cleared on read).
   int take_power_command();
+  // The platform dropped received bytes (its receive buffer was full): counted, and the next
+  // state carries RX_ERROR.
+  void note_rx_overrun(uint32_t bytes = 1);
 
   Mode mode() const { return mode_; }
   uint8_t faults() const { return faults_; }
   const Decoder& decoder() const { return dec_; }
   float target(int i) const { return target_[i]; }
   uint32_t frames_sent;
+  uint32_t rx_overruns;     // bytes the platform dropped before the decoder saw them
+  uint32_t stale_targets;   // JOINT_TARGETS ignored: repeated or older than the newest (reordered)
+  uint32_t mode_changes;    // MODE messages that changed the mode (a repeated MODE changes nothing)
  private:
+  void queue_hello();
   void handle(const Frame& f, uint32_t now_us);
   void queue_ctrl(uint8_t type, const uint8_t* body, size_t n);
   size_t build_state(uint8_t* out, uint32_t now_us);
@@ -188,13 +198,15 @@ class RigCore {
   float target_[N_MOTORS], target_vel_[N_MOTORS];
   uint32_t target_rx_us_, target_host_us_;
   bool have_target_;
+  uint16_t target_seq_;     // seq of the newest JOINT_TARGETS taken
+  bool have_target_seq_;
   int32_t pos_[N_MOTORS], demo_center_[N_MOTORS], stall_pos_[N_MOTORS];
   uint32_t stall_since_us_[N_MOTORS];
   int16_t pwm_[N_MOTORS];
   int power_cmd_;
   // small queue of control replies (HELLO, MODE echo)
   uint8_t ctrl_type_[4];
-  uint8_t ctrl_body_[4][16];
+  uint8_t ctrl_body_[4][HELLO_SIZE];
   uint8_t ctrl_len_[4];
   uint8_t ctrl_n_;
 };

@@ -11,6 +11,7 @@
 // All protocol, PID, watchdog and state-machine logic lives in rig_core.{h,cpp}, the same
 // code the host emulator (emulator.cpp, `armtwin rig emulate`) runs.
 #include <Arduino.h>
+#include <avr/eeprom.h>
 
 #include "rig_core.h"
 
@@ -26,6 +27,16 @@ static const float SUPPLY_DIVIDER = (10.0f + 3.3f) / 3.3f;  // V_supply / V_pin
 
 static const unsigned long BAUD = 115200;
 static const uint32_t CONTROL_PERIOD_US = 1000;  // PID at 1 kHz
+
+// The boot id (protocol 2, HELLO): a counter in EEPROM, +1 at every boot, so that a host can
+// tell a reboot (an Arduino resets when its port is opened) from repeated or reordered frames.
+static uint16_t* const BOOT_COUNTER_ADDR = (uint16_t*)0;
+
+static uint16_t next_boot_id() {
+  uint16_t id = (uint16_t)(eeprom_read_word(BOOT_COUNTER_ADDR) + 1);
+  eeprom_update_word(BOOT_COUNTER_ADDR, id);  // one write per boot: 100 000 boots of endurance
+  return id;
+}
 
 // ----- state ---------------------------------------------------------------------------------
 static volatile int32_t g_enc[rig::N_MOTORS] = {0, 0};
@@ -46,7 +57,9 @@ static void apply_pwm(uint8_t i, int16_t pwm) {
 static float read_supply_volts() { return analogRead(SUPPLY_SENSE_PIN) * (5.0f / 1023.0f) * SUPPLY_DIVIDER; }
 
 void setup() {
-  static rig::RigCore core;  // static storage: no heap on the AVR
+  static rig::RigConfig cfg;
+  cfg.boot_id = next_boot_id();
+  static rig::RigCore core(cfg);  // static storage: no heap on the AVR; it announces this boot
   g_core = &core;
   for (uint8_t i = 0; i < rig::N_MOTORS; ++i) {
     pinMode(ENC_A[i], INPUT_PULLUP);
