@@ -94,7 +94,7 @@ def test_runner_pendant_and_track_env_command_the_same_joints(path, tmp_path):
     assert np.array_equal(np.array([p[0] for p in planned]), q)
 
     # TrackEnv with the program: a zero action commands the next sample's joints, exactly
-    env = gym.make(f"armtwin/{ {'scara': 'Scara', 'irb120': 'IRB120', 'aubo_i5': 'AuboI5'}[spec.name] }Track-v0",
+    env = gym.make(f"armtwin/{ {'scara': 'Scara', 'irb120': 'IRB120', 'aubo_i5': 'AuboI5'}[spec.name] }Track-v1",
                    program=str(path), control="joint", joint_mode="kinematic", control_freq=1.0 / period)
     try:
         _, _ = env.reset(seed=0)
