@@ -481,3 +481,9 @@ def test_sigterm_and_sigint_end_a_command_cleanly_with_its_documented_code(tmp_p
     assert p.returncode == code, err
     assert "Traceback" not in err and f"armtwin: {word}" in err
     assert len(list(iio.imiter(video))) > 1                     # the video so far, playable
+
+
+def test_bench_env_without_panda_gym_gives_the_extras_hint():
+    p = subprocess.run([PY, "-c", "BLOCKED = {'panda_gym'}\n" + _BLOCK, "bench", "env", "--steps", "8", "--num-envs", "0",
+                        "--image-size", "0", "--frames", "0"], capture_output=True, text=True, timeout=300)
+    _one_line(p, "'panda_gym' package of the 'bench' extra", 'pip install -e ".[bench]"')
