@@ -24,7 +24,8 @@ import sys
 import numpy as np
 
 from .cli import add_json_flag, print_json
-from .cmd_rig import BAUD_MAX, BAUD_MIN, SECONDS_MAX, check_baud, check_range
+from .cmd_rig import SECONDS_MAX, check_range
+from .options import BAUD_MAX, BAUD_MIN, check_baud
 
 PUBLISHED = {"rate_hz": 165.0, "latency_ms": 30.0, "error_deg": 2.0}
 TARGETS = {"rate_hz": 500.0, "latency_p50_ms": 5.0, "error_deg": 0.5, "samples_lost": 0}

@@ -13,18 +13,10 @@ import sys
 import time
 
 from .cli import CliError
+from .options import BAUD_MAX, BAUD_MIN, check_baud
 
-#: serial speeds the rig commands accept, bit/s (rig emulate, sync, ui --rig, bench rig)
-BAUD_MIN, BAUD_MAX = 300, 4_000_000
 #: longest timed run of the emulator and of ``bench rig``, s (without --seconds the emulator runs until Ctrl-C)
 SECONDS_MAX = 3600.0
-
-
-def check_baud(baud: int, opt: str = "--baud") -> int:
-    """``baud`` if it is a serial speed the rig commands accept, else a CliError naming ``opt``."""
-    if not BAUD_MIN <= baud <= BAUD_MAX:
-        raise CliError(f"{opt} {baud}: must be between {BAUD_MIN} and {BAUD_MAX} bit/s")
-    return baud
 
 
 def check_range(value: float, opt: str, lo: float, hi: float, unit: str, hint: str = "") -> float:

@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import signal
 import sys
 import threading
 
-from .cli import CliError, get_robot, output_file
-from .cmd_rig import BAUD_MAX, BAUD_MIN, check_baud
-from .options import add_joint_mode, check_outputs, joint_mode, same_file
+from .cli import CliError, get_robot
+from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, check_baud, check_log_file, check_outputs, joint_mode,
+                      open_log, parse_joints)
 
 #: the published power test: {sample number: power on?}
 POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
@@ -77,45 +76,6 @@ def register(sub) -> None:
     p.add_argument("--demo", action="store_true",
                    help="with --direction real-to-virtual: ask the rig to move along its built-in sine")
     p.set_defaults(func=run)
-
-
-def parse_joints(text: str, spec) -> tuple[int, ...]:
-    """"1,2" -> (0, 1): 1 or 2 different revolute joints of ``spec`` (CliError on bad input)."""
-    dof = spec.dof
-    try:
-        js = tuple(int(v) - 1 for v in text.split(","))
-    except ValueError:
-        raise CliError(f"--joints {text!r}: expected joint numbers such as 1,2") from None
-    if not 1 <= len(js) <= 2 or len(set(js)) != len(js):
-        raise CliError(f"--joints {text!r}: the rig has 2 motors; give 1 or 2 different joints")
-    for j in js:
-        if not 0 <= j < dof:
-            raise CliError(f"--joints {text!r}: joint {j + 1} does not exist (1..{dof})")
-        if spec.prismatic[j]:
-            raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
-    return js
-
-
-def check_log_file(path: str, opt: str, port: str) -> str:
-    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` name (so
-    a G-code program or another file is never written over by mistake), a regular file when it
-    exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
-    that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
-    if same_file(path, port):
-        raise CliError(f"{opt} {path}: is the serial port itself")
-    output_file(path, opt, (".csv",))
-    if os.path.exists(path) and not os.access(path, os.W_OK):  # output_file checked what it is
-        raise CliError(f"{opt} {path}: cannot write it: permission denied")
-    return path
-
-
-def open_log(path: str, joints, opt: str):
-    """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
-    from ..envs.rig.log import TwinLog
-    try:
-        return TwinLog(path, joints)
-    except OSError as exc:
-        raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
 
 
 def motion_text(spec, joints, motion) -> str:

@@ -27,8 +27,7 @@ import sys
 from pathlib import Path
 
 from .cli import CliError, get_robot, missing_extra
-from .cmd_sync import check_log_file, open_log, parse_joints
-from .options import add_joint_mode, joint_mode
+from .options import add_joint_mode, check_log_file, joint_mode, open_log, parse_joints
 
 
 def register(sub) -> None:

@@ -19,7 +19,8 @@ from ..envs.config import MAX_FPS, MIN_FPS, VIDEO_SUFFIXES, CameraPreset, JointM
 from .cli import CliError, output_file
 
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
-           "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES"]
+           "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
+           "parse_joints", "check_log_file", "open_log"]
 
 #: the file name endings of CSV logs
 LOG_SUFFIXES = (".csv",)
@@ -139,3 +140,53 @@ def check_output_name(path: str, opt: str, suffixes: tuple[str, ...]) -> None:
         raise CliError(f"{opt} {path}: must end in {want}")
     if name.lower() in suffixes:
         raise CliError(f"{opt} {path}: needs a file name before {name} (e.g. out{name.lower()})")
+
+
+# ----- the servo rig ----------------------------------------------------------------------------------
+
+#: serial speeds the rig commands accept, bit/s (rig emulate, sync, ui --rig, bench rig)
+BAUD_MIN, BAUD_MAX = 300, 4_000_000
+def check_baud(baud: int, opt: str = "--baud") -> int:
+    """``baud`` if it is a serial speed the rig commands accept, else a CliError naming ``opt``."""
+    if not BAUD_MIN <= baud <= BAUD_MAX:
+        raise CliError(f"{opt} {baud}: must be between {BAUD_MIN} and {BAUD_MAX} bit/s")
+    return baud
+
+
+def parse_joints(text: str, spec) -> tuple[int, ...]:
+    """"1,2" -> (0, 1): 1 or 2 different revolute joints of ``spec`` (CliError on bad input)."""
+    dof = spec.dof
+    try:
+        js = tuple(int(v) - 1 for v in text.split(","))
+    except ValueError:
+        raise CliError(f"--joints {text!r}: expected joint numbers such as 1,2") from None
+    if not 1 <= len(js) <= 2 or len(set(js)) != len(js):
+        raise CliError(f"--joints {text!r}: the rig has 2 motors; give 1 or 2 different joints")
+    for j in js:
+        if not 0 <= j < dof:
+            raise CliError(f"--joints {text!r}: joint {j + 1} does not exist (1..{dof})")
+        if spec.prismatic[j]:
+            raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
+    return js
+
+
+def check_log_file(path: str, opt: str, port: str) -> str:
+    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` name (so
+    a G-code program or another file is never written over by mistake), a regular file when it
+    exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
+    that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
+    if same_file(path, port):
+        raise CliError(f"{opt} {path}: is the serial port itself")
+    output_file(path, opt, (".csv",))
+    if os.path.exists(path) and not os.access(path, os.W_OK):  # output_file checked what it is
+        raise CliError(f"{opt} {path}: cannot write it: permission denied")
+    return path
+
+
+def open_log(path: str, joints, opt: str):
+    """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
+    from ..envs.rig.log import TwinLog
+    try:
+        return TwinLog(path, joints)
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
