@@ -28,7 +28,7 @@ from ..controllers.gcode.compile import CompiledProgram
 from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
-from .sim import Camera, JointMode, PhysicsConfig, World, camera_for_path
+from .sim import Camera, JointMode, PhysicsConfig, World
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
 
@@ -159,7 +159,8 @@ class RunLog:
 
 def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
-                source_lines: Sequence[str] | None = None, stop: threading.Event | None = None) -> RunResult:
+                source_lines: Sequence[str] | None = None, stop: threading.Event | None = None,
+                name: str = "") -> RunResult:
     """Run a compiled program in a new world.
 
     The control samples come from the program's
@@ -180,6 +181,7 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
             with the programmed path, the followed path and the current line in the overlay.
         progress: called with the finished fraction 0..1 now and then.
         source_lines: the program's text lines, shown in the video overlay (optional).
+        name: the program's name, for the video's title card and overlay (e.g. its file name).
         stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
             being written, closes its files and returns with ``interrupted`` True; set before the
             run starts, nothing is written.
@@ -200,7 +202,7 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         return _RunLoop.result_of_nothing(report, traj, t_wall)
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
-                        video_path=video_path, source_lines=source_lines, progress=progress)
+                        video_path=video_path, source_lines=source_lines, progress=progress, name=name)
         loop.run(stopped)
     return loop.result(report, t_wall)
 
@@ -214,7 +216,7 @@ class _RunLoop:
 
     def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
                  log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
-                 progress: Callable[[float], None] | None) -> None:
+                 progress: Callable[[float], None] | None, name: str = "") -> None:
         self.traj, self.spec = traj, spec
         self.log_path, self.video_path = log_path, video_path
         self.source_lines, self.progress = source_lines, progress
@@ -231,15 +233,22 @@ class _RunLoop:
             closing.callback(self.log.close)
         self.recorder = None
         if video_path:
+            from .camera import cameras_for_work
             from .video import VideoRecorder
             view: str | Camera = config.camera
-            if config.camera == "work":
+            inset: Camera | None = None
+            if config.camera == "work":   # the whole arm with its work, and a close-up of the work
                 wp = traj.work_points()
                 wp = (self.robot.world_T_report @ np.c_[wp, np.ones(len(wp))].T).T[:, :3]
-                view = camera_for_path(wp, base=self.robot.base_position)
+                view, inset = cameras_for_work(spec, wp, self.robot.base_position,
+                                               aspect=config.video_size[0] / config.video_size[1])
+                if min(config.video_size) < 240:      # too small for a picture in the picture
+                    view, inset = inset, None
+            title = "  ·  ".join(t for t in (name, spec.title, f"{config.mode.value} joints") if t)
             self.recorder = closing.enter_context(VideoRecorder(
                 self.world, self.robot, video_path, camera=view, fps=config.video_fps, size=config.video_size,
-                expected_duration=traj.duration, progress=False))
+                expected_duration=traj.duration, progress=False, inset=inset, title=title,
+                title_card=[spec.title, "  ·  ".join(t for t in (name, f"{config.mode.value} joints") if t), "armtwin"]))
             self.recorder.add_planned_path(traj.planned_path())
         self.step_report = max(1, traj.count // 100)
         # what the run did so far

@@ -64,6 +64,8 @@ from .sim import Camera, SimRobot, World, cameras_for
 __all__ = ["FOLLOWED_STYLE", "PLANNED_STYLE", "TRAVEL_STYLE", "VIDEO_SUFFIXES", "TrailStyle", "VideoRecorder", "VideoResult",
            "camera_for_robot", "draw_polyline"]
 
+#: how long a title card is shown before the first frame, s of video
+TITLE_CARD_SECONDS = 1.5
 #: file suffixes the recorder writes
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -182,7 +184,7 @@ class VideoRecorder:
                  title: str | None = None, quality: float = 7.0, background: bool = True,
                  inset: Camera | None = None, inset_fraction: float = 0.42, inset_label: str = "close-up",
                  tiles: Sequence[tuple[Camera, str]] | None = None, title_card: Sequence[str] | None = None,
-                 card_seconds: float = 1.5) -> None:
+                 card_seconds: float = TITLE_CARD_SECONDS) -> None:
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in VIDEO_SUFFIXES:

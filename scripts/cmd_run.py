@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
+                              name=Path(args.program).name,
                               source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None

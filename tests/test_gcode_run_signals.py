@@ -114,8 +114,11 @@ def test_sigterm_leaves_a_playable_video(tmp_path):
     rows = _rows(log)
     frames = np.stack(list(iio.imiter(video)))
     assert len(frames) >= 1 and frames.shape[-1] == 3
-    # the video lasts as long as the logged run (10 frames per simulated second, one at t = 0)
-    assert abs(len(frames) - (int(len(rows) * PERIOD * 10) + 1)) <= 2
+    # the video lasts as long as the logged run (10 frames per simulated second, one at t = 0),
+    # after the title card
+    from armtwin.envs.video import TITLE_CARD_SECONDS
+    card = round(TITLE_CARD_SECONDS * 10)
+    assert abs(len(frames) - card - (int(len(rows) * PERIOD * 10) + 1)) <= 2
 
 
 def test_a_signal_during_the_preflight_ends_at_once_with_nothing_written(tmp_path, monkeypatch, capsys):
