@@ -114,3 +114,14 @@ def test_usage_errors_are_one_line_with_exit_code_2(argv, words):
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("armtwin: error: ") and words in p.stderr, p.stderr
     assert "usage:" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_armtwin_robots_shows_the_joint_ranges_and_speeds_it_promises(capsys):
+    from armtwin import robots
+    assert main(["robots"]) == 0
+    out = capsys.readouterr().out
+    assert "J3 -110…70 deg (250 deg/s)" in out and "J3 0…200 mm" in out
+    for name in robots.names():
+        spec = robots.get(name)
+        row = next(ln for ln in out.splitlines()[5:] if ln.startswith(name))
+        assert row.count(" J") + row.startswith("J") == spec.dof
