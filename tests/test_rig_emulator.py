@@ -134,8 +134,6 @@ def test_the_rig_ignores_repeated_and_older_targets_and_a_repeated_mode(exe):
         with RigLink(emu.device, LinkConfig(heartbeat_s=0.01)) as link:
             link.set_mode(rp.Mode.VIRTUAL_TO_REAL)
             _wait(lambda: link.mode_ack is not None, "the MODE echo")
-            old_seq = link.send_targets((0, 0))
-            time.sleep(0.01)
             end = time.monotonic() + HANG
             while True:  # drive to +20° / -10° and settle
                 link.send_targets((750, -375))
@@ -144,7 +142,12 @@ def test_the_rig_ignores_repeated_and_older_targets_and_a_repeated_mode(exe):
                 if s is not None and np.allclose(s.degrees, [20.0, -10.0], atol=0.3) and abs(s.pwm[0]) < 40:
                     break
                 assert time.monotonic() < end, "the rig did not reach the target"
-            for _ in range(3):  # a man in the middle replays the old target frame (paced: no overrun)
+            newest = link.send_targets((750, -375))
+            # A man in the middle delays an older frame (a target of 0°/0° a few sequence numbers
+            # back) and delivers it three times (paced: no overrun). How long the settling took does
+            # not matter: the forged frame is always inside the firmware's stale window.
+            old_seq = (newest - 5) & 0xFFFF
+            for _ in range(3):
                 with link._lock:  # noqa: SLF001
                     link._port.write(rp.encode_frame(rp.JointTargets((0, 0)), old_seq, 0))  # noqa: SLF001
                 time.sleep(0.01)
