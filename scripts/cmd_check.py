@@ -32,11 +32,13 @@ def register(sub) -> None:
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:
-    """PROGRAM, --robot and --origin (shared with ``armtwin run``)."""
+    """PROGRAM, --robot, --origin and --optional-stop (shared with ``armtwin run``)."""
     p.add_argument("program", help="G-code file (.ngc, .gcode, .nc)")
     p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
+    p.add_argument("--optional-stop", action="store_true",
+                   help="M1 (optional stop) pauses like M0 (default: M1 does nothing, with a note)")
     _own_extra_arguments(p)
 
 
@@ -66,7 +68,7 @@ def load(args: argparse.Namespace):
     from ..controllers.gcode import machine_for
     spec = get_robot(args.robot)
     try:
-        machine = machine_for(spec, args.origin)
+        machine = machine_for(spec, args.origin, optional_stop=bool(getattr(args, "optional_stop", False)))
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
     return spec, machine, read_program(args.program)
@@ -150,9 +152,10 @@ def print_report(name: str, rep, spec, machine, strict: bool) -> None:
         print(f"{name}:{f}" if f.line else f"{name}: {f}")
     o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
     n_err = len(rep.errors(False))
-    n_warn = len(rep.faults) - n_err
+    n_note = sum(f.severity.value == "note" for f in rep.faults)
+    n_warn = len(rep.faults) - n_err - n_note
     if rep.clean(strict):
-        extra = f", {n_warn} warning(s)" if n_warn else ""
+        extra = (f", {n_warn} warning(s)" if n_warn else "") + (f", {n_note} note(s)" if n_note else "")
         print(f"{name}: clean for {spec.name} (origin {o} mm): {rep.program.line_count} lines, "
               f"{rep.lines_with_motion} moving, program time {rep.duration:.1f} s{extra}")
     else:

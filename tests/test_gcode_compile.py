@@ -33,7 +33,7 @@ def test_the_compile_service_needs_no_pybullet():
 
 
 def test_a_program_that_cannot_run_is_a_result_naming_its_first_fault():
-    c = compile_program("G21 G90\nG1 X5000 F600\nG1 Q1\n", IRB)
+    c = compile_program("G21 G90\nG1 X5000 F600\nG1 E1\n", IRB)
     assert not c.ok and c.trajectory is None
     assert [f.code for f in c.errors] == [ErrorCode.UNREACHABLE, ErrorCode.UNSUPPORTED_WORD]
     assert c.refusal.startswith("line 2") and "and 1 more" in c.refusal

@@ -246,7 +246,7 @@ def test_large_radius_short_arcs_stay_legal():
 def test_path_point_cap_names_the_line_and_bounds_the_blocks():
     # the moves need about 97 points (the rapid from home), then 23 per 100 mm line: line 5 passes 180
     m = machine_for(IRB, (400.0, 10.0, 100.0), max_path_samples=180)
-    text = "G21 G90 G0 X0 Y0 Z0\nG1 X100 F3000\nG1 X0\nG1 X100\nG1 X0\nG1 X100\nG1 Q1\nG1 X0\n"
+    text = "G21 G90 G0 X0 Y0 Z0\nG1 X100 F3000\nG1 X0\nG1 X100\nG1 X0\nG1 X100\nG1 E1\nG1 X0\n"
     prog = load_program(text, IRB, m)
     # issue 15.16: the cap bounds the time of a check too: nothing after the line that passes it is
     # read (the Q on line 7 is not reached)
@@ -270,7 +270,7 @@ def test_reading_stops_at_the_cap_line_issue_reproduction():
     from armtwin.controllers.gcode import parser as P
     from armtwin.controllers.gcode.interpreter import _interpret_chunks
     m = machine_for(IRB, max_path_samples=20_000)
-    data = b"G21 G90 G0 X0 Y0 Z0\nG1 F600\n" + b"G2 I1 J0\n" * 100_000 + b"G1 Q1\n"
+    data = b"G21 G90 G0 X0 Y0 Z0\nG1 F600\n" + b"G2 I1 J0\n" * 100_000 + b"G1 E1\n"
     made = []
 
     def pieces():

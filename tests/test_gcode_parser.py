@@ -78,8 +78,8 @@ def test_gcodeparser_cases_are_handled():
 
 
 PARSE_FAULTS = [
-    ("X1 (" + "a" * MAX_LINE_LENGTH + ")", ErrorCode.LINE_TOO_LONG, MAX_LINE_LENGTH + 1),
-    ("G1 X1 (caf\u00e9)", ErrorCode.NON_ASCII, 11),
+    ("X1" + " " * (MAX_LINE_LENGTH - 2) + "Y1 (" + "a" * 300 + ")", ErrorCode.LINE_TOO_LONG, MAX_LINE_LENGTH + 1),
+    ("G1 X1 caf\u00e9", ErrorCode.NON_ASCII, 10),
     ("G0 X1 # Y2", ErrorCode.UNEXPECTED_CHARACTER, 7),
     ("G0 X1\x00", ErrorCode.UNEXPECTED_CHARACTER, 6),
     ("G0 X1\x1cY2", ErrorCode.UNEXPECTED_CHARACTER, 6),   # ASCII FS: white space to Python, not to G-code
@@ -133,7 +133,16 @@ SEMANTIC_FAULTS = [
     (SCARA, "G0 A10", ErrorCode.ORIENTATION_NOT_SUPPORTED),
     (IRB, "G0 X900000", ErrorCode.TARGET_OUT_OF_RANGE),
     (IRB, "G4 P3600.5", ErrorCode.DWELL_TOO_LONG),
+    (IRB, "G0 X0 Y0\nG2 X10 Y0 I5 F100\nG53 X300 Y0", ErrorCode.BAD_G53),
+    (IRB, "G91 G53 G0 X300", ErrorCode.BAD_G53),
+    (IRB, "G64 P-0.1", ErrorCode.BAD_BLEND_TOLERANCE),
+    (IRB, "G64 P0.1 Q-1", ErrorCode.BAD_BLEND_TOLERANCE),
+    # notes: reported, the program stays clean
+    (IRB, "$H", ErrorCode.HOST_COMMAND_SKIPPED),
+    (IRB, "M84", ErrorCode.NO_EFFECT),
+    (IRB, "M1", ErrorCode.OPTIONAL_STOP_SKIPPED),
 ]
+NOTES = {ErrorCode.HOST_COMMAND_SKIPPED, ErrorCode.NO_EFFECT, ErrorCode.OPTIONAL_STOP_SKIPPED}
 
 
 @pytest.mark.parametrize("spec,text,code", SEMANTIC_FAULTS)
@@ -141,6 +150,8 @@ def test_semantic_faults(spec, text, code):
     prog = load_program("G21 G90\n" + text + "\n", spec)
     assert [f.code for f in prog.faults] == [code], prog.faults
     assert prog.faults[0].line == 2 + text.count("\n")
+    assert prog.ok is (code in NOTES)
+    assert (prog.faults[0].severity is Severity.NOTE) is (code in NOTES)
 
 
 PREFLIGHT_FAULTS = [
@@ -289,14 +300,15 @@ def test_fast_path_takes_the_benchmark_program_and_leaves_the_collector_alone(mo
 # ----- audit: non-ASCII text is named as it is (UTF-8 character, or the byte) --------------------
 
 @pytest.mark.parametrize("data,col,msg", [
-    ("G1 X1 (caf\u00e9)\n".encode(), 11, "character U+00E9 (LATIN SMALL LETTER E WITH ACUTE) is not ASCII"),
-    ("(\u00f6)\n".encode(), 2, "character U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS) is not ASCII"),
-    ("G0 X1 (\u201cq\u201d)\n".encode(), 8, "character U+201C (LEFT DOUBLE QUOTATION MARK)"),
+    ("G1 X1 caf\u00e9\n".encode(), 10, "character U+00E9 (LATIN SMALL LETTER E WITH ACUTE) is not ASCII"),
+    ("\u00f6 (x)\n".encode(), 1, "character U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS) is not ASCII"),
+    ("G0 X1 \u201cq\u201d\n".encode(), 7, "character U+201C (LEFT DOUBLE QUOTATION MARK)"),
     ("G0 X1 \U0001F600\n".encode(), 7, "character U+1F600 (GRINNING FACE)"),
     ("G0\u00a0X1\n".encode(), 3, "character U+00A0 (NO-BREAK SPACE)"),
     ("G0 X1 \u0085\n".encode(), 7, "character U+0085 (a control character)"),
-    (b"G1 X1 (caf\xe9)\n", 11, "byte 0xE9 is not ASCII (and the line is not UTF-8 text)"),        # Latin-1
-    (b"G1 X1 (\xc3)\n", 8, "byte 0xC3 is not ASCII"),                                             # cut UTF-8
+    (b"G1 X1 caf\xe9\n", 10, "byte 0xE9 is not ASCII (and the line is not UTF-8 text)"),        # Latin-1
+    (b"G1 X1 \xc3 (ok)\n", 7, "byte 0xC3 is not ASCII"),                                         # cut UTF-8
+    (b"G1 X1 (unclosed \xc3\n", 17, "byte 0xC3 is not ASCII"),                # not inside a closed comment
     (b"\xef\xbb\xbfG1 X1 F100\n", 1, "the file starts with a UTF-8 byte-order mark (bytes EF BB BF)"),
     (b"\xff\xfeG\x001\x00", 1, "the file starts with a UTF-16 (little-endian) byte-order mark (bytes FF FE)"),
     (b"G0 X1\n\xef\xbb\xbfG1 X1\n", 1, "character U+FEFF (ZERO WIDTH NO-BREAK SPACE)"),         # not at the start
@@ -311,13 +323,43 @@ def test_non_ascii_faults_name_the_real_character_or_the_byte(data, col, msg):
             assert f.message.isascii()        # the message prints on any terminal
 
 
+@pytest.mark.parametrize("data", [
+    "G1 X1 F100 (caf\u00e9, Fr\u00e4ser \u00d8 3 mm)\n".encode(), "(\u201cquoted\u201d)\nG1 X1 F100\n".encode(),
+    b"G1 X1 F100 (caf\xe9)\n", "G1 X1 F100 ; \u00fc\u00f1\u00ee\u00e7\u00f8d\u00e9 \U0001F600\n".encode(),
+])
+def test_non_ascii_inside_comments_is_accepted(data):
+    """CAM tools write tool and operation names with accents into comments (issue 17)."""
+    for text in (data, data.decode("utf-8", "surrogateescape")):
+        res = parse_program(text)
+        assert res.ok and not res.faults and [p.words for p in res.lines] == [{"X": 1.0, "F": 100.0}]
+        assert load_program(text, IRB).ok
+
+
+def test_long_comments_are_not_faults_but_long_code_is():
+    """The limit is on the code of a line (LinuxCNC: 256 characters); comments may be any length."""
+    long_comment = "G1 X1 F100 (" + "x" * 5000 + ") ; " + "y" * 3000
+    res = parse_program(long_comment + "\n")
+    assert res.ok and res.lines[0].words == {"X": 1.0, "F": 100.0}
+    code = "G1 X1" + " " * (MAX_LINE_LENGTH - 5) + "Y2"
+    (f,) = parse_program(code + "\n").faults
+    assert (f.code, f.line, f.column) == (ErrorCode.LINE_TOO_LONG, 1, MAX_LINE_LENGTH + 1)
+    assert f"{len(code)} characters" in f.message
+    # 256 characters of code around a 52-character comment: accepted; one more: the column of the
+    # 257th code character, counted past the comment
+    at_limit = "G1 X1 (" + "c" * 50 + ")" + " " * 248 + "Y2"
+    assert len(at_limit) - 52 == MAX_LINE_LENGTH and parse_program(at_limit + "\n").ok
+    over = "G1 X1 (" + "c" * 50 + ")" + " " * 249 + "Y2"
+    (f,) = parse_program(over + "\n").faults
+    assert (f.code, f.column) == (ErrorCode.LINE_TOO_LONG, len(over)) and "257 characters" in f.message
+
+
 def test_non_ascii_in_text_given_as_str():
     (f,) = parse_program("\ufeffG1 X1 F100\n").faults
     assert (f.line, f.column) == (1, 1) and "starts with a byte-order mark (U+FEFF)" in f.message
-    (f,) = parse_program("G1 X1\n(\u00f6)\n").faults
-    assert (f.line, f.column) == (2, 2) and "U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS)" in f.message
+    (f,) = parse_program("G1 X1\n\u00f6\n").faults
+    assert (f.line, f.column) == (2, 1) and "U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS)" in f.message
     with pytest.raises(GcodeError, match="U\\+00E9"):
-        parse_line("G1 (\u00e9)")
+        parse_line("G1 \u00e9")
 
 
 # ----- audit: a long file is parsed a piece at a time, with the same result ---------------------
@@ -467,7 +509,7 @@ def test_streamed_pieces_never_split_a_crlf_pair(chunk):
 
 def test_columns_of_faults_are_the_same_with_any_line_end():
     for end in _ENDINGS.values():
-        res = parse_program(f"G0 X1{end}G1 X2 @{end}G0 X3 Q1{end}")
+        res = parse_program(f"G0 X1{end}G1 X2 @{end}G0 X3 E1{end}")
         assert [(f.line, f.column, f.code) for f in res.faults] == [
             (2, 7, ErrorCode.UNEXPECTED_CHARACTER), (3, 7, ErrorCode.UNSUPPORTED_WORD)]
 

@@ -199,7 +199,7 @@ def test_run_fps_limits_are_accepted(tmp_path, capsys, fps):
 # ----- 3. all faults in one pass -------------------------------------------------------------
 
 def test_syntax_faults_do_not_hide_preflight_faults(tmp_path, capsys):
-    p = _write(tmp_path, "mix.ngc", "G21 G90\nG1 X0 Y0 Z0 F600\nG1 X5 Q1\nG1 X5000\n")
+    p = _write(tmp_path, "mix.ngc", "G21 G90\nG1 X0 Y0 Z0 F600\nG1 X5 E1\nG1 X5000\n")
     assert main(["check", str(p), "--robot", "irb120", "--json"]) == 1
     faults = json.loads(capsys.readouterr().out)["faults"]
     assert [(f["line"], f["code"]) for f in faults] == [(3, 11), (4, 100)]
@@ -210,7 +210,7 @@ def test_syntax_faults_do_not_hide_preflight_faults(tmp_path, capsys):
 
 def test_a_skipped_line_changes_nothing_for_the_lines_after_it():
     # grbl's rule: the faulty G1 X10 (Q) is skipped, so the incremental move after it starts at home
-    rep = preflight("G21 G91 F600\nG1 X10 Q1\nG1 X10\n", IRB)
+    rep = preflight("G21 G91 F600\nG1 X10 E1\nG1 X10\n", IRB)
     assert [f.code for f in rep.errors()] == [ErrorCode.UNSUPPORTED_WORD]
     start, end = np.array(rep.plan.motions[0].start), np.array(rep.plan.motions[-1].end)
     np.testing.assert_allclose(end - start, [0.010, 0.0, 0.0], atol=1e-12)
@@ -301,7 +301,7 @@ def test_too_many_faults_among_preflight_findings():
     assert rep.faults[-1].line == 11 and rep.faults[-1].severity.value == "error"
     assert not rep.clean()
     # an earlier syntax fault is kept in line order, with the preflight's own findings after it
-    rep = preflight("G21 G90 F600\nQ1\n" + text.split("\n", 1)[1], IRB, max_faults=10)
+    rep = preflight("G21 G90 F600\nE1\n" + text.split("\n", 1)[1], IRB, max_faults=10)
     assert [(f.line, int(f.code)) for f in rep.faults][:2] == [(2, 11), (3, 100)]
     assert rep.faults[-1].code is ErrorCode.TOO_MANY_FAULTS and rep.faults[-1].line == 11
     # the parser and interpreter alone reach the cap: no planning, the notice is there

@@ -19,9 +19,10 @@ IRB = robots.get("irb120")
 
 def test_the_parsers_code_tables_are_the_enums():
     assert M.G_CODES == {m.value: grp.value for grp, codes in M.G_GROUPS.items() for m in codes}
-    assert set(M.G_CODES) == {0, 1, 2, 3, 4, 10, 17, 18, 19, 20, 21, 28, 40, 49, 54, 55, 56, 57, 58, 59, 80, 90,
-                              91, 92, 92.1, 94}
-    assert M.M_CODES == {0.0: "stop", 2.0: "stop", 30.0: "stop"}
+    assert set(M.G_CODES) == {0, 1, 2, 3, 4, 10, 17, 18, 19, 20, 21, 28, 40, 49, 53, 54, 55, 56, 57, 58, 59, 61,
+                              61.1, 64, 80, 90, 91, 90.1, 91.1, 92, 92.1, 94}
+    assert M.M_CODES == {0.0: "stop", 1.0: "stop", 2.0: "stop", 30.0: "stop", 17.0: "steppers", 18.0: "steppers",
+                         84.0: "steppers"}
 
 
 def test_the_unsupported_code_messages_list_exactly_the_supported_codes():
@@ -39,7 +40,8 @@ def test_every_code_has_its_rule_and_every_interpreter_fault_a_rule_that_raises_
     assert set(R.NONMODAL_RULES) == set(M.NonModal)
     assert set(R.MOTION_RULES) == set(M.MotionMode)
     assert set(R.STOP_RULES) == set(M.ProgramStop)
-    interpreter_band = {c for c in ErrorCode if 20 <= c < 100}
+    assert set(R.STEPPER_RULES) == set(M.StepperPower)
+    interpreter_band = {c for c in ErrorCode if 20 <= c < 60}     # 60-79: notes, reported without raising
     assert R.declared_faults() == interpreter_band
 
 

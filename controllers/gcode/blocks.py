@@ -8,7 +8,7 @@ from typing import Union
 
 import numpy as np
 
-__all__ = ["MotionKind", "StopKind", "Motion", "Dwell", "Stop", "Block"]
+__all__ = ["MotionKind", "StopKind", "Junction", "Motion", "Dwell", "Stop", "Block"]
 
 
 class MotionKind(enum.Enum):
@@ -26,6 +26,14 @@ class StopKind(enum.Enum):
     END = "end"          # M2 / M30
 
 
+class Junction(enum.Enum):
+    """How a move ends and joins the next one (the path control mode it was programmed under)."""
+
+    BLEND = "blend"            # G64: corners taken at speed (junction deviation, or the move's tolerance)
+    EXACT_PATH = "exact path"  # G61: the tool stops at a corner; collinear moves join at speed
+    EXACT_STOP = "exact stop"  # G61.1: the tool stops at the end of the move
+
+
 @dataclass(frozen=True, eq=False)
 class Motion:
     """One programmed move of the flange, base frame.
@@ -41,6 +49,9 @@ class Motion:
         sweep: signed arc angle about the plane normal, rad (negative clockwise, G2).
         radius_start, radius_end: arc radius at the start and the end, m (they differ slightly
             when the end was within tolerance of the circle: the arc becomes a spiral).
+        junction: how the move joins the next (G61, G61.1, G64).
+        tolerance: with BLEND, the junction deviation at the move's end, m (G64 P); None: the
+            machine's ``junction_deviation``.
     """
 
     line: int
@@ -55,6 +66,8 @@ class Motion:
     sweep: float = 0.0
     radius_start: float = 0.0
     radius_end: float = 0.0
+    junction: Junction = Junction.BLEND
+    tolerance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ class MachineConfig:
             (more: fault 105 at the line that passes it, and nothing after it is planned).
             Bounds the memory of planning and checking whatever the input (see
             :data:`MAX_PATH_SAMPLES`).
+        optional_stop: the optional stop switch: M1 pauses like M0 when on, does nothing (a note)
+            when off (``--optional-stop``).
     """
 
     origin: tuple[float, float, float]
@@ -74,6 +76,7 @@ class MachineConfig:
     max_dwell: float = 3600.0
     max_program_time: float = 86400.0
     max_path_samples: int = MAX_PATH_SAMPLES
+    optional_stop: bool = False
 
     def __post_init__(self) -> None:
         o = tuple(float(v) for v in self.origin)

@@ -2,9 +2,10 @@
 
 Modelled on grbl's ``report.h``: hosts, logs and tests key on the number, people read the
 message. Codes 1–19 are lexical/syntax faults found by the parser on one line alone,
-20–49 are semantic faults found by the interpreter (they depend on the modal state), and
-100–119 are preflight findings (reachability, joint limits, speeds, singularities) found
-after planning. The numbers never change meaning; new codes get new numbers.
+20–49 are semantic faults found by the interpreter (they depend on the modal state), 60–79
+are notes (something in the program is skipped or has no effect on an arm: reported, never a
+fault), and 100–119 are preflight findings (reachability, joint limits, speeds, singularities)
+found after planning. The numbers never change meaning; new codes get new numbers.
 
 Line and column numbers are 1-based; column 0 means "the whole line".
 """
@@ -12,9 +13,9 @@ Line and column numbers are 1-based; column 0 means "the whole line".
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["ErrorCode", "Severity", "Fault", "GcodeError", "MAX_FAULTS", "cap_faults"]
+__all__ = ["ErrorCode", "Severity", "Fault", "GcodeError", "MAX_FAULTS", "cap_faults", "fold_notes"]
 
 #: Default cap on the number of findings reported for one file (when there are more, the last
 #: one reported is a TOO_MANY_FAULTS notice: see :func:`cap_faults`).
@@ -22,10 +23,12 @@ MAX_FAULTS = 100
 
 
 class Severity(enum.Enum):
-    """How bad a fault is: an ERROR makes a program faulty; a WARNING is reported only."""
+    """How bad a fault is: an ERROR makes a program faulty; a WARNING is reported only (``--strict``
+    makes it count); a NOTE says what was skipped or has no effect (never counts)."""
 
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"
 
 
 class ErrorCode(enum.IntEnum):
@@ -67,6 +70,12 @@ class ErrorCode(enum.IntEnum):
     ORIENTATION_NOT_SUPPORTED = 35
     TARGET_OUT_OF_RANGE = 36
     DWELL_TOO_LONG = 37
+    BAD_G53 = 38
+    BAD_BLEND_TOLERANCE = 39
+    # --- notes (reported, never faults) -------------------------------------------------
+    HOST_COMMAND_SKIPPED = 60
+    NO_EFFECT = 61
+    OPTIONAL_STOP_SKIPPED = 62
     # --- preflight (after planning and IK) --------------------------------------------
     UNREACHABLE = 100
     JOINT_LIMIT = 101
@@ -96,20 +105,23 @@ class ErrorCode(enum.IntEnum):
 _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.LINE_TOO_LONG: (
         "line too long",
-        "A line may hold at most 256 characters (LinuxCNC's limit). Split the block."),
+        "The code of a line (what is left without its comments) may hold at most 256 characters "
+        "(LinuxCNC's limit). Comments may be of any length. Split the block."),
     ErrorCode.NON_ASCII: (
         "non-ASCII character",
-        "G-code is ASCII. Characters outside ASCII (accents, typographic quotes, a byte-order "
-        "mark, binary junk) are faults even inside comments, because they usually mean the file "
-        "is not what it claims to be. The message names the character when the line is UTF-8 "
+        "G-code is ASCII. Outside comments, characters outside ASCII (accents, typographic quotes, a "
+        "byte-order mark, binary junk) are faults, because they usually mean the file is not what "
+        "it claims to be; inside a closed ( ) or ; comment any character is accepted (CAM tools "
+        "write names with accents there). The message names the character when the line is UTF-8 "
         "(U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS)), else the byte (byte 0xF6); a byte-order "
         "mark at the start of the file (UTF-8 EF BB BF, UTF-16 FF FE / FE FF) is reported as one, "
         "not skipped: save the file as plain ASCII."),
     ErrorCode.UNEXPECTED_CHARACTER: (
         "unexpected character",
         "Only words (a letter followed by a number), white space and comments may appear on a "
-        "line. Characters such as @, #, $, %, ! or control characters are not G-code here "
-        "(parameters and expressions are not supported). A line holding only % is allowed."),
+        "line. Characters such as @, #, %, ! or control characters are not G-code here "
+        "(parameters and expressions are not supported). A line holding only % is allowed; a "
+        "line starting with $ or holding only ? (grbl host commands) is skipped with note 60."),
     ErrorCode.UNCLOSED_COMMENT: (
         "comment not closed",
         "A comment opened with ( must be closed with ) on the same line."),
@@ -138,17 +150,18 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "meant for a robot arm and would overflow later arithmetic."),
     ErrorCode.UNSUPPORTED_WORD: (
         "unsupported word",
-        "Supported letters: G M N F X Y Z A B C I J K R P L. Others (S, T, E, H, D, O, Q, U, V, "
+        "Supported letters: G M N F X Y Z A B C I J K R P L Q. Others (S, T, E, H, D, O, U, V, "
         "W, ...) are rejected instead of being ignored, so that nothing in a program is "
         "silently dropped."),
     ErrorCode.UNSUPPORTED_G_CODE: (
         "unsupported G-code",
-        "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G49 G54-G59 G80 "
-        "G90 G91 G92 G92.1 G94. Anything else (G28.1, G38.2, G41, G53, G93, ...) is a fault."),
+        "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G49 G53 G54-G59 G61 "
+        "G61.1 G64 G80 G90 G91 G90.1 G91.1 G92 G92.1 G94. Anything else (G28.1, G38.2, G41, G93, "
+        "...) is a fault."),
     ErrorCode.UNSUPPORTED_M_CODE: (
         "unsupported M-code",
-        "Supported: M0 (pause), M2 and M30 (program end). Spindle, coolant and tool-change "
-        "codes have no meaning for the simulated arm and are faults."),
+        "Supported: M0 (pause), M1 (optional pause), M2 and M30 (program end), M17 M18 M84 (motor "
+        "power: no effect, note 61). Other codes are faults."),
     ErrorCode.REPEATED_WORD: (
         "word repeated",
         "A letter other than G and M may appear only once per line (e.g. X1 X2)."),
@@ -178,8 +191,9 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "After G80 no motion mode is active: axis words need G0, G1, G2 or G3."),
     ErrorCode.UNUSED_WORD: (
         "word not used by any command",
-        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4 or "
-        "G10, L only with G10, axis words only with motion, G10, G28 or G92."),
+        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4, G10 "
+        "or G64, Q only with G64, L only with G10, axis words only with motion, G10, G28, G53 or "
+        "G92."),
     ErrorCode.ARC_OFFSETS_MISSING: (
         "arc needs I/J/K or R",
         "G2/G3 need the centre as offsets in the active plane (I J for G17, I K for G18, J K "
@@ -190,11 +204,14 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.ARC_OFFSET_OUT_OF_PLANE: (
         "arc offset not in the plane",
         "The centre offset words must lie in the selected plane: I J in G17, I K in G18, J K in "
-        "G19."),
+        "G19. The third one is accepted only when it is zero (K0 on a G17 arc, as FreeCAD's grbl "
+        "post writes it)."),
     ErrorCode.ARC_RADIUS_MISMATCH: (
         "arc end not on the circle",
         "The distance from the centre to the end point differs from the radius at the start by "
-        "more than 0.002 mm and 0.1 % of the radius (LinuxCNC's rule)."),
+        "more than 0.5 mm (0.05 inch under G20), or by more than both 0.005 mm (0.0005 inch) and "
+        "0.1 % of the radius (LinuxCNC's documented rule). An end within tolerance makes the arc a "
+        "spiral from the start radius to the end radius, ending exactly at the programmed point."),
     ErrorCode.ARC_RADIUS_TOO_SMALL: (
         "arc radius too small",
         "The radius is zero, or R is less than half the distance from start to end, so no "
@@ -226,6 +243,27 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "dwell too long",
         "G4 P may be at most 3600 s (1 h; MachineConfig.max_dwell). Longer dwells are almost "
         "always a unit mistake (P in milliseconds, as some controllers read it, is seconds here)."),
+    ErrorCode.BAD_G53: (
+        "bad G53",
+        "G53 (base-frame coordinates for this line) moves in a straight line: it needs G0 or G1 "
+        "(on the line or active) and absolute distance mode (G90), as in LinuxCNC."),
+    ErrorCode.BAD_BLEND_TOLERANCE: (
+        "bad G64 tolerance",
+        "G64 P (blending tolerance) and Q (naive CAM tolerance) are lengths in program units and "
+        "cannot be negative."),
+    ErrorCode.HOST_COMMAND_SKIPPED: (
+        "host command skipped",
+        "A note: a line starting with $ ($H homing, $X unlock, $$ settings, $J= jog) or holding only "
+        "? is a command to grbl's firmware, not G-code; it is skipped. The program starts at the "
+        "robot's home."),
+    ErrorCode.NO_EFFECT: (
+        "code without effect",
+        "A note: M17, M18 and M84 switch 3-D printer stepper motors on and off; an arm's drives are "
+        "always on, so they do nothing here."),
+    ErrorCode.OPTIONAL_STOP_SKIPPED: (
+        "optional stop skipped",
+        "A note: M1 pauses only when the optional stop switch is on (`--optional-stop` on check "
+        "and run, MachineConfig.optional_stop); without it M1 does nothing."),
     ErrorCode.UNREACHABLE: (
         "point unreachable",
         "Inverse kinematics found no joint solution for a point of this move (too far, too "
@@ -357,9 +395,32 @@ def cap_faults(faults, max_faults: int) -> tuple[list, bool]:
         return faults[:max_faults], True
     keep, cut = faults[:max_faults - 1], faults[max_faults - 1:]
     first = cut[0]
-    sev = Severity.ERROR if any(f.severity is Severity.ERROR for f in cut) else Severity.WARNING
+    sevs = {f.severity for f in cut}
+    sev = Severity.ERROR if Severity.ERROR in sevs else Severity.WARNING if Severity.WARNING in sevs else Severity.NOTE
     note = Fault(ErrorCode.TOO_MANY_FAULTS, first.line, 0,
                  f"more than {max_faults} findings: the report stops here; the first one not shown is "
                  f"{first.severity.value} {int(first.code)} ({first.code.slug})"
                  + (f" on line {first.line}" if first.line else ""), sev)
     return keep + [note], True
+
+
+def fold_notes(faults) -> list:
+    """``faults`` (in line order) with the notes of each code after the first folded into the first
+    one ("... (and 4 more such lines, the last on line 90)"): a note says once what is skipped, and
+    notes never crowd errors out of the report."""
+    out: list = []
+    first: dict[ErrorCode, int] = {}
+    more: dict[ErrorCode, list[int]] = {}
+    for f in faults:
+        if f.severity is Severity.NOTE:
+            if f.code in first:
+                more.setdefault(f.code, []).append(f.line)
+                continue
+            first[f.code] = len(out)
+        out.append(f)
+    for code, lines in more.items():
+        f = out[first[code]]
+        n = len(lines)
+        out[first[code]] = replace(f, message=f"{f.message} (and {n} more such line{'s' if n > 1 else ''}, "
+                                             f"the last on line {lines[-1]})")
+    return out

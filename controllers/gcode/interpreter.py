@@ -32,7 +32,7 @@ from ..kinematics import chain_of, fk
 from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
 from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
 from .config import MachineConfig, machine_for
-from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .modal import MachineState, ModalState
 from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
 from .rules import ARC_ABS_TOL_MM, ARC_REL_TOL, Context, apply, check
@@ -52,7 +52,9 @@ class Program:
     Attributes:
         blocks: motion, dwell and stop blocks in order.
         faults: parse and interpretation faults, in line order (one per faulty line); with more
-            than the cap, the first ones and a TOO_MANY_FAULTS (119) notice.
+            than the cap, the first ones and a TOO_MANY_FAULTS (119) notice. Notes (severity
+            NOTE: a skipped ``$H`` line, M84, M1 without the optional stop) are among them, one per
+            code (later ones folded into the first), and do not make the program faulty.
         line_count: lines in the file.
         truncated: there were more faults than the cap (the faults end with the 119 notice).
         start: (3,) flange position where the program starts (the robot's home), m.
@@ -72,7 +74,8 @@ class Program:
 
     @property
     def ok(self) -> bool:
-        return not self.faults
+        """No errors (notes do not count)."""
+        return not any(f.severity is Severity.ERROR for f in self.faults)
 
 
 def orientation_matrix(a_deg: float, b_deg: float, c_deg: float) -> np.ndarray:
@@ -121,6 +124,7 @@ class Interpreter:
                                self._orientation)
         self.state = MachineState(ModalState(), home, self.start_rotation)
         self.points = 0
+        self.notes: list[Fault] = []   # the notes of the lines executed (severity NOTE)
 
     def _orientation(self, abc: tuple[float, float, float]) -> np.ndarray:
         r = self._rot_cache.get(abc)
@@ -152,8 +156,11 @@ class Interpreter:
         state = self.state
         if state.ended:
             return []
-        self.state, blocks, points = apply(check(line, state, self.context), state, self.context)
+        eff = check(line, state, self.context)
+        self.state, blocks, points = apply(eff, state, self.context)
         self.points += points + 1 + len(blocks)     # one per line read and one per block
+        if eff.notes:
+            self.notes.extend(Fault(code, line.lineno, col, msg, Severity.NOTE) for code, msg, col in eff.notes)
         return blocks
 
 
@@ -200,6 +207,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     pieces, each dropped when it is done); ``count``: the program's line count."""
     it = Interpreter(spec, machine, q_start)
     max_faults = max(1, int(max_faults))
+    notes: list[Fault] = []          # the parser's notes (they never count towards the cap)
     parse_faults: list[Fault] = []
     parse_lines: list[int] = []
     sem: list[Fault] = []
@@ -211,6 +219,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     stop = False
     chunks = iter(chunks)
     for src, chunk_faults in chunks:
+        chunk_faults = _split_notes(chunk_faults, notes)
         parse_faults.extend(chunk_faults)
         parse_lines.extend(f.line for f in chunk_faults)
         total = len(src)
@@ -249,16 +258,28 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
             break
     if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported
         for _, chunk_faults in chunks:
-            parse_faults.extend(chunk_faults)
+            parse_faults.extend(_split_notes(chunk_faults, notes))
+    notes.extend(it.notes)
     if full:       # the piece read last may hold parse faults after the line that passed the cap
         cap_line = sem[-1].line
         parse_faults = [f for f in parse_faults if f.line <= cap_line]
+        notes = [f for f in notes if f.line <= cap_line]
     faults = parse_faults + sem
     if sem and parse_faults:
         faults.sort(key=lambda f: f.line)
+    if notes:
+        faults = fold_notes(sorted(faults + notes, key=lambda f: f.line))
     faults, truncated = cap_faults(faults, max_faults)
     return Program(tuple(blocks), tuple(faults), count, truncated, it.start_position, it.start_rotation,
                    it.q_start, it.ended)
+
+
+def _split_notes(faults, notes: list[Fault]):
+    """The faults that are not notes; the notes are appended to ``notes``."""
+    if not any(f.severity is Severity.NOTE for f in faults):
+        return faults
+    notes.extend(f for f in faults if f.severity is Severity.NOTE)
+    return [f for f in faults if f.severity is not Severity.NOTE]
 
 
 def load_program(text, spec, machine: MachineConfig | None = None, *, q_start=None,

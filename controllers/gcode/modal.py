@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["ModalGroup", "MotionMode", "Plane", "Units", "DistanceMode", "CoordSystem", "FeedMode", "CutterComp",
-           "ToolLengthOffset", "NonModal", "ProgramStop", "G_GROUPS", "M_GROUPS", "G_CODES", "M_CODES",
+           "ToolLengthOffset", "NonModal", "ProgramStop", "PathControl", "ArcDistanceMode", "StepperPower", "G_GROUPS", "M_GROUPS", "G_CODES", "M_CODES",
            "ModalState", "MachineState", "AXES", "MM_PER_INCH"]
 
 MM_PER_INCH = 25.4
@@ -35,16 +35,19 @@ AXES = "XYZABC"
 class ModalGroup(enum.Enum):
     """A modal group; its value is the key the parser files a line's code under (``ParsedLine.g``)."""
 
-    NONMODAL = "nonmodal"        # group 0: G4 G10 G28 G92 G92.1
+    NONMODAL = "nonmodal"        # group 0: G4 G10 G28 G53 G92 G92.1
     MOTION = "motion"            # group 1: G0 G1 G2 G3 G80
     PLANE = "plane"              # group 2: G17 G18 G19
     DISTANCE = "distance"        # group 3: G90 G91
+    ARC_DISTANCE = "arcdistance"  # group 4: G90.1 G91.1
     FEED_MODE = "feedmode"       # group 5: G94
     UNITS = "units"              # group 6: G20 G21
     CUTTER = "cutter"            # group 7: G40
     LENGTH = "length"            # group 8: G49
     COORD = "coord"              # group 12: G54-G59
-    STOP = "stop"                # M group 4: M0 M2 M30
+    PATH = "path"                # group 13: G61 G61.1 G64
+    STOP = "stop"                # M group 4: M0 M1 M2 M30
+    STEPPERS = "steppers"        # M17 M18 M84 (3-D printer firmware: motor power; no effect here)
 
 
 class MotionMode(enum.Enum):
@@ -88,6 +91,13 @@ class DistanceMode(enum.Enum):
 
     ABSOLUTE = 90.0      # G90
     INCREMENTAL = 91.0   # G91
+
+
+class ArcDistanceMode(enum.Enum):
+    """Group 4: how the arc centre words I J K are read."""
+
+    ABSOLUTE = 90.1      # G90.1: I J K are the centre's coordinates (program coordinates)
+    INCREMENTAL = 91.1   # G91.1: I J K are the centre's offset from the arc's start (the default)
 
 
 class FeedMode(enum.Enum):
@@ -136,12 +146,21 @@ class CoordSystem(enum.Enum):
         return int(self.value) - 54
 
 
+class PathControl(enum.Enum):
+    """Group 13: how the end of a move joins the next (LinuxCNC's path control modes)."""
+
+    EXACT_PATH = 61.0    # G61: the tool slows to a stop at every corner (not between collinear moves)
+    EXACT_STOP = 61.1    # G61.1: the tool stops at the end of every move
+    BLEND = 64.0         # G64 <P>: corners at speed (grbl's junction deviation, or the P tolerance); the default
+
+
 class NonModal(enum.Enum):
     """Group 0: codes that act on their own line only."""
 
     DWELL = 4.0                  # G4 P
     SET_OFFSET = 10.0            # G10 L2/L20 P
     HOME = 28.0                  # G28
+    BASE_FRAME = 53.0            # G53: this line's axis words are base-frame coordinates
     OFFSET = 92.0                # G92
     CANCEL_OFFSET = 92.1         # G92.1
 
@@ -150,18 +169,28 @@ class ProgramStop(enum.Enum):
     """M group 4: stopping."""
 
     PAUSE = 0.0          # M0
+    OPTIONAL_PAUSE = 1.0  # M1: a pause only with the optional stop switched on (--optional-stop)
     END = 2.0            # M2
     END_REWIND = 30.0    # M30
+
+
+class StepperPower(enum.Enum):
+    """M17/M18/M84: stepper motor power (Marlin, RepRap); accepted and ignored, with a note."""
+
+    ENABLE = 17.0        # M17
+    DISABLE = 18.0       # M18
+    DISABLE_IDLE = 84.0  # M84
 
 
 #: the modal groups of G codes and their codes
 G_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
     ModalGroup.NONMODAL: NonModal, ModalGroup.MOTION: MotionMode, ModalGroup.PLANE: Plane,
-    ModalGroup.DISTANCE: DistanceMode, ModalGroup.FEED_MODE: FeedMode, ModalGroup.UNITS: Units,
-    ModalGroup.CUTTER: CutterComp, ModalGroup.LENGTH: ToolLengthOffset, ModalGroup.COORD: CoordSystem,
+    ModalGroup.DISTANCE: DistanceMode, ModalGroup.ARC_DISTANCE: ArcDistanceMode, ModalGroup.FEED_MODE: FeedMode,
+    ModalGroup.UNITS: Units, ModalGroup.CUTTER: CutterComp, ModalGroup.LENGTH: ToolLengthOffset,
+    ModalGroup.COORD: CoordSystem, ModalGroup.PATH: PathControl,
 }
 #: the modal groups of M codes and their codes
-M_GROUPS: dict[ModalGroup, type[enum.Enum]] = {ModalGroup.STOP: ProgramStop}
+M_GROUPS: dict[ModalGroup, type[enum.Enum]] = {ModalGroup.STOP: ProgramStop, ModalGroup.STEPPERS: StepperPower}
 
 #: G number -> its group's key (what the parser checks a line against: one code per group)
 G_CODES: dict[float, str] = {m.value: grp.value for grp, codes in G_GROUPS.items() for m in codes}
@@ -183,6 +212,9 @@ class ModalState:
         tool_length: group 8.
         coord: group 12.
         feed: the feed rate, mm/min (converted from inch/min under G20), or None before the first F.
+        arc_distance: group 4 (G90.1 / G91.1).
+        path: group 13 (G61 / G61.1 / G64).
+        blend_tolerance: G64 P, mm (None: G64 without P, the machine's junction deviation).
     """
 
     motion: MotionMode = MotionMode.RAPID
@@ -194,6 +226,9 @@ class ModalState:
     tool_length: ToolLengthOffset = ToolLengthOffset.OFF
     coord: CoordSystem = CoordSystem.G54
     feed: float | None = None
+    arc_distance: ArcDistanceMode = ArcDistanceMode.INCREMENTAL
+    path: PathControl = PathControl.BLEND
+    blend_tolerance: float | None = None
 
 
 def _zeros() -> tuple[float, ...]:

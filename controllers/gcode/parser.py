@@ -22,8 +22,12 @@ Two paths give the same result (a property test checks it):
 
 Syntax accepted: words are a letter (any case) and a number ``[+-]digits[.digits]`` with
 optional spaces between letter and number; comments ``( … )`` (not nested) and ``; …`` to
-the end of the line; an optional leading ``N`` number; a line holding only ``%`` is a
-program delimiter. No exponents, parameters (#), expressions or block delete (/).
+the end of the line, holding any characters (non-ASCII too) and of any length; an optional
+leading ``N`` number; a line holding only ``%`` is a program delimiter; a line whose code
+starts with ``$`` or is only ``?`` (grbl host commands: ``$H``, ``$X``, ``$J=…``) is skipped
+with a note (:data:`~.errors.ErrorCode.HOST_COMMAND_SKIPPED`). The code of a line (without
+its comments) may be :data:`MAX_LINE_LENGTH` characters long. No exponents, parameters (#),
+expressions or block delete (/).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Iterable, Iterator, NamedTuple, Union
 
-from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
+from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .modal import G_CODES, M_CODES
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
@@ -45,7 +49,7 @@ __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "pa
 #: a program's text: characters, or bytes as read from a file (decoded one character per byte)
 Text = Union[str, bytes, bytearray, memoryview]
 
-#: Longest accepted line, characters (LinuxCNC's limit).
+#: Longest accepted code of a line, characters, comments not counted (LinuxCNC's limit).
 MAX_LINE_LENGTH = 256
 #: Largest accepted magnitude of any number.
 MAX_ABS_VALUE = 1.0e6
@@ -56,7 +60,7 @@ MAX_LINE_NUMBER = 99999
 CHUNK_BYTES = 1 << 18
 
 #: Value words accepted (besides G, M, N).
-WORD_LETTERS = frozenset("FXYZABCIJKRPL")
+WORD_LETTERS = frozenset("FXYZABCIJKRPLQ")
 
 # One pass: a word | a ( ) comment | a ; comment | any other character (a fault).
 # Leading white space is eaten by each alternative so that only faults (and line breaks) reach
@@ -159,7 +163,8 @@ class ParseResult:
     Attributes:
         lines: parsed lines in file order (faulty and empty lines left out): a :class:`Lines`
             for a clean file, a tuple otherwise; either way a sequence of :class:`ParsedLine`.
-        faults: faults in file order; one per faulty line (its first fault). When the file
+        faults: faults in file order (and notes: severity NOTE, e.g. a skipped ``$H`` line); one
+            per faulty line (its first fault). When the file
             has more than the cap, the first ``max_faults - 1`` and a TOO_MANY_FAULTS (119)
             notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
         line_count: number of lines in the text.
@@ -177,7 +182,8 @@ class ParseResult:
 
     @property
     def ok(self) -> bool:
-        return not self.faults
+        """No errors (notes do not count)."""
+        return not any(f.severity is Severity.ERROR for f in self.faults)
 
 
 def normalise_line_ends(text: str) -> str:
@@ -227,6 +233,7 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
     if brk >= 0:
         raise GcodeError(ErrorCode.UNEXPECTED_CHARACTER, "a line break (CR or LF) inside one line", lineno, brk + 1)
     lines, faults, _, _ = _scan(text, [text], lineno, 1)
+    faults = [f for f in faults if f.severity is Severity.ERROR]
     if faults:
         f = faults[0]
         raise GcodeError(f.code, f.message, f.line, f.column)
@@ -260,11 +267,13 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
         text = "\n".join(str(s).rstrip("\n") for s in text)
     text = normalise_line_ends(text)
     raw = split_lines(text)
-    fast = _scan_clean(text, raw)
+    notes: list[Fault] = []
+    fast = _scan_clean(text, raw, 1, notes)
     if fast is not None:
-        return ParseResult(fast, (), len(raw), False)
+        return ParseResult(fast, tuple(fold_notes(notes)), len(raw), False)
     cap = max(1, int(max_faults))
     lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes)   # one more: is anything cut, and where
+    faults = fold_notes(faults)
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
     overflow = tuple(faults[kept:]) if truncated else ()
@@ -341,13 +350,14 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
         raw = split_lines(piece)
         pos = end
         count = len(raw)
-        clean = _scan_clean(piece, raw, lineno)
+        notes: list[Fault] = []
+        clean = _scan_clean(piece, raw, lineno, notes)
         if clean is not None:
-            out = ParseChunk(clean, ())
+            out = ParseChunk(clean, tuple(notes))
             del clean
         else:
             lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes)
-            budget -= len(faults)
+            budget -= sum(f.severity is not Severity.NOTE for f in faults)
             out = ParseChunk(tuple(lines), tuple(faults))
             del lines
         del piece, raw
@@ -385,20 +395,69 @@ def _non_ascii(line: str, i: int, lineno: int, from_bytes: bool) -> str:
     return f"character U+{ord(ch):04X}" + (f" ({name})" if name else "") + " is not ASCII"
 
 
+def _masked(line: str) -> str:
+    """``line`` with every closed comment replaced by spaces of its length (the columns stay)."""
+    return _COMMENTS.sub(lambda mt: " " * len(mt.group()), line)
+
+
+def _host_command(line: str, lineno: int) -> Fault | None:
+    """The note for a grbl host command line (its code starts with ``$`` or is ``?``), else None."""
+    code = _masked(line)
+    stripped = code.strip(" \t\r\f\v")
+    if not (stripped.startswith("$") or stripped == "?"):
+        return None
+    col = len(code) - len(code.lstrip(" \t\r\f\v")) + 1
+    cmd = stripped if len(stripped) <= 24 else stripped[:21] + "..."
+    if not cmd.isascii():
+        cmd = cmd.encode("ascii", "backslashreplace").decode()
+    return Fault(ErrorCode.HOST_COMMAND_SKIPPED, lineno, col,
+                 f"{cmd!r} is a grbl host command, not G-code: the line is skipped", Severity.NOTE)
+
+
+def _too_long(line: str, lineno: int) -> Fault | None:
+    """LINE_TOO_LONG when the code of ``line`` (without closed comments) is over the limit, at the
+    column of its first character too many."""
+    if len(line) <= MAX_LINE_LENGTH:
+        return None
+    spans = [mt.span() for mt in _COMMENTS.finditer(line)]
+    code = len(line) - sum(b - a for a, b in spans)
+    if code <= MAX_LINE_LENGTH:
+        return None
+    count = i = 0
+    for a, b in spans + [(len(line), len(line))]:
+        if count + (a - i) > MAX_LINE_LENGTH:
+            col = i + (MAX_LINE_LENGTH - count) + 1
+            break
+        count += a - i
+        i = b
+    return Fault(ErrorCode.LINE_TOO_LONG, lineno, col, f"the code of the line (without comments) has {code} "
+                 f"characters, the limit is {MAX_LINE_LENGTH}")
+
+
 def _prechecked(text: str, raw: list[str], first_lineno: int, from_bytes: bool = False) -> dict[int, Fault]:
-    """Faults of whole lines found before tokenising: too long, non-ASCII (rare; fast when absent)."""
+    """Whole lines handled before tokenising (rare; fast when absent): grbl host commands (a note),
+    code too long, non-ASCII outside comments."""
     bad: dict[int, Fault] = {}
+    if "$" in text or "?" in text:
+        for i, line in enumerate(raw):
+            if "$" in line or "?" in line:
+                note = _host_command(line, i + first_lineno)
+                if note is not None:
+                    bad[i + first_lineno] = note
     if not text.isascii():
         for i, line in enumerate(raw):
-            if not line.isascii():
-                col = next(k for k, ch in enumerate(line) if ord(ch) > 127) + 1
-                bad[i + first_lineno] = Fault(ErrorCode.NON_ASCII, i + first_lineno, col,
-                                              _non_ascii(line, col - 1, i + first_lineno, from_bytes))
+            if not line.isascii() and i + first_lineno not in bad:
+                code = _masked(line)
+                col = next((k for k, ch in enumerate(code) if ord(ch) > 127), -1) + 1
+                if col:
+                    bad[i + first_lineno] = Fault(ErrorCode.NON_ASCII, i + first_lineno, col,
+                                                  _non_ascii(line, col - 1, i + first_lineno, from_bytes))
     if raw and max(map(len, raw)) > MAX_LINE_LENGTH:
         for i, line in enumerate(raw):
             if len(line) > MAX_LINE_LENGTH and i + first_lineno not in bad:
-                bad[i + first_lineno] = Fault(ErrorCode.LINE_TOO_LONG, i + first_lineno, MAX_LINE_LENGTH + 1,
-                                              f"line has {len(line)} characters, the limit is {MAX_LINE_LENGTH}")
+                f = _too_long(line, i + first_lineno)
+                if f is not None:
+                    bad[i + first_lineno] = f
     return bad
 
 
@@ -416,18 +475,33 @@ def _without_percent_lines(t: str, raw: list[str]) -> str | None:
     return t.replace("%", " ")
 
 
-def _scan_clean(text: str, raw: list[str], first_lineno: int = 1) -> Lines | None:
+def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fault] | None = None) -> Lines | None:
     """Fast path for a file without faults: C-level checking and splitting, one short Python loop per word.
 
     Returns None as soon as anything is unusual (a fault, a stray ``%`` or parenthesis, ...);
     :func:`_scan` then handles the file and locates every fault. Both paths give the same
-    lines for a clean file (checked by the tests).
+    lines for a clean file (checked by the tests). ``notes``: a list that receives the notes of
+    the grbl host command lines (``$H``) it skips; without it such a file is handed over too.
     """
-    if not text.isascii() or (raw and max(map(len, raw)) > MAX_LINE_LENGTH):
-        return None
     # a comment becomes "\v": white space between words, but not allowed between a letter and its
     # number (as in the checking path, where "F()0" is a letter without a value)
     t = _COMMENTS.sub("\v", text) if "(" in text or ";" in text else text
+    if not t.isascii():
+        return None
+    if raw and max(map(len, raw)) > MAX_LINE_LENGTH and max(map(len, t.split("\n"))) > MAX_LINE_LENGTH:
+        return None   # a long line whose comments do not make it short (the checking path measures exactly)
+    if "$" in t or "?" in t:
+        if notes is None:
+            return None
+        tl = t.split("\n")
+        for i, code in enumerate(tl):
+            if "$" in code or "?" in code:
+                note = _host_command(raw[i], i + first_lineno)
+                if note is None:
+                    return None      # a $ or ? elsewhere: a fault
+                notes.append(note)
+                tl[i] = ""
+        t = "\n".join(tl)
     if "%" in t:
         blanked = _without_percent_lines(t, raw)
         if blanked is None:
@@ -492,11 +566,16 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
     """The tokeniser and per-line checker over a whole text: one regex pass, one Python loop.
 
     Returns:
-        (lines, faults, line_count, truncated).
+        (lines, faults, line_count, truncated): the faults in line order, with the notes of the
+        lines read (which do not count towards ``max_faults``).
     """
     bad = _prechecked(text, raw, first_lineno, from_bytes)
-    if bad:   # those lines are rejected whole: do not tokenise them (a huge line would make millions of tokens)
-        text = "\n".join("" if i + first_lineno in bad else line for i, line in enumerate(raw))
+    notes = {k: f for k, f in bad.items() if f.severity is Severity.NOTE}
+    if notes:
+        bad = {k: f for k, f in bad.items() if k not in notes}
+    if bad or notes:   # those lines are rejected whole: do not tokenise them (a huge line would make millions of tokens)
+        text = "\n".join("" if i + first_lineno in bad or i + first_lineno in notes else line
+                         for i, line in enumerate(raw))
     out: list[ParsedLine] = []
     faults: list[Fault] = []
     append = out.append
@@ -566,7 +645,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 first = True
                 wordno = 0
             if len(faults) >= max_faults:
-                return out, faults, len(raw), lineno - first_lineno + 1 < len(raw)
+                return out, _with_notes(faults, notes, lineno), len(raw), lineno - first_lineno + 1 < len(raw)
             lineno += 1
             skip = lineno in bad
             if skip:
@@ -578,7 +657,14 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 skip = True
     if not skip and not first:
         append(ParsedLine(lineno, n, g, m, words, raw[lineno - first_lineno]))
-    return out, faults[:max_faults], len(raw), len(faults) > max_faults
+    return out, _with_notes(faults[:max_faults], notes, lineno), len(raw), len(faults) > max_faults
+
+
+def _with_notes(faults: list[Fault], notes: dict[int, Fault], last: int) -> list[Fault]:
+    """``faults`` and the notes of the lines up to ``last``, in line order."""
+    if not notes:
+        return faults
+    return sorted(faults + [f for k, f in notes.items() if k <= last], key=lambda f: f.line)
 
 
 # ----- fault location (slow path, faulty lines only) -------------------------------------
@@ -604,7 +690,7 @@ def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str, word
     elif code is ErrorCode.REPEATED_WORD:
         msg = f"{word}: {letter} appears twice on this line"
     elif code is ErrorCode.MODAL_GROUP_VIOLATION:
-        grp = G_CODES.get(float(num)) if letter == "G" else "stop"
+        grp = G_CODES.get(float(num)) if letter == "G" else M_CODES.get(float(num))
         msg = f"{word} is a second code of the {grp} group on this line"
     elif code is ErrorCode.BAD_LINE_NUMBER:
         msg = (f"{word}: the N word must come first" if wordno > 1

@@ -16,7 +16,9 @@ motions, dwells and stops → the orientation of every block (:class:`BlockFrame
 2. **Timing.** Each chord gets a trapezoidal speed profile with acceleration ``acceleration``
    and cruise speed F (G0: the rapid speed; arcs also at most sqrt(a·r), so the centripetal
    acceleration stays within a). Corner speeds follow grbl's junction deviation:
-   v² = a·δ·sin(θ/2)/(1 − sin(θ/2)). The backward and forward passes of grbl's planner are
+   v² = a·δ·sin(θ/2)/(1 − sin(θ/2)); where a move ends, its path control mode changes that
+   (:func:`_path_control`): G64 P uses δ = P, G61 (exact path) stops at any corner between two
+   moves, G61.1 (exact stop) stops at the end of every move. The backward and forward passes of grbl's planner are
    done in closed form with cumulative minima over the whole program (vectorised).
    Tool rotation counts in the move length as ``rotation_scale`` metres per radian.
    Dwells and stops bring the tool to rest.
@@ -42,7 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
+from .blocks import Block, Dwell, Junction, Motion, MotionKind, Stop, StopKind
 from .config import MachineConfig
 
 __all__ = ["Plan", "PathSamples", "Chords", "BlockFrames", "Nodes", "Holds", "Timing", "plan", "retime",
@@ -699,8 +701,34 @@ def _nodes(seq: _Sequence, chords: Chords, frames: BlockFrames, rot_len: np.ndar
     np.add.at(delay, block_first_seg[:B], np.array(seq.delay_before))
     rest[0] = rest[S] = True
     delay[S] += seq.delay_after
+    _path_control(seq.motions, J, rest, block_first_seg, machine)
     J[rest] = 0.0
     return Nodes(rest=rest, delay=delay, junction=J), block_first_seg
+
+
+def _path_control(motions: list[Motion], J: np.ndarray, rest: np.ndarray, block_first_seg: np.ndarray,
+                  machine: MachineConfig) -> None:
+    """The path control mode of each move at the node where it ends (in place): EXACT_STOP rests
+    there; EXACT_PATH allows no speed at a corner (only collinear moves join at speed: J stays
+    infinite there); BLEND with a tolerance scales grbl's junction speed² (linear in δ) to δ = the
+    move's tolerance. Junctions between the chords of one arc keep the machine's δ."""
+    S = len(J) - 1
+    marked = [b for b in range(len(motions) - 1)
+              if motions[b].junction is not Junction.BLEND or motions[b].tolerance is not None]
+    if not marked:
+        return
+    idx = np.array(marked, dtype=np.int64)
+    node = block_first_seg[idx + 1]
+    keep = (node > 0) & (node < S)
+    idx, node = idx[keep], node[keep]
+    kind = np.array([motions[b].junction.value for b in idx], dtype=object)
+    stop = kind == Junction.EXACT_STOP.value
+    rest[node[stop]] = True
+    corner = node[kind == Junction.EXACT_PATH.value]
+    J[corner] = np.where(np.isinf(J[corner]), np.inf, 0.0)
+    blend = kind == Junction.BLEND.value
+    tol = np.array([motions[b].tolerance for b in idx[blend]], dtype=float)
+    J[node[blend]] *= tol / machine.junction_deviation
 
 
 def _holds(seq: _Sequence, block_first_seg: np.ndarray) -> Holds:

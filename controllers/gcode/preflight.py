@@ -305,7 +305,7 @@ class PreflightReport:
 
     def errors(self, strict: bool = False) -> list[Fault]:
         """Faults that make the program faulty (with ``strict`` also warnings)."""
-        return [f for f in self.faults if strict or f.severity is Severity.ERROR]
+        return [f for f in self.faults if f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING)]
 
     def clean(self, strict: bool = False) -> bool:
         return not self.errors(strict)
@@ -545,7 +545,7 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
         progress("plan", 0.0)
     pl = plan(prog.blocks, machine)
     if pl.segment_count == 0:
-        if not faults:
+        if not any(f.severity is Severity.ERROR for f in faults):
             faults.append(Fault(ErrorCode.NO_MOTION, 0, 0, "nothing in the program moves the robot, so there "
                                 "is nothing to run"))
         return PreflightReport(spec.name, prog, pl, None, None, None, tuple(faults), machine=machine)

@@ -21,20 +21,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
 
-from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
+from .blocks import Block, Dwell, Junction, Motion, MotionKind, Stop, StopKind
 from .config import MAX_TARGET_DISTANCE, MachineConfig
 from .errors import ErrorCode, GcodeError
-from .modal import (AXES, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState, MotionMode,
-                    NonModal, Plane, ProgramStop, ToolLengthOffset, Units)
+from .modal import (AXES, ArcDistanceMode, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState,
+                    MotionMode, NonModal, PathControl, Plane, ProgramStop, StepperPower, ToolLengthOffset, Units)
 from .parser import ParsedLine, word_columns
 
 __all__ = ["Context", "LineEffect", "ArcGeometry", "Rule", "check", "apply", "LINE_RULES", "NONMODAL_RULES",
-           "MOTION_RULES", "STOP_RULES", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
+           "MOTION_RULES", "STOP_RULES", "STEPPER_RULES", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
            "ZERO_LENGTH_MM", "ZERO_ANGLE"]
 
 #: arc end-radius check: absolute (mm) and relative tolerance (both must be exceeded)
@@ -57,10 +57,17 @@ _CUTTER = {m.value: m for m in CutterComp}
 _LENGTH = {m.value: m for m in ToolLengthOffset}
 _NONMODAL = {m.value: m for m in NonModal}
 _STOP = {m.value: m for m in ProgramStop}
+_STEPPERS = {m.value: m for m in StepperPower}
+_ARC_DISTANCE = {m.value: m for m in ArcDistanceMode}
+_PATH = {m.value: m for m in PathControl}
+#: path control mode -> how the moves programmed under it end
+_JUNCTION = {PathControl.BLEND: Junction.BLEND, PathControl.EXACT_PATH: Junction.EXACT_PATH,
+             PathControl.EXACT_STOP: Junction.EXACT_STOP}
 #: codes of group 0 that take the axis words of their line (G10, G28, G92)
 _TAKES_AXES = frozenset({NonModal.SET_OFFSET, NonModal.HOME, NonModal.OFFSET})
 _WHY_UNUSED = {"I": "I/J/K belong to G2/G3 arcs", "J": "I/J/K belong to G2/G3 arcs", "K": "I/J/K belong to G2/G3 arcs",
-               "R": "R belongs to G2/G3 arcs", "P": "P belongs to G4 or G10", "L": "L belongs to G10"}
+               "R": "R belongs to G2/G3 arcs", "P": "P belongs to G4, G10 or G64", "L": "L belongs to G10",
+               "Q": "Q belongs to G64"}
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,11 @@ class LineEffect:
         dwell: G4's time, s, or None.
         stop: the M code of the stop group, or None.
         used: the value words a command consumed (the others are fault 25).
+        notes: (code, message, column) of the line's notes (severity NOTE: reported, not faults).
     """
 
-    __slots__ = ("line", "modal", "units", "nonmodal", "motion", "target", "arc", "via", "dwell", "stop", "used")
+    __slots__ = ("line", "modal", "units", "nonmodal", "motion", "target", "arc", "via", "dwell", "stop", "used",
+                 "notes")
 
     def __init__(self, line: ParsedLine, modal: ModalState, units: float, nonmodal: NonModal | None,
                  stop: ProgramStop | None) -> None:
@@ -134,6 +143,7 @@ class LineEffect:
         self.via: list[float] | None = None
         self.dwell: float | None = None
         self.used: set[str] = {"F"}
+        self.notes: list[tuple[ErrorCode, str, int]] = []
 
 
 class Fail:
@@ -251,6 +261,32 @@ def _check_orientation_words(line: ParsedLine, state: MachineState, eff: LineEff
                      f"(tool roll)", L)
 
 
+def _check_path_control(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
+    """G64 P (blending tolerance, program units) and Q (naive CAM tolerance: accepted, armtwin
+    never merges moves); P belongs to G4 or G10 when one of them is on the line. P0 is G64 alone."""
+    if line.g.get("path") != PathControl.BLEND.value:
+        return
+    w = line.words
+    if "P" in w and eff.nonmodal not in (NonModal.DWELL, NonModal.SET_OFFSET):
+        p = w["P"]
+        if p < 0:
+            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"P{p:.12g}: a blending tolerance cannot be negative "
+                 f"({_unit(eff.units)})", "P")
+        if p > 0:
+            eff.modal = replace(eff.modal, blend_tolerance=p * eff.units)
+        eff.used.add("P")
+    if "Q" in w:
+        if w["Q"] < 0:
+            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"Q{w['Q']:.12g}: a tolerance cannot be negative "
+                 f"({_unit(eff.units)})", "Q")
+        eff.used.add("Q")
+
+
+def _unit(units: float) -> str:
+    """The length unit of a line with ``units`` mm per program unit."""
+    return "inch" if units != 1.0 else "mm"
+
+
 # ----- group 0 -----------------------------------------------------------------------------------
 
 def _check_dwell(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
@@ -348,6 +384,28 @@ def _apply_home(ap: _Applier, eff: LineEffect) -> None:
     ap.line_to(MotionKind.RAPID, home, 0.0)
 
 
+def _check_base_frame(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
+    """G53: the axis words of this line are base-frame coordinates (mm from the robot base; A B C
+    without work offsets), for a straight move (G0/G1) in absolute mode (LinuxCNC's rules)."""
+    w = line.words
+    if _AXES_SET.isdisjoint(w):
+        return
+    motion = eff.modal.motion
+    if motion is not MotionMode.RAPID and motion is not MotionMode.LINEAR:
+        fail(ErrorCode.BAD_G53, f"G53 moves in a straight line: G{motion.value:g} is active (use G0 or G1)",
+             "G", NonModal.BASE_FRAME.value)
+    if eff.modal.distance is DistanceMode.INCREMENTAL:
+        fail(ErrorCode.BAD_G53, "G53 takes absolute base-frame coordinates: G91 (incremental) is active",
+             "G", NonModal.BASE_FRAME.value)
+    t = list(state.position)
+    o, units = ctx.origin_mm, eff.units
+    for k in range(6):
+        L = AXES[k]
+        if L in w:
+            t[k] = w[L] * units - o[k] if k < 3 else w[L]
+    eff.target = t
+
+
 # ----- group 1: motion ----------------------------------------------------------------------------
 
 def _check_motion(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
@@ -365,7 +423,10 @@ def _checked_target(line: ParsedLine, state: MachineState, eff: LineEffect, ctx:
         fail(ErrorCode.NO_MOTION_MODE, f"{L}{w[L]:.12g}: axis words but no motion mode is active (after G80)", L)
     eff.used.update(AXES)
     eff.motion = motion
-    target = _target(line, state, eff) if not _AXES_SET.isdisjoint(w) else list(state.position)
+    if eff.target is not None:      # set by G53 (base-frame coordinates)
+        target = eff.target
+    else:
+        target = _target(line, state, eff) if not _AXES_SET.isdisjoint(w) else list(state.position)
     eff.target = target
     _check_reach(target, ctx, fail)
     if motion is not MotionMode.RAPID and eff.modal.feed is None:
@@ -388,11 +449,11 @@ def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Cont
     a0, a1, an = plane.axes
     in_plane = plane.offset_letters
     pos = state.position
-    offs = [L for L in "IJK" if L in w]
-    for L in offs:
-        if L not in in_plane:
+    for L in "IJK":
+        if L in w and L not in in_plane and w[L] != 0.0:    # K0 on a G17 arc (FreeCAD's grbl post): no meaning
             fail(ErrorCode.ARC_OFFSET_OUT_OF_PLANE, f"{L}{w[L]:.12g} is not an offset of the G{plane.value:g} plane "
-                 f"(use {in_plane[0]} and {in_plane[1]})", L)
+                 f"(use {in_plane[0]} and {in_plane[1]}; a zero {L} is accepted)", L)
+    offs = [L for L in "IJK" if L in w and L in in_plane]
     x = target[a0] - pos[a0]
     y = target[a1] - pos[a1]
     if "R" in w:
@@ -423,8 +484,18 @@ def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Cont
                 fail(ErrorCode.ARC_OFFSETS_MISSING, f"G{motion.value:g} needs {need}", "G", motion.value)
             L = fail.first_of(AXES)     # a modal arc: the word that makes this line move
             fail(ErrorCode.ARC_OFFSETS_MISSING, f"{L}{w[L]:.12g}: a G{motion.value:g} arc (modal) needs {need}", L)
-        ci = w.get(in_plane[0], 0.0) * units
-        cj = w.get(in_plane[1], 0.0) * units
+        if eff.modal.arc_distance is ArcDistanceMode.ABSOLUTE:   # G90.1: the centre's program coordinates
+            if len(offs) < 2:
+                L = offs[0]
+                fail(ErrorCode.ARC_OFFSETS_MISSING, f"{L}{w[L]:.12g}: under G90.1 (absolute arc centre) give both "
+                     f"{in_plane[0]} and {in_plane[1]}", L)
+            cs = state.offsets[eff.modal.coord.index]
+            g92 = state.g92
+            ci = w[in_plane[0]] * units + cs[a0] + g92[a0] - pos[a0]
+            cj = w[in_plane[1]] * units + cs[a1] + g92[a1] - pos[a1]
+        else:
+            ci = w.get(in_plane[0], 0.0) * units
+            cj = w.get(in_plane[1], 0.0) * units
     r0 = math.hypot(ci, cj)
     if r0 < 1e-9:
         L = offs[0] if offs else "R"
@@ -468,6 +539,24 @@ def _apply_pause(ap: _Applier, eff: LineEffect) -> None:
     ap.out.append(Stop(eff.line.lineno, StopKind.PAUSE))
 
 
+def _check_optional_stop(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
+    """M1: a pause only with the optional stop switched on; else a note."""
+    if not ctx.machine.optional_stop:
+        eff.notes.append((ErrorCode.OPTIONAL_STOP_SKIPPED, "M1 (optional stop) does nothing: the optional "
+                          "stop is off (--optional-stop turns it on)", line.column_of("M", line.m)))
+
+
+def _apply_optional_pause(ap: _Applier, eff: LineEffect) -> None:
+    if ap.ctx.machine.optional_stop:
+        ap.out.append(Stop(eff.line.lineno, StopKind.PAUSE))
+
+
+def _check_stepper_power(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
+    """M17/M18/M84 (stepper motor power, 3-D printer firmware): nothing to do on an arm; a note."""
+    eff.notes.append((ErrorCode.NO_EFFECT, f"M{line.m:g} (stepper motor power) has no effect on a robot arm",
+                      line.column_of("M", line.m)))
+
+
 def _apply_end(ap: _Applier, eff: LineEffect) -> None:
     ap.out.append(Stop(eff.line.lineno, StopKind.END))
     ap.ended = eff.line.lineno
@@ -487,6 +576,7 @@ def _check_unused(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: C
 LINE_RULES: tuple[Rule, ...] = (
     Rule("feed rate", _check_feed, faults=(ErrorCode.BAD_FEED_RATE,)),
     Rule("orientation words", _check_orientation_words, faults=(ErrorCode.ORIENTATION_NOT_SUPPORTED,)),
+    Rule("path control (G64 P Q)", _check_path_control, faults=(ErrorCode.BAD_BLEND_TOLERANCE,)),
 )
 #: group 0, by code
 NONMODAL_RULES: dict[NonModal, Rule] = {
@@ -499,6 +589,7 @@ NONMODAL_RULES: dict[NonModal, Rule] = {
     NonModal.OFFSET: Rule("G92 offset", _check_offset, _apply_offset,
                           (ErrorCode.AXIS_COMMAND_CONFLICT, ErrorCode.AXIS_WORDS_MISSING)),
     NonModal.CANCEL_OFFSET: Rule("G92.1 cancel offset", None, _apply_cancel_offset),
+    NonModal.BASE_FRAME: Rule("G53 base-frame coordinates", _check_base_frame, None, (ErrorCode.BAD_G53,)),
 }
 _MOVE_FAULTS = (ErrorCode.NO_MOTION_MODE, ErrorCode.TARGET_OUT_OF_RANGE, ErrorCode.UNDEFINED_FEED_RATE)
 _ARC_FAULTS = _MOVE_FAULTS + (ErrorCode.ARC_OFFSETS_MISSING, ErrorCode.ARC_R_AND_OFFSETS,
@@ -515,15 +606,20 @@ MOTION_RULES: dict[MotionMode, Rule] = {
 #: the stop group, by code
 STOP_RULES: dict[ProgramStop, Rule] = {
     ProgramStop.PAUSE: Rule("M0 pause", None, _apply_pause),
+    ProgramStop.OPTIONAL_PAUSE: Rule("M1 optional pause", _check_optional_stop, _apply_optional_pause),
     ProgramStop.END: Rule("M2 end", None, _apply_end),
     ProgramStop.END_REWIND: Rule("M30 end", None, _apply_end),
 }
+#: M17/M18/M84, by code (notes only)
+STEPPER_RULES: dict[StepperPower, Rule] = {m: Rule(f"M{m.value:g} stepper power", _check_stepper_power)
+                                           for m in StepperPower}
 UNUSED_WORDS_RULE = Rule("unused words", _check_unused, faults=(ErrorCode.UNUSED_WORD,))
 
 
 def declared_faults() -> set[ErrorCode]:
     """Every fault code some rule of the line may raise."""
-    rules = [*LINE_RULES, *NONMODAL_RULES.values(), *MOTION_RULES.values(), *STOP_RULES.values(), UNUSED_WORDS_RULE]
+    rules = [*LINE_RULES, *NONMODAL_RULES.values(), *MOTION_RULES.values(), *STOP_RULES.values(),
+             *STEPPER_RULES.values(), UNUSED_WORDS_RULE]
     return {c for r in rules for c in r.faults}
 
 
@@ -535,6 +631,7 @@ def _modal_of(line: ParsedLine, m: ModalState) -> tuple[ModalState, float]:
         return m, m.units.mm
     units = _UNITS[g["units"]] if "units" in g else m.units
     feed = w["F"] * units.mm if "F" in w else m.feed
+    path = _PATH[g["path"]] if "path" in g else m.path
     return ModalState(
         _MOTION[g["motion"]] if "motion" in g else m.motion,
         _PLANE[g["plane"]] if "plane" in g else m.plane,
@@ -544,7 +641,10 @@ def _modal_of(line: ParsedLine, m: ModalState) -> tuple[ModalState, float]:
         _CUTTER[g["cutter"]] if "cutter" in g else m.cutter,
         _LENGTH[g["length"]] if "length" in g else m.tool_length,
         _COORD[g["coord"]] if "coord" in g else m.coord,
-        feed), units.mm
+        feed,
+        _ARC_DISTANCE[g["arcdistance"]] if "arcdistance" in g else m.arc_distance,
+        path,
+        None if "path" in g else m.blend_tolerance), units.mm
 
 
 def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
@@ -560,7 +660,7 @@ def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
     g = line.g
     modal, units = _modal_of(line, state.modal)
     nonmodal = _NONMODAL[g["nonmodal"]] if "nonmodal" in g else None
-    stop = _STOP[line.m] if line.m is not None else None
+    stop = _STOP.get(line.m) if line.m is not None else None
     eff = LineEffect(line, modal, units, nonmodal, stop)
     fail = Fail(line)
     for rule in LINE_RULES:
@@ -575,9 +675,14 @@ def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
     has_axes = not _AXES_SET.isdisjoint(w)
     if has_axes and nonmodal not in _TAKES_AXES or (modal.motion.is_arc and not has_axes
                                                      and not _IJK_SET.isdisjoint(w)):   # a full circle
-        rule = MOTION_RULES[modal.motion]
+        rule = MOTION_RULES[eff.modal.motion]
         fail.allowed = rule.faults
         rule.check(line, state, eff, ctx, fail)   # type: ignore[misc]
+    if line.m is not None:
+        rule = STOP_RULES[stop] if stop is not None else STEPPER_RULES[_STEPPERS[line.m]]
+        if rule.check is not None:
+            fail.allowed = rule.faults
+            rule.check(line, state, eff, ctx, fail)
     fail.allowed = UNUSED_WORDS_RULE.faults
     _check_unused(line, state, eff, ctx, fail)
     return eff
@@ -586,9 +691,9 @@ def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
 class _Applier:
     """The working copy of the state while a checked line is applied; makes the blocks."""
 
-    __slots__ = ("ctx", "line", "pos", "rot", "offsets", "g92", "ended", "out", "points")
+    __slots__ = ("ctx", "line", "pos", "rot", "offsets", "g92", "ended", "out", "points", "junction", "tolerance")
 
-    def __init__(self, state: MachineState, ctx: Context, line: int) -> None:
+    def __init__(self, state: MachineState, ctx: Context, line: int, modal: ModalState | None = None) -> None:
         self.ctx = ctx
         self.line = line
         self.pos: list[float] = list(state.position)
@@ -598,6 +703,10 @@ class _Applier:
         self.ended = state.ended
         self.out: list[Block] = []
         self.points = 0
+        m = modal or state.modal      # how the moves of the line end (G61, G61.1, G64 P)
+        self.junction = _JUNCTION[m.path]
+        tol = m.blend_tolerance
+        self.tolerance = tol * 0.001 if tol is not None and m.path is PathControl.BLEND else None
 
     def _m(self, p) -> tuple[float, float, float]:
         o = self.ctx.origin_mm
@@ -621,7 +730,8 @@ class _Applier:
         self.pos = target
         if length <= ZERO_LENGTH_MM and angle <= ZERO_ANGLE:
             return   # no motion (e.g. G0 B0 where B is already 0 up to round-off): the tool keeps its pose
-        self.out.append(Motion(self.line, kind, self._m(pos), self._m(target), rot0, rot1, feed))
+        self.out.append(Motion(self.line, kind, self._m(pos), self._m(target), rot0, rot1, feed,
+                               junction=self.junction, tolerance=self.tolerance))
         self.rot = rot1
         self.points += 1 + self._samples(length * 0.001, angle)
 
@@ -637,7 +747,7 @@ class _Applier:
         rot1 = self.ctx.orientation((target[3], target[4], target[5])) if turn else rot0
         self.out.append(Motion(self.line, MotionKind.ARC, self._m(pos), self._m(target), rot0, rot1, feed,
                                centre=self._m(c), plane=arc.axes, sweep=arc.sweep, radius_start=arc.r0 * 0.001,
-                               radius_end=arc.r1 * 0.001))
+                               radius_end=arc.r1 * 0.001, junction=self.junction, tolerance=self.tolerance))
         self.pos = target
         self.rot = rot1
         # chords as the planner makes them (planner.plan), and the IK samples along the helix
@@ -662,7 +772,7 @@ def apply(eff: LineEffect, state: MachineState, ctx: Context) -> tuple[MachineSt
         (the next state, the blocks the line makes, the interpolation points they need: arc
         chords and preflight IK samples, see :attr:`MachineConfig.max_path_samples`).
     """
-    ap = _Applier(state, ctx, eff.line.lineno)
+    ap = _Applier(state, ctx, eff.line.lineno, eff.modal)
     if eff.nonmodal is not None:
         fn = NONMODAL_RULES[eff.nonmodal].apply
         if fn is not None:

@@ -1,0 +1,238 @@
+"""The words that blocked the most real programs (issue 17.3): path control G61 / G61.1 / G64 P Q,
+arc centre mode G90.1 / G91.1, a zero off-plane arc word (K0 on G17), G53, M1 with the optional
+stop, M17/M18/M84, grbl host command lines. Each on both sides: accepted with its meaning, refused
+with its code, line and column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from armtwin import robots
+from armtwin.controllers.gcode import ErrorCode, Severity, StopKind, load_program, machine_for, parse_program
+from armtwin.controllers.gcode.blocks import Junction, Motion
+from armtwin.controllers.gcode.planner import plan
+from armtwin.scripts.cli import main
+
+IRB = robots.get("irb120")
+M = machine_for(IRB)
+START = "G21 G90 G17\nG0 X0 Y0 Z10\n"
+
+
+def _motions(prog):
+    return [b for b in prog.blocks if isinstance(b, Motion)]
+
+
+def _block_entry_speeds(text: str, machine=M) -> tuple[list[float], float]:
+    """The path speed at the start of every motion block (m/s) and the program time (s)."""
+    prog = load_program(START + text, IRB, machine)
+    assert prog.ok, prog.faults
+    pl = plan(prog.blocks, machine)
+    first = np.searchsorted(pl.block, np.arange(len(pl.motions)))
+    return [float(pl.v_entry[i]) for i in first], pl.duration
+
+
+def _only_fault(text: str, machine=M):
+    prog = load_program(text, IRB, machine)
+    errors = [f for f in prog.faults if f.severity is Severity.ERROR]
+    assert len(errors) == 1, prog.faults
+    return errors[0]
+
+
+# ----- G61 / G61.1 / G64 P Q ------------------------------------------------------------------------
+
+CORNERS = "G1 X20 F3000\nY20\nX40 Y20\nX60\n"      # corner, corner, collinear
+
+
+def test_path_control_modes_change_the_corner_speeds():
+    blend, t_blend = _block_entry_speeds("G64\n" + CORNERS)
+    wide, t_wide = _block_entry_speeds("G64 P0.5\n" + CORNERS)
+    exact_path, t_path = _block_entry_speeds("G61\n" + CORNERS)
+    exact_stop, t_stop = _block_entry_speeds("G61.1\n" + CORNERS)
+    # blocks: G0, X20, Y20 (after a 90° corner), X40 Y20 (corner), X60 (collinear)
+    assert blend[2] > 0 and blend[4] > blend[2]                     # grbl's junction deviation: slow corner
+    assert wide[2] > blend[2] and t_wide < t_blend                  # a 0.5 mm tolerance takes corners faster
+    assert exact_path[2] == exact_path[3] == 0.0 and exact_path[4] > 0   # stops at corners, not between collinear moves
+    assert exact_stop[2] == exact_stop[3] == exact_stop[4] == 0.0   # stops at the end of every move
+    assert t_blend < t_path < t_stop
+    # P0 is G64 alone (no tolerance: the machine's junction deviation)
+    assert _block_entry_speeds("G64 P0\n" + CORNERS)[0] == pytest.approx(blend)
+
+
+def test_the_mode_governs_the_end_of_the_moves_programmed_under_it():
+    prog = load_program(START + "G61.1\nG1 X20 F3000\nG64 P0.1 Q0.01\nY20\nG20 G64 P0.01\nX1\n", IRB)
+    kinds = [(m.junction, m.tolerance) for m in _motions(prog)]
+    assert kinds[1] == (Junction.EXACT_STOP, None)
+    assert kinds[2][0] is Junction.BLEND and kinds[2][1] == pytest.approx(0.1e-3)      # P in mm -> m
+    assert kinds[3][1] == pytest.approx(0.01 * 25.4e-3)                                # P in inches under G20
+    speeds, _ = _block_entry_speeds("G61.1\nG1 X20 F3000\nG64\nY20\nX40\n")
+    assert speeds[2] == 0.0 and speeds[3] > 0      # the X20 move (G61.1) stops; the Y20 move (G64) blends
+
+
+@pytest.mark.parametrize("text,col", [("G64 P-0.1", 5), ("G64 P0.1 Q-1", 10), ("G64 Q-0.5", 5)])
+def test_negative_blending_tolerances_are_refused(text, col):
+    f = _only_fault(START + text + "\n")
+    assert (f.code, f.line, f.column) == (ErrorCode.BAD_BLEND_TOLERANCE, 3, col)
+    assert "mm" in f.message
+
+
+def test_p_and_q_belong_to_g64_only():
+    f = _only_fault(START + "G61 P0.1\n")
+    assert (f.code, f.line, f.column) == (ErrorCode.UNUSED_WORD, 3, 5)
+    f = _only_fault(START + "G1 X1 Q0.1 F100\n")
+    assert (f.code, f.column) == (ErrorCode.UNUSED_WORD, 7) and "G64" in f.message
+    # G4 on the line takes P (its dwell); G64 then has no tolerance
+    prog = load_program(START + "G4 P0.5 G64\nG1 X1 F100\n", IRB)
+    assert prog.ok and _motions(prog)[-1].tolerance is None
+
+
+# ----- G90.1 / G91.1 ---------------------------------------------------------------------------------
+
+def test_absolute_arc_centres_give_the_arc_of_the_offsets():
+    inc = _motions(load_program(START + "G0 X10 Y5\nG2 X20 Y5 I5 J0 F600\n", IRB))[-1]
+    ab = _motions(load_program(START + "G0 X10 Y5\nG90.1 G2 X20 Y5 I15 J5 F600\n", IRB))[-1]
+    assert ab.centre == pytest.approx(inc.centre) and ab.sweep == pytest.approx(inc.sweep)
+    # under work offsets the centre is in program coordinates too
+    off = _motions(load_program(START + "G10 L2 P1 X5 Y5\nG0 X10 Y5\nG90.1 G2 X20 Y5 I15 J5 F600\n", IRB))[-1]
+    assert np.subtract(off.centre, ab.centre) == pytest.approx([0.005, 0.005, 0.0])
+    # G91.1 goes back to offsets; modal across lines
+    back = load_program(START + "G90.1\nG91.1\nG0 X10 Y5\nG2 X20 Y5 I5 J0 F600\n", IRB)
+    assert _motions(back)[-1].centre == pytest.approx(inc.centre)
+
+
+def test_absolute_arc_centre_needs_both_words():
+    f = _only_fault(START + "G90.1 G2 X20 Y0 I10 F600\n")
+    assert (f.code, f.line, f.column) == (ErrorCode.ARC_OFFSETS_MISSING, 3, 17)
+
+
+def test_g90_1_and_g91_1_are_one_modal_group():
+    (f,) = parse_program("G90.1 G91.1\n").faults
+    assert (f.code, f.column) == (ErrorCode.MODAL_GROUP_VIOLATION, 7)
+
+
+# ----- a zero off-plane arc word ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("plane,arc,zero", [
+    ("G17", "G2 X10 Y0 I5 J0", "K0"), ("G18", "G2 X10 Z0 I5 K0", "J0"), ("G19", "G2 Y10 Z0 J5 K0", "I0"),
+])
+def test_a_zero_off_plane_word_is_accepted_and_changes_nothing(plane, arc, zero):
+    base = START + "G0 X0 Y0 Z0\n" + plane + "\n"
+    want = _motions(load_program(base + arc + " F600\n", IRB))[-1]
+    prog = load_program(base + arc + " " + zero + " F600\n", IRB)
+    assert prog.ok, prog.faults
+    got = _motions(prog)[-1]
+    assert got.centre == pytest.approx(want.centre) and got.sweep == pytest.approx(want.sweep)
+
+
+def test_a_nonzero_off_plane_word_is_refused():
+    line = "G17 G2 X10 Y0 I5 J0 K0.5 F600"
+    f = _only_fault(START + "G0 X0 Y0 Z0\n" + line + "\n")
+    assert (f.code, f.line, f.column) == (ErrorCode.ARC_OFFSET_OUT_OF_PLANE, 4, line.index("K") + 1)
+    # K0 alone is no centre: the arc still needs its in-plane offsets
+    f = _only_fault(START + "G2 X10 Y0 K0 F600\n")
+    assert f.code is ErrorCode.ARC_OFFSETS_MISSING
+
+
+# ----- G53 -------------------------------------------------------------------------------------------
+
+def test_g53_moves_to_base_frame_coordinates_for_one_line():
+    text = START + "G10 L2 P1 X7 Y-3 Z2\nG92 X1\nG53 G0 X400 Y20 Z300\nG1 X0 F600\n"
+    for origin in (None, (300.0, 50.0, 150.0)):
+        machine = machine_for(IRB, origin)
+        prog = load_program(text, IRB, machine)
+        assert prog.ok, prog.faults
+        g53, after = _motions(prog)[-2:]
+        assert g53.end == pytest.approx((0.400, 0.020, 0.300))        # the base frame, whatever the offsets
+        # the next line is in work coordinates again: X0 is where X0 is without the G53 line
+        ref = _motions(load_program(text.replace("G53 G0 X400 Y20 Z300\n", ""), IRB, machine))[-1]
+        assert after.end[0] == pytest.approx(ref.end[0]) and after.end[1:] == pytest.approx(g53.end[1:])
+
+
+def test_g53_uses_the_active_g0_or_g1_and_keeps_orientation_words_absolute():
+    prog = load_program(START + "G1 F600\nG53 X400 Y0 Z300 C30\n", IRB)
+    assert prog.ok
+    m = _motions(prog)[-1]
+    assert m.kind.value == "linear" and m.end == pytest.approx((0.4, 0.0, 0.3))
+
+
+@pytest.mark.parametrize("text,why", [
+    ("G0 X0 Y0\nG2 X10 Y0 I5 F600\nG53 X400 Y0", "G2 is active"),
+    ("G91\nG53 G0 X400", "G91"),
+    ("G80\nG53 X400", "G80 is active"),
+])
+def test_g53_is_refused_with_arcs_and_incremental_mode(text, why):
+    f = _only_fault(START + text + "\n")
+    last = text.split("\n")[-1]
+    assert (f.code, f.line, f.column) == (ErrorCode.BAD_G53, 2 + text.count("\n") + 1, last.index("G53") + 1)
+    assert why in f.message
+
+
+# ----- M1, M17/M18/M84, grbl host commands ----------------------------------------------------------
+
+def test_m1_pauses_only_with_the_optional_stop():
+    text = START + "G1 X10 F600\nM1\nG1 X20\n"
+    off = load_program(text, IRB)
+    assert off.ok and not [b for b in off.blocks if getattr(b, "kind", None) is StopKind.PAUSE]
+    (note,) = off.faults
+    assert (note.code, note.line, note.column, note.severity) == (ErrorCode.OPTIONAL_STOP_SKIPPED, 4, 1, Severity.NOTE)
+    on = load_program(text, IRB, machine_for(IRB, optional_stop=True))
+    assert on.ok and not on.faults
+    assert [b.line for b in on.blocks if getattr(b, "kind", None) is StopKind.PAUSE] == [4]
+    # the pause brings the tool to rest there (as M0 does)
+    speeds, _ = _block_entry_speeds("G1 X10 F600\nM1\nG1 X20\n", machine_for(IRB, optional_stop=True))
+    assert speeds[-1] == 0.0 and _block_entry_speeds("G1 X10 F600\nM1\nG1 X20\n")[0][-1] > 0
+
+
+def test_stepper_codes_are_one_folded_note():
+    prog = load_program("M17\n" + START + "G1 X10 F600\nM18\nM84\n", IRB)
+    assert prog.ok
+    (note,) = prog.faults
+    assert (note.code, note.line, note.severity) == (ErrorCode.NO_EFFECT, 1, Severity.NOTE)
+    assert "and 2 more such lines, the last on line 6" in note.message
+
+
+def test_m_codes_of_one_group_still_conflict():
+    (f,) = parse_program("M84 M17\n").faults
+    assert (f.code, f.column) == (ErrorCode.MODAL_GROUP_VIOLATION, 5) and "steppers" in f.message
+
+
+@pytest.mark.parametrize("line,col", [("$H", 1), ("  $X", 3), ("$J=G91 X10 F100", 1), ("?", 1), (" ? ", 2),
+                                      ("$$ (settings)", 1), ("(home) $H", 8)])
+def test_grbl_host_command_lines_are_skipped_with_a_note(line, col):
+    text = START + line + "\nG1 X10 F600\n"
+    for src in (text, text.encode()):
+        res = parse_program(src)
+        (note,) = res.faults
+        assert (note.code, note.line, note.column, note.severity) == (
+            ErrorCode.HOST_COMMAND_SKIPPED, 3, col, Severity.NOTE)
+        assert res.ok and [p.lineno for p in res.lines] == [1, 2, 4]
+        prog = load_program(src, IRB)
+        assert prog.ok and _motions(prog)[-1].line == 4
+
+
+def test_dollar_and_question_mark_elsewhere_are_still_faults():
+    for line, col in (("G1 X1 $H", 7), ("G0 X1 ?", 7), ("G0 ?X1", 4)):
+        (f,) = parse_program(line + "\n").faults
+        assert (f.code, f.column) == (ErrorCode.UNEXPECTED_CHARACTER, col), f
+
+
+def test_a_grbl_program_is_read_by_the_fast_path_and_folds_its_notes():
+    from armtwin.controllers.gcode import parser as P
+    text = "$H\n$X\n" + START + "".join(f"G1 X{i % 50} Y{i % 7} F900\n" for i in range(500)) + "?\n"
+    raw = P.split_lines(text)
+    notes: list = []
+    assert P._scan_clean(text, raw, 1, notes) is not None and [n.line for n in notes] == [1, 2, len(raw)]
+    (note,) = parse_program(text).faults
+    assert note.line == 1 and f"the last on line {len(raw)}" in note.message
+
+
+def test_check_and_run_take_optional_stop(tmp_path, capsys):
+    prog = tmp_path / "m1.ngc"
+    prog.write_text(START + "G1 X10 F600\nM1\nG1 X20\nM84\n")
+    assert main(["check", str(prog), "--robot", "irb120"]) == 0
+    out = capsys.readouterr().out
+    assert "line 4, column 1: note 62" in out and "line 6, column 1: note 61" in out and "2 note(s)" in out
+    assert main(["check", str(prog), "--robot", "irb120", "--optional-stop"]) == 0
+    out = capsys.readouterr().out
+    assert "note 62" not in out and "1 note(s)" in out
+    assert main(["check", str(prog), "--robot", "irb120", "--strict"]) == 0     # notes never count
