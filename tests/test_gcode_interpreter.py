@@ -217,7 +217,7 @@ def test_target_distance_never_overflows():
 
 
 @pytest.mark.parametrize("text,col", [
-    ("G2 X10 Y0 I999999 J0", 11),           # end within tolerance of a 1 km circle
+    ("G2 X0.00005 Y-10 I999999 J0", 18),    # end on a 1 km circle (the long way round)
     ("G2 I999999 J0", 4),                   # full circle
     ("G3 I0 J-999999", 4),
     ("G2 X10 Y0 R-999999", 11),             # the long way round a 1 km circle
@@ -299,7 +299,7 @@ def test_huge_arc_full_circle_costs_no_memory():
     from armtwin.controllers.gcode.preflight import preflight
     tracemalloc.start()
     try:
-        for text in ("G21 G90 F600\nG2 I999999 J0\n", "G21 G90 F600\nG2 X10 Y0 I999999 J0\n",
+        for text in ("G21 G90 F600\nG2 I999999 J0\n", "G21 G91 F600\nG2 X0.00005 Y-10 I999999 J0\n",
                      "G21 G90 F600\nG2 X10 Y0 R-999999\n"):
             rep = preflight(text, IRB)
             assert [int(f.code) for f in rep.faults] == [36]

@@ -236,3 +236,60 @@ def test_check_and_run_take_optional_stop(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "note 62" not in out and "1 note(s)" in out
     assert main(["check", str(prog), "--robot", "irb120", "--strict"]) == 0     # notes never count
+
+
+# ----- the arc-end rule (issue 17.4): LinuxCNC's documented rule, inch and mm ------------------------
+
+def _arc_end(r: float, d: float, units: str = "G21") -> str:
+    """A quarter arc from X0 Y0 around the centre (r, 0) whose end is ``d`` farther out than the start."""
+    return f"{units} G90 G0 X0 Y0 Z0\nG3 X{r:.6f} Y{r + d:.6f} I{r:.6f} J0 F6\n"
+
+
+@pytest.mark.parametrize("units,r,d,ok", [
+    ("G21", 1.0, 0.004, True), ("G21", 1.0, 0.006, False),          # 0.005 mm (and 0.1 % of 1 mm)
+    ("G21", 20.0, 0.019, True), ("G21", 20.0, 0.021, False),        # 0.1 % of 20 mm beyond 0.005 mm
+    ("G21", 1000.0, 0.49, True), ("G21", 1000.0, 0.51, False),      # 0.5 mm however large the radius
+    ("G20", 0.2, 0.0004, True), ("G20", 0.2, 0.0006, False),        # 0.0005 inch (0.0127 mm)
+    ("G20", 60.0, 0.049, True), ("G20", 60.0, 0.051, False),        # 0.05 inch (0.1 % of 60 inch is 0.06)
+])
+def test_the_arc_end_rule_is_linuxcncs(units, r, d, ok):
+    prog = load_program(_arc_end(r, d, units), IRB)
+    if ok:
+        assert prog.ok, prog.faults
+        (arc,) = [m for m in _motions(prog) if m.kind.value == "arc"]
+        scale = 25.4e-3 if units == "G20" else 1e-3
+        assert arc.radius_end - arc.radius_start == pytest.approx(d * scale, rel=1e-3)   # a spiral to the end
+    else:
+        (f,) = prog.faults
+        assert (f.code, f.line, f.column) == (ErrorCode.ARC_RADIUS_MISMATCH, 2, prog_line_col(_arc_end(r, d, units)))
+        assert ("inch" if units == "G20" else "mm") in f.message and "from the circle" in f.message
+
+
+def prog_line_col(text: str) -> int:
+    return text.split("\n")[1].index("I") + 1
+
+
+def test_a_grbl_arc_slightly_off_its_circle_is_accepted_and_the_next_arcs_start_at_its_end():
+    """grbl_SO2_helloworld: an arc ends 0.0023 mm off a 1.63 mm circle; the 20 arcs after it are
+    programmed from its programmed end and must start there."""
+    lines = ["G21 G90 G0 X0 Y0 Z0", "G2 X3.2623 Y0 I1.63 J0 F600"]
+    x = 3.2623
+    for k in range(20):
+        lines.append(f"G{2 + k % 2} X{x + 2:.4f} Y0 I1 J0")
+        x += 2
+    prog = load_program("\n".join(lines) + "\n", IRB)
+    assert prog.ok, prog.faults
+    arcs = [m for m in _motions(prog) if m.kind.value == "arc"]
+    assert len(arcs) == 21
+    origin = np.array(machine_for(IRB).origin)
+    assert np.subtract(arcs[0].end, origin) * 1000 == pytest.approx([3.2623, 0, 0], abs=1e-9)
+    for a, b in zip(arcs, arcs[1:]):
+        assert b.start == a.end and b.radius_start == pytest.approx(b.radius_end)   # on their circles
+    assert arcs[0].radius_end - arcs[0].radius_start == pytest.approx(0.0023e-3, abs=1e-12)
+
+
+def test_an_arc_ending_0_9_mm_off_a_1_m_circle_is_refused():
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG3 X10.009 Y-0.85 I0 J1000 F600\n", IRB)
+    (f,) = prog.faults
+    assert (f.code, f.line, f.column) == (ErrorCode.ARC_RADIUS_MISMATCH, 2, 19)
+    assert "0.9 mm from the circle" in f.message and "at most 0.5 mm" in f.message

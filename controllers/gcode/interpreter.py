@@ -35,10 +35,11 @@ from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .modal import MachineState, ModalState
 from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
-from .rules import ARC_ABS_TOL_MM, ARC_REL_TOL, Context, apply, check
+from .rules import ARC_ABS_TOL_MM, ARC_END_MAX, ARC_END_MIN, ARC_REL_TOL, Context, apply, check
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
-           "interpret", "load_program", "orientation_matrix", "abc_of", "ARC_ABS_TOL_MM", "ARC_REL_TOL"]
+           "interpret", "load_program", "orientation_matrix", "abc_of", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
+           "ARC_END_MAX", "ARC_END_MIN"]
 
 _R_DOWN = rot_x(math.pi)
 #: orientations kept by one interpreter (A B C -> matrix); cleared when full

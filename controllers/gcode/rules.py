@@ -35,10 +35,16 @@ from .parser import ParsedLine, word_columns
 
 __all__ = ["Context", "LineEffect", "ArcGeometry", "Rule", "check", "apply", "LINE_RULES", "NONMODAL_RULES",
            "MOTION_RULES", "STOP_RULES", "STEPPER_RULES", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
+           "ARC_END_MAX", "ARC_END_MIN", "arc_end_off_circle",
            "ZERO_LENGTH_MM", "ZERO_ANGLE"]
 
-#: arc end-radius check: absolute (mm) and relative tolerance (both must be exceeded)
+#: R-format arcs: how far (mm) R may fall short of half the chord before the arc is a fault (round-off)
 ARC_ABS_TOL_MM = 0.002
+#: the end of a centre-format arc, LinuxCNC's documented rule (g-code.adoc, "Center Format Arcs"): a
+#: fault when the end's distance to the centre differs from the start's by more than ARC_END_MAX, or
+#: by more than ARC_END_MIN and ARC_REL_TOL of the radius; in the line's units (inch under G20, mm)
+ARC_END_MAX = {Units.INCH: 0.05, Units.MM: 0.5}
+ARC_END_MIN = {Units.INCH: 0.0005, Units.MM: 0.005}
 ARC_REL_TOL = 0.001
 #: a move shorter than this (mm) and turning the tool less than ZERO_ANGLE (rad) is no motion
 ZERO_LENGTH_MM = 1e-9
@@ -439,6 +445,13 @@ def _checked_target(line: ParsedLine, state: MachineState, eff: LineEffect, ctx:
     return target
 
 
+def arc_end_off_circle(r0: float, r1: float, units: Units) -> bool:
+    """Whether an arc whose start is ``r0`` and end ``r1`` from the centre (in ``units``) breaks
+    LinuxCNC's rule (:data:`ARC_END_MAX`, :data:`ARC_END_MIN`, :data:`ARC_REL_TOL`)."""
+    d = abs(r1 - r0)
+    return d > ARC_END_MAX[units] or (d > ARC_END_MIN[units] and d > ARC_REL_TOL * r0)
+
+
 def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
     """G2/G3: centre offsets in the plane (I J K) or a radius R, the end on the circle, the whole
     arc within reach of reason."""
@@ -502,9 +515,13 @@ def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Cont
         fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"{L}{w[L]:.12g}: the arc radius is zero", L)
     ex, ey = x - ci, y - cj
     r1 = math.hypot(ex, ey)
-    if "R" not in w and abs(r1 - r0) > ARC_ABS_TOL_MM and abs(r1 - r0) > ARC_REL_TOL * r0:
-        fail(ErrorCode.ARC_RADIUS_MISMATCH, f"{offs[0]}{w[offs[0]]:.12g}: the end point is {abs(r1 - r0) / units:.4g} "
-             f"from the circle (radius {r0 / units:.4g} at the start, {r1 / units:.4g} at the end)", offs[0])
+    u = eff.modal.units
+    if "R" not in w and arc_end_off_circle(r0 / units, r1 / units, u):
+        un = _unit(units)
+        fail(ErrorCode.ARC_RADIUS_MISMATCH, f"{offs[0]}{w[offs[0]]:.12g}: the end point is {abs(r1 - r0) / units:.4g} {un} "
+             f"from the circle (radius {r0 / units:.6g} {un} at the start, {r1 / units:.6g} {un} at the end; "
+             f"at most {ARC_END_MAX[u]:g} {un}, or {ARC_END_MIN[u]:g} {un} and {ARC_REL_TOL:.1%} of the radius)",
+             offs[0])
     # sweep: from the start vector (-ci, -cj) to the end vector (ex, ey)
     sx, sy = -ci, -cj
     ang = math.atan2(sx * ey - sy * ex, sx * ex + sy * ey)
