@@ -263,10 +263,10 @@ def test_check_orientation_only_moves_to_the_current_pose(tmp_path, capsys, robo
 
 def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
     p = tmp_path / "arcs.ngc"
-    p.write_text("G21 G90 G0 X0 Y0 Z0 F600\nG2 X10 Y0 I999999 J0\nG2 I999999 J0\n")
+    p.write_text("G21 G90 G0 X0 Y0 Z0 F600\nG2 X0.00005 Y-10 I999999 J0\nG2 I999999 J0\n")
     assert main(["check", str(p), "--robot", "irb120", "--json"]) == 1
     faults = json.loads(capsys.readouterr().out)["faults"]
-    assert [(f["line"], f["column"], f["code"]) for f in faults] == [(2, 11, 36), (3, 4, 36)]
+    assert [(f["line"], f["column"], f["code"]) for f in faults] == [(2, 18, 36), (3, 4, 36)]
     many = tmp_path / "many.ngc"
     many.write_text("G21 G90\n" + "S1\n" * 150)
     assert main(["check", str(many), "--robot", "irb120", "--json"]) == 1

@@ -209,13 +209,16 @@ def test_fault_cap():
     assert ErrorCode.TOO_MANY_FAULTS.message
 
 
-def test_faulty_line_changes_no_state():
-    # G91 and F on a faulty line must not take effect
+def test_a_refused_line_runs_nothing_but_keeps_its_modal_words_and_end():
+    """Issue 17.4: one bad word must not make the later lines faulty. The refused line makes no block;
+    its G91 and F and the end of its move stand for the lines after it (nothing runs anyway)."""
     prog = load_program("G21 G90 G1 X0 Y0 Z0 F600\nG91 F3000 X1 I5\nG1 X10\n", IRB)
     assert [f.code for f in prog.faults] == [ErrorCode.UNUSED_WORD]
+    assert [b.line for b in prog.blocks] == [1, 3]
     last = prog.blocks[-1]
-    assert last.end[0] == pytest.approx(0.350 + 0.010)   # absolute X10, not X+10
-    assert last.feed == pytest.approx(600 / 60000)
+    assert last.start[0] == pytest.approx(0.350 + 0.001)       # the refused move's end
+    assert last.end[0] == pytest.approx(0.350 + 0.011)         # G91 kept: X+10
+    assert last.feed == pytest.approx(3000 / 60000)            # F kept
 
 
 # ----- fuzzing -------------------------------------------------------------------------------

@@ -281,16 +281,16 @@ def test_too_many_faults_is_reported_once_at_the_first_fault_not_shown():
     res = parse_program("S1\n" * 10, max_faults=10)
     assert [int(f.code) for f in res.faults] == [11] * 10 and not res.truncated
     # parser and interpreter faults interleaved: the first ones in line order, whichever stage found them
-    text = "".join("G1 X1\n" if i % 2 == 0 else "S1\n" for i in range(40))
+    text = "".join("G1 X1 F0\n" if i % 2 == 0 else "S1\n" for i in range(40))
     prog = load_program(text, IRB, max_faults=10)
-    assert [(f.line, int(f.code)) for f in prog.faults] == [(i + 1, 20 if i % 2 == 0 else 11) for i in range(9)] + [
+    assert [(f.line, int(f.code)) for f in prog.faults] == [(i + 1, 21 if i % 2 == 0 else 11) for i in range(9)] + [
         (10, 119)]
     assert prog.truncated
     # parser faults first in the file, interpreter faults later: the cap still counts in line order
-    prog = load_program("S1\n" * 8 + "G1 X1\n" * 8, IRB, max_faults=10)
-    assert [(f.line, int(f.code)) for f in prog.faults][-2:] == [(9, 20), (10, 119)]
+    prog = load_program("S1\n" * 8 + "G1 X1 F0\n" * 8, IRB, max_faults=10)
+    assert [(f.line, int(f.code)) for f in prog.faults][-2:] == [(9, 21), (10, 119)]
     assert [int(f.code) for f in prog.faults].count(119) == 1
-    assert load_program("S1\n" * 5 + "G1 X1\n" * 5, IRB, max_faults=10).truncated is False
+    assert load_program("S1\n" * 5 + "G1 X1 F0\n" * 5, IRB, max_faults=10).truncated is False
 
 
 def test_too_many_faults_among_preflight_findings():

@@ -293,3 +293,84 @@ def test_an_arc_ending_0_9_mm_off_a_1_m_circle_is_refused():
     (f,) = prog.faults
     assert (f.code, f.line, f.column) == (ErrorCode.ARC_RADIUS_MISMATCH, 2, 19)
     assert "0.9 mm from the circle" in f.message and "at most 0.5 mm" in f.message
+
+
+# ----- refused lines (issue 17.4): every fault of a line, each root cause once, units everywhere -------
+
+def test_a_bad_word_does_not_lose_the_feed_rate_of_its_line():
+    """`F16 S3500 M3` used to lose F16, and each of the 96 moves after it was a "no feed rate" finding."""
+    text = "G21 G90\nG0 X0 Y0 Z10\nF16 S3500 M3\n" + "".join(f"G1 X{i % 10} Y{i % 7}\n" for i in range(96))
+    prog = load_program(text, IRB)
+    assert [(f.line, f.column, f.code) for f in prog.faults] == [
+        (3, 5, ErrorCode.UNSUPPORTED_WORD), (3, 11, ErrorCode.UNSUPPORTED_M_CODE)]
+
+
+def test_every_word_fault_of_a_line_is_reported_at_its_column():
+    res = parse_program("T1 M06 G43 H1\nG0 X1 E2 X3 G41\n")
+    assert [(f.line, f.column, f.code) for f in res.faults] == [
+        (1, 1, ErrorCode.UNSUPPORTED_WORD), (1, 4, ErrorCode.UNSUPPORTED_M_CODE),
+        (1, 8, ErrorCode.UNSUPPORTED_G_CODE), (1, 12, ErrorCode.UNSUPPORTED_WORD),
+        (2, 7, ErrorCode.UNSUPPORTED_WORD), (2, 10, ErrorCode.REPEATED_WORD), (2, 13, ErrorCode.UNSUPPORTED_G_CODE)]
+    # a character that is not G-code ends the reading of the line (after the word faults before it)
+    (a, b) = parse_program("G0 E1 X1 @ Q\n").faults
+    assert (a.column, a.code, b.column, b.code) == (4, ErrorCode.UNSUPPORTED_WORD, 10, ErrorCode.UNEXPECTED_CHARACTER)
+
+
+def test_a_parse_refused_line_is_also_checked_for_its_other_faults():
+    prog = load_program("G21 G90\nG0 X0 Y0 Z10\nG1 X10 E5\n", IRB)
+    assert [(f.line, f.column, f.code) for f in prog.faults] == [
+        (3, 8, ErrorCode.UNSUPPORTED_WORD), (3, 1, ErrorCode.UNDEFINED_FEED_RATE)]
+    # a word left without its consumer by the dropped one is not a second fault
+    assert [f.code for f in load_program("G21 G90\nG0 X0 Y0 Z10\nG1 X10 F100 T1\n", IRB).faults] == [
+        ErrorCode.UNSUPPORTED_WORD]
+
+
+def test_no_feed_rate_is_reported_once_for_every_move_it_concerns():
+    prog = load_program("G21 G90\nG0 X0 Y0 Z10\n" + "G1 X5\nG1 X10\nG2 X20 Y0 I5 J0\nG1 Y5\n", IRB)
+    (f,) = prog.faults
+    assert (f.line, f.code) == (3, ErrorCode.UNDEFINED_FEED_RATE)
+    assert "3 later moves without a feed rate (the last on line 6) not reported again" in f.message
+    assert "(mm/min)" in f.message
+    (f,) = load_program("G20 G90\nG1 X1\n", IRB).faults
+    assert "(inch/min)" in f.message
+
+
+def test_a_refused_move_still_ends_where_it_was_programmed():
+    """The next arcs and incremental moves start from the refused line's end, so they are not
+    reported as faults of their own."""
+    text = ("G21 G90 G0 X0 Y0 Z0\nG3 X10.009 Y-0.85 I0 J1000 F600\n"   # refused: 0.9 mm off its circle
+            "G2 X20.009 Y-0.85 I5 J0\nG91 G1 X1\n")
+    prog = load_program(text, IRB)
+    assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.ARC_RADIUS_MISMATCH)]
+    arc, line = _motions(prog)[-2:]
+    origin = np.array(machine_for(IRB).origin)
+    assert np.subtract(arc.start, origin) * 1000 == pytest.approx([10.009, -0.85, 0.0])
+    assert np.subtract(line.end, origin) * 1000 == pytest.approx([21.009, -0.85, 0.0])
+    assert line.feed == pytest.approx(600 / 60000)                 # F of the refused line
+
+
+def test_a_refused_absurd_target_does_not_move_the_tool():
+    prog = load_program("G21 G90 G0 X0 Y0 Z0\nG0 X900000\nG91 G0 X10\n", IRB)
+    assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.TARGET_OUT_OF_RANGE)]
+    origin = np.array(machine_for(IRB).origin)
+    assert np.subtract(_motions(prog)[-1].end, origin) * 1000 == pytest.approx([10, 0, 0])
+
+
+def test_a_line_that_cannot_be_read_keeps_nothing():
+    # X1.2.3: the F after it cannot be trusted either; the next move has no feed rate
+    prog = load_program("G21 G90\nG1 X1.2.3 F100\nG1 Y5\n", IRB)
+    assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.BAD_NUMBER), (3, ErrorCode.UNDEFINED_FEED_RATE)]
+    # a repeated word: the letter is dropped, the rest is kept
+    prog = load_program("G21 G90\nG1 X1 X2 F100\nG1 Y5\n", IRB)
+    assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.REPEATED_WORD)]
+
+
+@pytest.mark.parametrize("text,unit", [
+    ("G20\nG1 X1 F0", "inch/min"), ("G21\nG1 X1 F-3", "mm/min"),
+    ("G20 G0 X0 Y0\nG2 X1 Y0 R0.1 F5", "inch"), ("G21 G0 X0 Y0\nG2 X10 Y0 R1 F5", "mm"),
+    ("G20 G0 X0 Y0 Z0\nG3 X0.4 Y0.1 I0.2 J0 F5", "inch"), ("G20\nG64 P-1", "inch"),
+    ("G20 G0 X0 Y0\nG2 X0.00005 Y-0.4 I39370 J0 F5", "inch"),
+])
+def test_numbers_in_messages_carry_their_unit(text, unit):
+    (f,) = load_program(text + "\n", IRB).faults
+    assert f" {unit}" in f.message, f

@@ -21,9 +21,10 @@ orientation.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -35,7 +36,7 @@ from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .modal import MachineState, ModalState
 from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
-from .rules import ARC_ABS_TOL_MM, ARC_END_MAX, ARC_END_MIN, ARC_REL_TOL, Context, apply, check
+from .rules import ARC_ABS_TOL_MM, ARC_END_MAX, ARC_END_MIN, ARC_REL_TOL, Context, apply, check, recover
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
            "interpret", "load_program", "orientation_matrix", "abc_of", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
@@ -164,6 +165,19 @@ class Interpreter:
             self.notes.extend(Fault(code, line.lineno, col, msg, Severity.NOTE) for code, msg, col in eff.notes)
         return blocks
 
+    def refuse(self, line: ParsedLine, fault: Fault | None = None) -> None:
+        """Take a refused line's valid modal words and, for a move, its end (:func:`~.rules.recover`):
+        nothing of it runs, but the lines after it are read as the program means them."""
+        if not self.state.ended:
+            self.state = recover(line, self.state, self.context, fault)
+
+    def check_refused(self, line: ParsedLine) -> None:
+        """The valid words of a line the parser refused (an unsupported word or M code dropped):
+        checked as a line of their own (raising the first fault), their state kept, no blocks."""
+        state = self.state
+        if not state.ended:
+            self.state = apply(check(line, state, self.context), state, self.context)[0]
+
 
 #: lines interpreted between two progress reports
 PROGRESS_LINES = 25_000
@@ -194,12 +208,11 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     if isinstance(lines, ParseResult):   # the parser's own faults, without its cap notice
         parse_faults = [f for f in lines.faults if f.code is not ErrorCode.TOO_MANY_FAULTS] + list(lines.overflow)
         parse_faults.sort(key=lambda f: f.line)
-        src, count = lines.lines, lines.line_count
-    else:   # parse_program's Lines is a Sequence (made line by line as it is read)
-        parse_faults, count = [], 0
-        src = lines if isinstance(lines, Sequence) else list(lines)
-    return _interpret_chunks([ParseChunk(src, tuple(parse_faults))], count, spec, machine, q_start, max_faults,
-                             progress)
+        return _interpret_chunks([ParseChunk(lines.lines, tuple(parse_faults), lines.refused)], lines.line_count, spec,
+                                 machine, q_start, max_faults, progress)
+    # parse_program's Lines is a Sequence (made line by line as it is read)
+    src = lines if isinstance(lines, Sequence) else list(lines)
+    return _interpret_chunks([ParseChunk(src, ())], 0, spec, machine, q_start, max_faults, progress)
 
 
 def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q_start, max_faults: int,
@@ -219,21 +232,46 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     full = False          # the point limit was passed: blocks are dropped from there on
     stop = False
     chunks = iter(chunks)
-    for src, chunk_faults in chunks:
-        chunk_faults = _split_notes(chunk_faults, notes)
+    feed_first: list[int] = []       # index in sem of the one "no feed rate" fault reported
+    feed_more: list[int] = []        # the lines of the others (one root cause: reported once)
+
+    def report(f: Fault) -> None:
+        if f.code is ErrorCode.UNDEFINED_FEED_RATE:
+            if feed_first:
+                feed_more.append(f.line)
+                return
+            feed_first.append(len(sem))
+        sem.append(f)
+
+    for chunk in chunks:
+        src = chunk.lines
+        chunk_faults = _split_notes(chunk.faults, notes)
         parse_faults.extend(chunk_faults)
         parse_lines.extend(f.line for f in chunk_faults)
+        refused: dict[int, set[ErrorCode]] = {}
+        if chunk.refused:      # the parser's refused lines, in line order among the others
+            refused = {pl.lineno: set() for pl in chunk.refused}
+            for f in chunk_faults:
+                if f.line in refused:
+                    refused[f.line].add(f.code)
+            src = list(heapq.merge(src, chunk.refused, key=lambda pl: pl.lineno))
         total = len(src)
         step = total if progress is None else PROGRESS_LINES
         for a in range(0, total, max(step, 1)):
             if progress is not None:
                 progress("interpret", src[a].lineno / count if count else a / total)
             for pl in src[a:a + step]:
-                try:
-                    new = execute(pl)
-                except GcodeError as exc:
-                    sem.append(exc.fault)
+                if refused and pl.lineno in refused:
+                    _take_refused(it, pl, refused[pl.lineno], report)
+                    new = None
                 else:
+                    try:
+                        new = execute(pl)
+                    except GcodeError as exc:
+                        report(exc.fault)
+                        it.refuse(pl, exc.fault)
+                        new = None
+                if new is not None:
                     if it.points <= max_points:
                         extend(new)
                     else:   # the cap bounds the time of a check too: nothing after this line is read
@@ -258,9 +296,15 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
         if stop:
             break
     if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported
-        for _, chunk_faults in chunks:
-            parse_faults.extend(_split_notes(chunk_faults, notes))
+        for chunk in chunks:
+            parse_faults.extend(_split_notes(chunk.faults, notes))
     notes.extend(it.notes)
+    if feed_more:
+        f = sem[feed_first[0]]
+        n = len(feed_more)
+        sem[feed_first[0]] = replace(f, message=f"{f.message}; {n} later move{'s' if n > 1 else ''} without a feed "
+                                                f"rate (the last on line {feed_more[-1]}) not reported again: F is "
+                                                f"modal, one F at or before this line sets it for them")
     if full:       # the piece read last may hold parse faults after the line that passed the cap
         cap_line = sem[-1].line
         parse_faults = [f for f in parse_faults if f.line <= cap_line]
@@ -273,6 +317,28 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     faults, truncated = cap_faults(faults, max_faults)
     return Program(tuple(blocks), tuple(faults), count, truncated, it.start_position, it.start_rotation,
                    it.q_start, it.ended)
+
+
+#: parse faults after which the rest of a refused line is still checked as a line of its own (a
+#: dropped value word or M code does not change how the other words read)
+_CHECK_AFTER = frozenset({ErrorCode.UNSUPPORTED_WORD, ErrorCode.UNSUPPORTED_M_CODE})
+
+
+def _take_refused(it: Interpreter, line: ParsedLine, codes: set[ErrorCode], report: Callable[[Fault], None]) -> None:
+    """A line the parser refused (``line``: its valid words; ``codes``: its parse faults): after an
+    unsupported word or M code alone its other words are checked too (every fault of the line is
+    reported; a word left unused by the dropped one is not a second fault) and kept; otherwise
+    only its modal words and the end of its move (:meth:`Interpreter.refuse`)."""
+    if codes <= _CHECK_AFTER:
+        try:
+            it.check_refused(line)
+            return
+        except GcodeError as exc:
+            if exc.code is not ErrorCode.UNUSED_WORD:
+                report(exc.fault)
+            it.refuse(line, exc.fault)
+            return
+    it.refuse(line)
 
 
 def _split_notes(faults, notes: list[Fault]):

@@ -163,8 +163,8 @@ class ParseResult:
     Attributes:
         lines: parsed lines in file order (faulty and empty lines left out): a :class:`Lines`
             for a clean file, a tuple otherwise; either way a sequence of :class:`ParsedLine`.
-        faults: faults in file order (and notes: severity NOTE, e.g. a skipped ``$H`` line); one
-            per faulty line (its first fault). When the file
+        faults: faults in file order (and notes: severity NOTE, e.g. a skipped ``$H`` line); every
+            word fault of a line, each at its column. When the file
             has more than the cap, the first ``max_faults - 1`` and a TOO_MANY_FAULTS (119)
             notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
         line_count: number of lines in the text.
@@ -172,6 +172,8 @@ class ParseResult:
             line of the last fault collected).
         overflow: the faults collected but replaced by the notice (for the interpreter, which
             merges its own faults in line order and applies the cap again).
+        refused: the lines refused for word faults only, made of their valid words (see
+            :func:`_scan`): the interpreter keeps their modal meaning, nothing runs from them.
     """
 
     lines: Sequence[ParsedLine]
@@ -179,6 +181,7 @@ class ParseResult:
     line_count: int
     truncated: bool = False
     overflow: tuple[Fault, ...] = ()
+    refused: tuple[ParsedLine, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -272,12 +275,13 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
     if fast is not None:
         return ParseResult(fast, tuple(fold_notes(notes)), len(raw), False)
     cap = max(1, int(max_faults))
-    lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes)   # one more: is anything cut, and where
+    refused: list[ParsedLine] = []
+    lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes, refused)   # one more: is anything cut, and where
     faults = fold_notes(faults)
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
     overflow = tuple(faults[kept:]) if truncated else ()
-    return ParseResult(tuple(lines), tuple(shown), count, truncated, overflow)
+    return ParseResult(tuple(lines), tuple(shown), count, truncated, overflow, tuple(refused))
 
 
 class ParseChunk(NamedTuple):
@@ -285,11 +289,13 @@ class ParseChunk(NamedTuple):
 
     Attributes:
         lines: the parsed lines of the piece (faulty and empty lines left out), file line numbers.
-        faults: the faults found in the piece, in line order (one per faulty line; no 119 notice).
+        faults: the faults found in the piece, in line order (every word fault; no 119 notice).
+        refused: the lines of the piece refused for word faults only, made of their valid words.
     """
 
     lines: Sequence[ParsedLine]
     faults: tuple[Fault, ...]
+    refused: tuple[ParsedLine, ...] = ()
 
 
 def count_lines(text: Text) -> int:
@@ -356,9 +362,10 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
             out = ParseChunk(clean, tuple(notes))
             del clean
         else:
-            lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes)
+            refused: list[ParsedLine] = []
+            lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes, refused)
             budget -= sum(f.severity is not Severity.NOTE for f in faults)
-            out = ParseChunk(tuple(lines), tuple(faults))
+            out = ParseChunk(tuple(lines), tuple(faults), tuple(refused))
             del lines
         del piece, raw
         yield out
@@ -562,8 +569,24 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fa
     return Lines(cols)
 
 
-def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_bytes: bool = False):
+#: word faults after which the rest of the line is still read: the word is dropped, the others are
+#: kept for the refused line (:func:`_scan`'s ``refused``)
+_DROPPABLE = frozenset({ErrorCode.UNSUPPORTED_WORD, ErrorCode.UNSUPPORTED_G_CODE, ErrorCode.UNSUPPORTED_M_CODE,
+                        ErrorCode.REPEATED_WORD, ErrorCode.MODAL_GROUP_VIOLATION, ErrorCode.BAD_LINE_NUMBER})
+
+
+def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_bytes: bool = False,
+          refused: list[ParsedLine] | None = None):
     """The tokeniser and per-line checker over a whole text: one regex pass, one Python loop.
+
+    Every word fault of a line is reported (each at its column); a character that is not G-code
+    ends the reading of its line (what follows it cannot be read reliably).
+
+    Args:
+        refused: a list that receives, for each line refused only for word faults (unsupported
+            words and codes, repeated words, two codes of a group, a bad N), the line made of its
+            valid words (a repeated letter and a contradicted group dropped): the interpreter
+            keeps their modal meaning so that one bad word does not make later lines faulty.
 
     Returns:
         (lines, faults, line_count, truncated): the faults in line order, with the notes of the
@@ -590,6 +613,9 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
     g: dict = {}
     words: dict = {}
     first = True
+    faulty = False       # the line has a word fault (it is refused; its other words are still read)
+    salvage = True       # its valid words can stand for it (only word faults, see _DROPPABLE)
+    dropped: set = set()  # letters and group keys left out of the refused line
     wordno = 0           # words of the current line so far (the one at fault is located by its index)
     fault = None
     new = tuple.__new__
@@ -609,11 +635,13 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                     fault = (ErrorCode.UNSUPPORTED_G_CODE, L, num)
                 elif grp in g:
                     fault = (ErrorCode.MODAL_GROUP_VIOLATION, L, num)
+                    dropped.add(grp)
                 else:
                     g[grp] = v
             elif L in letters:
                 if L in words:
                     fault = (ErrorCode.REPEATED_WORD, L, num)
+                    dropped.add(L)
                 else:
                     words[L] = v
             elif L == "M":
@@ -621,6 +649,7 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                     fault = (ErrorCode.UNSUPPORTED_M_CODE, L, num)
                 elif m is not None:
                     fault = (ErrorCode.MODAL_GROUP_VIOLATION, L, num)
+                    dropped.add("M")
                 else:
                     m = v
             elif L == "N":
@@ -632,18 +661,26 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 fault = (ErrorCode.UNSUPPORTED_WORD, L, num)
             first = False
             if fault is not None:
-                faults.append(_locate(raw[lineno - first_lineno], lineno, *fault, wordno))
+                f = _locate(raw[lineno - first_lineno], lineno, *fault, wordno)
+                faults.append(f)
                 fault = None
-                skip = True
+                faulty = True
+                if f.code not in _DROPPABLE:   # a number out of range, an exponent: the words around it are suspect
+                    salvage = False
         elif other == "\n":
             if not first:
-                if not skip:
+                if not skip and not faulty:
                     append(new(PL, (lineno, n, g, m, words, raw[lineno - first_lineno])))
+                elif refused is not None and salvage and not skip:
+                    _refused_line(refused, lineno, n, g, m, words, dropped, raw[lineno - first_lineno])
                 n = m = None
                 g = {}
                 words = {}
                 first = True
                 wordno = 0
+            faulty, salvage = False, True
+            if dropped:
+                dropped = set()
             if len(faults) >= max_faults:
                 return out, _with_notes(faults, notes, lineno), len(raw), lineno - first_lineno + 1 < len(raw)
             lineno += 1
@@ -656,8 +693,22 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 faults.append(f)
                 skip = True
     if not skip and not first:
-        append(ParsedLine(lineno, n, g, m, words, raw[lineno - first_lineno]))
+        if not faulty:
+            append(ParsedLine(lineno, n, g, m, words, raw[lineno - first_lineno]))
+        elif refused is not None and salvage:
+            _refused_line(refused, lineno, n, g, m, words, dropped, raw[lineno - first_lineno])
     return out, _with_notes(faults[:max_faults], notes, lineno), len(raw), len(faults) > max_faults
+
+
+def _refused_line(refused: list[ParsedLine], lineno: int, n, g: dict, m, words: dict, dropped: set, text: str) -> None:
+    """Append the line of the valid words of a refused line (if it has any)."""
+    if dropped:
+        g = {k: v for k, v in g.items() if k not in dropped}
+        words = {k: v for k, v in words.items() if k not in dropped}
+        if "M" in dropped:
+            m = None
+    if g or words or m is not None:
+        refused.append(ParsedLine(lineno, n, g, m, words, text))
 
 
 def _with_notes(faults: list[Fault], notes: dict[int, Fault], last: int) -> list[Fault]:
@@ -684,7 +735,7 @@ def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str, word
     col = words[wordno - 1][0] if 0 < wordno <= len(words) else 0
     word = f"{letter}{num}"
     if code is ErrorCode.NUMBER_OUT_OF_RANGE:
-        msg = f"{word}: the value is beyond ±{MAX_ABS_VALUE:,.0f}"
+        msg = f"{word}: the value is beyond ±{MAX_ABS_VALUE:,.0f} (in any unit: mm, inch, degrees, s)"
     elif code in (ErrorCode.UNSUPPORTED_G_CODE, ErrorCode.UNSUPPORTED_M_CODE):
         msg = f"{word} is not supported"
     elif code is ErrorCode.REPEATED_WORD:

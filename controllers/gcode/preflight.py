@@ -476,7 +476,7 @@ def _pass_joint_speed(path: _PathCheck, findings: _Findings) -> None:
         disp = spec.to_display(qd[i])[j]
         lim = spec.to_display(vmax)[j]
         findings.add(ErrorCode.JOINT_SPEED, gs.line[i + 1], f"J{j + 1} would need {disp:.0f} {unit} (limit "
-                     f"{lim:.0f} {unit}) at F{pl.motions[blk].feed * 60000:.0f}")
+                     f"{lim:.0f} {unit}) at a feed of {pl.motions[blk].feed * 60000:.0f} mm/min")
 
 
 def _pass_program_time(path: _PathCheck, findings: _Findings) -> None:
@@ -510,7 +510,7 @@ def _pass_singularity(path: _PathCheck, findings: _Findings) -> None:
     if len(cand):
         sig = singularity_measure(spec, q[cand])
         for i, sv in zip(cand[sig < margin], sig[sig < margin]):
-            findings.add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {margin:g} "
+            findings.add(ErrorCode.NEAR_SINGULARITY, gs.line[i], f"singularity measure {sv:.3f} < {margin:g} (scaled Jacobian, no unit) "
                          f"at {_mm(gs.position[i])}", Severity.WARNING)
 
 

@@ -28,14 +28,14 @@ import numpy as np
 
 from .blocks import Block, Dwell, Junction, Motion, MotionKind, Stop, StopKind
 from .config import MAX_TARGET_DISTANCE, MachineConfig
-from .errors import ErrorCode, GcodeError
+from .errors import ErrorCode, Fault, GcodeError
 from .modal import (AXES, ArcDistanceMode, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState,
                     MotionMode, NonModal, PathControl, Plane, ProgramStop, StepperPower, ToolLengthOffset, Units)
 from .parser import ParsedLine, word_columns
 
 __all__ = ["Context", "LineEffect", "ArcGeometry", "Rule", "check", "apply", "LINE_RULES", "NONMODAL_RULES",
            "MOTION_RULES", "STOP_RULES", "STEPPER_RULES", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
-           "ARC_END_MAX", "ARC_END_MIN", "arc_end_off_circle",
+           "ARC_END_MAX", "ARC_END_MIN", "arc_end_off_circle", "recover",
            "ZERO_LENGTH_MM", "ZERO_ANGLE"]
 
 #: R-format arcs: how far (mm) R may fall short of half the chord before the arc is a fault (round-off)
@@ -253,7 +253,8 @@ def _check_feed(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Con
     w = line.words
     if "F" in w:
         if not w["F"] > 0:
-            fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:.12g}: the feed rate must be > 0", "F")
+            fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:.12g}: the feed rate must be > 0 "
+                 f"{_unit(eff.units)}/min", "F")
 
 
 def _check_orientation_words(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context,
@@ -276,15 +277,15 @@ def _check_path_control(line: ParsedLine, state: MachineState, eff: LineEffect, 
     if "P" in w and eff.nonmodal not in (NonModal.DWELL, NonModal.SET_OFFSET):
         p = w["P"]
         if p < 0:
-            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"P{p:.12g}: a blending tolerance cannot be negative "
-                 f"({_unit(eff.units)})", "P")
+            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"P{p:.12g}: a blending tolerance of {p:.12g} {_unit(eff.units)} "
+                 f"cannot be negative", "P")
         if p > 0:
             eff.modal = replace(eff.modal, blend_tolerance=p * eff.units)
         eff.used.add("P")
     if "Q" in w:
         if w["Q"] < 0:
-            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"Q{w['Q']:.12g}: a tolerance cannot be negative "
-                 f"({_unit(eff.units)})", "Q")
+            fail(ErrorCode.BAD_BLEND_TOLERANCE, f"Q{w['Q']:.12g}: a tolerance of {w['Q']:.12g} {_unit(eff.units)} "
+                 f"cannot be negative", "Q")
         eff.used.add("Q")
 
 
@@ -437,11 +438,12 @@ def _checked_target(line: ParsedLine, state: MachineState, eff: LineEffect, ctx:
     _check_reach(target, ctx, fail)
     if motion is not MotionMode.RAPID and eff.modal.feed is None:
         if "motion" in line.g:
-            fail(ErrorCode.UNDEFINED_FEED_RATE, f"G{motion.value:g} without a feed rate: give F (mm/min)", "G",
+            fail(ErrorCode.UNDEFINED_FEED_RATE, f"G{motion.value:g} without a feed rate: give F "
+                 f"({_unit(eff.units)}/min)", "G",
                  motion.value)
         L = fail.first_of("XYZABCIJK")     # the word that makes this line move
         fail(ErrorCode.UNDEFINED_FEED_RATE, f"{L}{w[L]:.12g}: a G{motion.value:g} move (modal) without a feed rate: "
-             f"give F (mm/min)", L)
+             f"give F ({_unit(eff.units)}/min)", L)
     return target
 
 
@@ -481,7 +483,7 @@ def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Cont
         if h2 < 0:
             if math.sqrt(d2) - 2 * abs(r) > ARC_ABS_TOL_MM:
                 fail(ErrorCode.ARC_RADIUS_TOO_SMALL, f"R{w['R']:.12g} is less than half the distance "
-                     f"({math.sqrt(d2) / 2 / units:g}) between start and end", "R")
+                     f"({math.sqrt(d2) / 2 / units:g} {_unit(units)}) between start and end", "R")
             h2 = 0.0
         h = -math.sqrt(h2) / math.sqrt(d2)
         if motion is MotionMode.CCW_ARC:
@@ -535,7 +537,7 @@ def _check_arc(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Cont
     reach = _arc_reach(pos, target, (a0, a1, an), ci, cj, ang, max(r0, r1), ctx.origin_mm)
     if not reach <= MAX_TARGET_DISTANCE * 1000.0:
         L = offs[0] if offs else "R"
-        fail(ErrorCode.TARGET_OUT_OF_RANGE, f"{L}{w[L]:.12g}: the arc (radius {max(r0, r1) / units:.6g}) reaches "
+        fail(ErrorCode.TARGET_OUT_OF_RANGE, f"{L}{w[L]:.12g}: the arc (radius {max(r0, r1) / units:.6g} {_unit(units)}) reaches "
              f"{reach / 1000:.6g} m from the robot base (at most {MAX_TARGET_DISTANCE:g} m): check the "
              + ("radius R" if "R" in w else "centre offsets " + "/".join(in_plane)), L)
     eff.arc = ArcGeometry((a0, a1, an), ci, cj, ang, r0, r1)
@@ -809,3 +811,56 @@ def apply(eff: LineEffect, state: MachineState, ctx: Context) -> tuple[MachineSt
     else:
         new = MachineState(eff.modal, tuple(ap.pos), ap.rot, tuple(ap.offsets), ap.g92, ap.ended)
     return new, ap.out, ap.points
+
+
+#: faults after which a refused line does not move the tool (its target is absurd or not a move)
+_STAYS = frozenset({ErrorCode.TARGET_OUT_OF_RANGE, ErrorCode.NO_MOTION_MODE, ErrorCode.BAD_G53,
+                    ErrorCode.AXIS_COMMAND_CONFLICT})
+
+
+def recover(line: ParsedLine, state: MachineState, ctx: Context, fault: Fault | None = None) -> MachineState:
+    """The state after a refused line, for reading the lines after it (nothing of it runs).
+
+    A refused line keeps its valid modal words — the group codes, F when it is > 0, G64's P — and,
+    when it is a move whose end is known (its axis words; not after ``fault`` TARGET_OUT_OF_RANGE,
+    NO_MOTION_MODE, BAD_G53 or AXIS_COMMAND_CONFLICT), the tool is taken to be at its end. So one
+    bad word (``F16 S3500 M3``, an arc slightly off its circle) does not make every later move
+    faulty ("no feed rate", arcs starting from the wrong point): each root cause is reported
+    once. G10, G28 and G92 of a refused line do nothing; A and B are dropped on the SCARA.
+
+    Args:
+        line: the refused line (for a parse fault: its valid words).
+        fault: its first fault, or None (parse faults).
+    """
+    w = dict(line.words)
+    if "F" in w and not w["F"] > 0:
+        del w["F"]
+    if not ctx.tilt:
+        w.pop("A", None)
+        w.pop("B", None)
+    lite = line._replace(words=w)
+    modal, units = _modal_of(lite, state.modal)
+    g = line.g
+    nonmodal = _NONMODAL.get(g["nonmodal"]) if "nonmodal" in g else None
+    if (g.get("path") == PathControl.BLEND.value and w.get("P", 0.0) > 0
+            and nonmodal not in (NonModal.DWELL, NonModal.SET_OFFSET)):
+        modal = replace(modal, blend_tolerance=w["P"] * units)
+    position, rotation = state.position, state.rotation
+    moves = (not _AXES_SET.isdisjoint(w) and (nonmodal is None or nonmodal is NonModal.BASE_FRAME)
+             and modal.motion is not MotionMode.CANCEL and (fault is None or fault.code not in _STAYS))
+    if moves:
+        if nonmodal is NonModal.BASE_FRAME:
+            t = list(state.position)
+            for k in range(6):
+                if AXES[k] in w:
+                    t[k] = w[AXES[k]] * units - ctx.origin_mm[k] if k < 3 else w[AXES[k]]
+        else:
+            t = _target(lite, state, LineEffect(lite, modal, units, None, None))
+        o = ctx.origin_mm
+        if math.hypot(t[0] + o[0], t[1] + o[1], t[2] + o[2]) <= MAX_TARGET_DISTANCE * 1000.0:
+            if t[3:] != list(position[3:]):
+                rotation = ctx.orientation((t[3], t[4], t[5]))
+            position = tuple(t)
+    if modal is state.modal and position is state.position:
+        return state
+    return MachineState(modal, position, rotation, state.offsets, state.g92, state.ended)
