@@ -1,8 +1,9 @@
 """``armtwin bench gcode``: parser speed against gcodeparser, a 100,000-line preflight, and the
 worst-case check (``--worst-mb`` MB of full circles, stopped by the path-point cap).
 
-Generates a 100,000-line program (feed moves, arcs with I/J and R, rapids, comments, dwells)
-that fits the IRB120's workspace, then in one process times: armtwin's parser (full
+Generates a 100,000-line program (feed moves, arcs with I/J — incremental and G90.1 absolute
+centres, K0 — and R, rapids, comments with non-ASCII text and a long one, the path control modes
+G61 / G61.1 / G64 P Q, G53 moves, M1) that fits the IRB120's workspace, then in one process times: armtwin's parser (full
 validation), the gcodeparser package parsing the same text (both with the garbage collector as
 the process has it, started from the same heap), and the full preflight (parse +
 interpret + plan + IK along the path + limit checks) on the IRB120. Times are process CPU
@@ -44,17 +45,21 @@ def register(sub) -> None:
 
 
 def generate_program(lines: int = LINES, seed: int = 0) -> str:
-    """A program of ``lines`` lines: square-ish strokes, arcs (I/J and R), rapids, comments.
+    """A program of ``lines`` lines: square-ish strokes, arcs (I/J, absolute centres, K0, R), rapids,
+    comments, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1).
 
     Everything stays within ±40 mm of the work origin and 0..10 mm above it.
     """
     rng = np.random.default_rng(seed)
-    out = ["%", "(armtwin bench program)", "G21 G90 G17 G54", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
+    out = ["%", "(armtwin bench program: Fr\u00e4ser \u00d8 3 mm, caf\u00e9)", "(" + "a long CAM comment " * 20 + ")",
+           "G21 G90 G17 G54 G91.1 G64 P0.02 Q0.01", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
+    # issue 17's words, one in place of every fifth comment (the base frame's z of work z 10: the IRB120's origin)
+    extra = ["G61", "G64 P0.05", "G61.1", "G64", "M1", "G53 G0 Z210"]
     x = y = 0.0
     while len(out) < lines - 2:
         r = int(rng.integers(0, 10))
         if r == 0:
-            out.append(f"(stroke {len(out)})")
+            out.append(f"(stroke {len(out)})" if len(out) % 5 else extra[len(out) // 5 % len(extra)])
         elif r <= 5:
             x = float(np.clip(x + rng.uniform(-8, 8), -40, 40))
             y = float(np.clip(y + rng.uniform(-8, 8), -40, 40))
@@ -67,8 +72,11 @@ def generate_program(lines: int = LINES, seed: int = 0) -> str:
                 ex, cx = x, x  # degenerate: use a full circle instead
                 out.append(f"G{2 + (len(out) % 2)} I{rad:.3f} J0 ; full circle")
                 continue
-            if len(out) % 2:
-                out.append(f"G2 X{ex:.3f} Y{ey:.3f} I{cx - x:.3f} J0")
+            if len(out) % 6 == 1:      # the centre as absolute coordinates (G90.1), then offsets again
+                out.append(f"G90.1 G2 X{ex:.3f} Y{ey:.3f} I{cx:.3f} J{y:.3f}")
+                out.append("G91.1")
+            elif len(out) % 2:
+                out.append(f"G2 X{ex:.3f} Y{ey:.3f} I{cx - x:.3f} J0" + (" K0" if len(out) % 3 else ""))
             else:
                 out.append(f"G3 X{ex:.3f} Y{ey:.3f} R{rad:.3f} (half circle)")
             x, y = ex, ey
