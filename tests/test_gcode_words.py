@@ -374,3 +374,16 @@ def test_a_line_that_cannot_be_read_keeps_nothing():
 def test_numbers_in_messages_carry_their_unit(text, unit):
     (f,) = load_program(text + "\n", IRB).faults
     assert f" {unit}" in f.message, f
+
+
+def test_every_word_local_fault_of_a_line_is_reported():
+    scara = robots.get("scara")
+    prog = load_program("G21 G90\nG1 X1 F0 A5 B3 I5 R2\nG1 X2\nG1 X3\n", scara)
+    assert [(f.line, f.column, f.code) for f in prog.faults] == [
+        (2, 7, ErrorCode.BAD_FEED_RATE), (2, 10, ErrorCode.ORIENTATION_NOT_SUPPORTED),
+        (2, 13, ErrorCode.ORIENTATION_NOT_SUPPORTED), (2, 16, ErrorCode.UNUSED_WORD), (2, 19, ErrorCode.UNUSED_WORD)]
+    # the moves left without a feed rate by F0 are its consequence: counted on it, not reported again
+    assert "2 later moves without a feed rate (the last on line 4)" in prog.faults[0].message
+    # a fault that is not about one word stops there (its cause may be the dropped word)
+    (f,) = load_program("G21 G90 G0 X0 Y0\nG2 X10 Y0 I3 J0 F100\n", IRB).faults
+    assert f.code is ErrorCode.ARC_RADIUS_MISMATCH

@@ -35,7 +35,7 @@ from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
 from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .modal import MachineState, ModalState
-from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
+from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program, word_columns
 from .rules import ARC_ABS_TOL_MM, ARC_END_MAX, ARC_END_MIN, ARC_REL_TOL, Context, apply, check, recover
 
 __all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
@@ -232,7 +232,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     full = False          # the point limit was passed: blocks are dropped from there on
     stop = False
     chunks = iter(chunks)
-    feed_first: list[int] = []       # index in sem of the one "no feed rate" fault reported
+    feed_first: list[int] = []       # index in sem of the root of "no feed rate": the first one, or a bad F before it
     feed_more: list[int] = []        # the lines of the others (one root cause: reported once)
 
     def report(f: Fault) -> None:
@@ -241,6 +241,8 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
                 feed_more.append(f.line)
                 return
             feed_first.append(len(sem))
+        elif f.code is ErrorCode.BAD_FEED_RATE and not feed_first and it.state.modal.feed is None:
+            feed_first.append(len(sem))     # F0 before any feed rate: the moves after it have none
         sem.append(f)
 
     for chunk in chunks:
@@ -269,6 +271,8 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
                         new = execute(pl)
                     except GcodeError as exc:
                         report(exc.fault)
+                        for f in _further_faults(it, pl, exc.fault):
+                            report(f)
                         it.refuse(pl, exc.fault)
                         new = None
                 if new is not None:
@@ -317,6 +321,38 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     faults, truncated = cap_faults(faults, max_faults)
     return Program(tuple(blocks), tuple(faults), count, truncated, it.start_position, it.start_rotation,
                    it.q_start, it.ended)
+
+
+#: faults of one word that say nothing about the line's other words: the line is checked again
+#: without that word, for its other faults of this kind (every fault of a line is reported)
+_WORD_LOCAL = frozenset({ErrorCode.BAD_FEED_RATE, ErrorCode.ORIENTATION_NOT_SUPPORTED, ErrorCode.UNUSED_WORD,
+                         ErrorCode.BAD_BLEND_TOLERANCE})
+
+
+def _further_faults(it: Interpreter, line: ParsedLine, fault: Fault) -> list[Fault]:
+    """The line's other word-local faults after ``fault`` (``G1 X1 F0 I5``: F0, then I5): the
+    word at fault is left out and the line checked again, as long as the faults are word-local."""
+    out: list[Fault] = []
+    words = dict(line.words)
+    cols = {col: L for col, L, _ in word_columns(line.text)}
+    while fault.code in _WORD_LOCAL and len(out) < len(line.words):
+        letter = cols.get(fault.column)
+        if letter is None or letter not in words:
+            break
+        if letter == "F":
+            words["F"] = 1.0       # a valid F in its place: a bad F is not also a missing one
+        else:
+            del words[letter]
+        try:
+            check(line._replace(words=dict(words)), it.state, it.context)
+        except GcodeError as exc:
+            fault = exc.fault
+            if fault.code not in _WORD_LOCAL:
+                break
+            out.append(fault)
+            continue
+        break
+    return out
 
 
 #: parse faults after which the rest of a refused line is still checked as a line of its own (a
