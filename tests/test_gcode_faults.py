@@ -22,7 +22,7 @@ WORD = {ErrorCode.NUMBER_OUT_OF_RANGE, ErrorCode.UNSUPPORTED_WORD, ErrorCode.UNS
         ErrorCode.BAD_LINE_NUMBER} | {c for c in ErrorCode if 20 <= c < 100}
 CHARACTER = {ErrorCode.LINE_TOO_LONG, ErrorCode.NON_ASCII, ErrorCode.UNEXPECTED_CHARACTER, ErrorCode.UNCLOSED_COMMENT,
              ErrorCode.NESTED_COMMENT, ErrorCode.UNMATCHED_PAREN, ErrorCode.MISSING_VALUE, ErrorCode.BAD_NUMBER,
-             ErrorCode.EXPONENT_NOT_ALLOWED}
+             ErrorCode.EXPONENT_NOT_ALLOWED, ErrorCode.BAD_EXPRESSION, ErrorCode.BAD_PARAMETER, ErrorCode.MATH_ERROR}
 #: word faults that may be about the line as a whole (column 0): a target (not an arc) beyond 10 m
 WHOLE_LINE = {ErrorCode.TARGET_OUT_OF_RANGE}
 
@@ -46,6 +46,10 @@ def _assert_points_at_what_it_names(text: str, code: ErrorCode, column: int, mes
     at = {c: (L, float(num)) for c, L, num in word_columns(text)}
     assert column in at, f"{text!r}: column {column} is not the start of a word ({code.slug}: {message})"
     named = {(L, float(num)) for L, num in _NAMED.findall(message)}
+    if at[column][1] != at[column][1]:     # a value given by a parameter or an expression (NaN): named as written
+        L = at[column][0]
+        assert message.lstrip().upper().startswith(L), (text, column, message)
+        return
     assert at[column] in named, (f"{text!r}: column {column} is {at[column]}, but the message names "
                                  f"{sorted(named)}: {message}")
 
@@ -107,6 +111,8 @@ _SEEDS = [
     "G2 I1 F100", "G19 G3 J0 K-9999 X5 F100", "G0 X2000000", "S1000", "G38.2 X1", "M3", "G0 X1 X2", "G0 G1 X1",
     "M2 M30", "G1 N10 X1", "N1.5 G1", "N1 G0 X1 N1", "G0 X1e5", "G0 X", "G0 X1.2.3", "G0 12", "G0 (abc", "G0 X1 )",
     "(a (b) c)", "G0 X1 # Y2", "G28 G1 X1 F100", "G2 X1 Y1 R0.1 F100", "G3 X5 Y0 J3 F100",
+    "G1 X[1/0] F100", "G0 X#<nope>", "G0 X[1+2", "#5400=1", "G0 X[SQRT[-1]]", "#1=2 G0 X#1 S#1", "G1 X[FOO[2]]",
+    "G0 X-#1 Y[2**0.5] T[3]",
 ]
 #: words mixed into the seeds (harmless on their own, so the word at fault is rarely the first)
 _EXTRA = ["G21", "G90", "G91", "G17", "G18", "G54", "G94", "G40", "G49", "F600", "G20", "X3", "Z-2", "P1", "L2",

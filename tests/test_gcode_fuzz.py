@@ -41,7 +41,8 @@ _NUM = st.one_of(
     st.integers(-300, 300).map(str),
     st.floats(-300, 300, allow_nan=False).map(lambda v: f"{v:.3f}"),
     st.sampled_from([".5", "5.", "-0", "+3", "0.0001", "999999", "1000001", "99999999999", "1.2.3", "--1", "1e3",
-                     "", ".", "-", "0x10", "1,5"]),
+                     "", ".", "-", "0x10", "1,5",
+                     "#1", "#<a>", "-#1", "##1", "[1+2]", "[#1*2", "[SIN[30]]", "[1/0]", "[ATAN[1]/[2]]", "#5400"]),
 )
 _WORD = st.one_of(
     st.builds(lambda g: "G" + g, st.sampled_from(_G)),
@@ -59,10 +60,12 @@ _LINE = st.one_of(
                      "G3 X0 Y0 R5", "G4 P0.2", "G91 G1 X5", "G90", "G28 G91 Z0", "M30", "M0",
                      "$H", " $X", "$J=G91 X10 F100", "?", " ? ", "$$ (settings)", "G64 P0.05 Q0.01", "G61", "G61.1",
                      "G17 G2 X10 Y0 I5 J0 K0", "G90.1 G2 X10 Y0 I5 J0", "G91.1", "G53 G0 X400 Y0 Z300", "M1",
-                     "M84", "M17", "G18 G2 X10 Z0 I5 K0 J0"]),
+                     "M84", "M17", "G18 G2 X10 Z0 I5 K0 J0",
+                     "#1 = 5", "#<a> = [#1 * 2]", "G0 X#1 Y#<a>", "#5400 = 1", "#2 = [#2 + 1] G1 X#2 F600",
+                     "G0 X[#<a> / [#1 - 5]]", "#<_g>=[EXISTS[#<a>]]"]),
 )
 _PROGRAM = st.lists(_LINE, max_size=40)
-_BYTES = ["\r", "\n", "\r\n", "\x00", "\x1c", "(", ")", ";", "%", "#", "@", "é", "\u201c", "\ufeff", " ", "\t",
+_BYTES = ["\r", "\n", "\r\n", "\x00", "\x1c", "(", ")", ";", "%", "#", "@", "[", "]", "<", "=", "$", "é", "\u201c", "\ufeff", " ", "\t",
           "G", "X", "9", ".", "-", "e", "N", "M2"]
 _EDITS = st.lists(st.tuples(st.integers(0, 100_000), st.sampled_from(["insert", "delete", "replace"]),
                             st.sampled_from(_BYTES)), max_size=8)

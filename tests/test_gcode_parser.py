@@ -80,7 +80,15 @@ def test_gcodeparser_cases_are_handled():
 PARSE_FAULTS = [
     ("X1" + " " * (MAX_LINE_LENGTH - 2) + "Y1 (" + "a" * 300 + ")", ErrorCode.LINE_TOO_LONG, MAX_LINE_LENGTH + 1),
     ("G1 X1 caf\u00e9", ErrorCode.NON_ASCII, 10),
-    ("G0 X1 # Y2", ErrorCode.UNEXPECTED_CHARACTER, 7),
+    ("G0 X1 @ Y2", ErrorCode.UNEXPECTED_CHARACTER, 7),
+    ("G0 X1 # Y2", ErrorCode.BAD_PARAMETER, 7),
+    ("G0 X[1+2", ErrorCode.BAD_EXPRESSION, 5),
+    ("G0 X[2 ** ]", ErrorCode.BAD_EXPRESSION, 11),
+    ("#1 G0", ErrorCode.BAD_EXPRESSION, 4),
+    ("G0 X#<depth>", ErrorCode.BAD_PARAMETER, 5),
+    ("#5221 = 1", ErrorCode.BAD_PARAMETER, 1),
+    ("G0 X[1/0]", ErrorCode.MATH_ERROR, 7),
+    ("G0 X[LN[0]]", ErrorCode.MATH_ERROR, 6),
     ("G0 X1\x00", ErrorCode.UNEXPECTED_CHARACTER, 6),
     ("G0 X1\x1cY2", ErrorCode.UNEXPECTED_CHARACTER, 6),   # ASCII FS: white space to Python, not to G-code
     ("G0 (abc", ErrorCode.UNCLOSED_COMMENT, 4),

@@ -51,6 +51,9 @@ class ErrorCode(enum.IntEnum):
     REPEATED_WORD = 14
     MODAL_GROUP_VIOLATION = 15
     BAD_LINE_NUMBER = 16
+    BAD_EXPRESSION = 17
+    BAD_PARAMETER = 18
+    MATH_ERROR = 19
     # --- semantic (interpreter, depends on the modal state) ---------------------------
     UNDEFINED_FEED_RATE = 20
     BAD_FEED_RATE = 21
@@ -119,8 +122,8 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.UNEXPECTED_CHARACTER: (
         "unexpected character",
         "Only words (a letter followed by a number), white space and comments may appear on a "
-        "line. Characters such as @, #, %, ! or control characters are not G-code here "
-        "(parameters and expressions are not supported). A line holding only % is allowed; a "
+        "line. Characters such as @, %, ! or control characters are not G-code here (# starts a "
+        "parameter and [ an expression). A line holding only % is allowed; a "
         "line starting with $ or holding only ? (grbl host commands) is skipped with note 60."),
     ErrorCode.UNCLOSED_COMMENT: (
         "comment not closed",
@@ -172,6 +175,23 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.BAD_LINE_NUMBER: (
         "bad line number",
         "An N word must come first on the line and be a whole number from 0 to 99999."),
+    ErrorCode.BAD_EXPRESSION: (
+        "bad expression",
+        "Parameters and expressions follow LinuxCNC: a setting is '#1 = value' or '#<name> = value'; a "
+        "word's value may be a number, a parameter (#1, #<name>, #[expr], ##1) or an expression in "
+        "[ ]: numbers, parameters, [ ], unary - and +, the operators ** * / MOD + - EQ NE GT GE LT LE AND "
+        "OR XOR and the functions ABS ACOS ASIN ATAN[y]/[x] COS EXISTS EXP FIX FUP LN ROUND SIN SQRT TAN "
+        "(degrees). Brackets are closed on their line, nested at most 32 deep."),
+    ErrorCode.BAD_PARAMETER: (
+        "bad parameter",
+        "Numbered parameters are #1 to #5000 (whole numbers; an unset one reads 0, as in LinuxCNC); "
+        "named ones #<name> must be set before they are read. System parameters (#5001 and up: "
+        "positions, offsets, tool data) are not supported."),
+    ErrorCode.MATH_ERROR: (
+        "expression cannot be computed",
+        "A division by zero, the square root or logarithm of a number out of its range, ACOS/ASIN "
+        "beyond -1..1, a negative number to a fractional power, or a result that is not a finite "
+        "number."),
     ErrorCode.UNDEFINED_FEED_RATE: (
         "feed rate undefined",
         "G1, G2 and G3 need a feed rate: give F (mm/min, or inch/min under G20) on this or an "

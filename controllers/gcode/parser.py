@@ -26,8 +26,10 @@ the end of the line, holding any characters (non-ASCII too) and of any length; a
 leading ``N`` number; a line holding only ``%`` is a program delimiter; a line whose code
 starts with ``$`` or is only ``?`` (grbl host commands: ``$H``, ``$X``, ``$J=…``) is skipped
 with a note (:data:`~.errors.ErrorCode.HOST_COMMAND_SKIPPED`). The code of a line (without
-its comments) may be :data:`MAX_LINE_LENGTH` characters long. No exponents, parameters (#),
-expressions or block delete (/).
+its comments) may be :data:`MAX_LINE_LENGTH` characters long. Parameters (``#1 = 5``,
+``#<name>``) and ``[…]`` expressions are LinuxCNC's (:mod:`.expressions`): a line holding them is
+read into the plain line it means, in file order, by the checking path. No exponents or block
+delete (/).
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Iterable, Iterator, NamedTuple, Union
 
+from dataclasses import replace
+
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
+from .expressions import ExpressionError, Parameters, apply_settings, expand_line, has_expression
+from .expressions import word_columns as _expression_word_columns
 from .modal import G_CODES, M_CODES
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
@@ -235,7 +241,7 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
     brk = min((i for i in (text.find("\r"), text.find("\n")) if i >= 0), default=-1)
     if brk >= 0:
         raise GcodeError(ErrorCode.UNEXPECTED_CHARACTER, "a line break (CR or LF) inside one line", lineno, brk + 1)
-    lines, faults, _, _ = _scan(text, [text], lineno, 1)
+    lines, faults, _, _ = _scan(text, [text], lineno, 1, params=Parameters())
     faults = [f for f in faults if f.severity is Severity.ERROR]
     if faults:
         f = faults[0]
@@ -276,7 +282,8 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
         return ParseResult(fast, tuple(fold_notes(notes)), len(raw), False)
     cap = max(1, int(max_faults))
     refused: list[ParsedLine] = []
-    lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes, refused)   # one more: is anything cut, and where
+    lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes, refused,   # one more: is anything cut, and where
+                                    Parameters())
     faults = fold_notes(faults)
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
@@ -347,6 +354,7 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
     out: ParseChunk | None
     chunk_bytes = max(1, int(CHUNK_BYTES if chunk_bytes is None else chunk_bytes))
     budget = max(1, int(max_faults)) + 1
+    params = Parameters()          # the program's parameters, set line by line across the pieces
     pos, lineno = 0, 1
     while pos < n:
         end = n if n - pos <= chunk_bytes else _piece_end(text, pos + chunk_bytes - 1, n)
@@ -363,7 +371,7 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
             del clean
         else:
             refused: list[ParsedLine] = []
-            lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes, refused)
+            lines, faults, _, _ = _scan(piece, raw, lineno, budget, from_bytes, refused, params)
             budget -= sum(f.severity is not Severity.NOTE for f in faults)
             out = ParseChunk(tuple(lines), tuple(faults), tuple(refused))
             del lines
@@ -576,7 +584,7 @@ _DROPPABLE = frozenset({ErrorCode.UNSUPPORTED_WORD, ErrorCode.UNSUPPORTED_G_CODE
 
 
 def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_bytes: bool = False,
-          refused: list[ParsedLine] | None = None):
+          refused: list[ParsedLine] | None = None, params: Parameters | None = None):
     """The tokeniser and per-line checker over a whole text: one regex pass, one Python loop.
 
     Every word fault of a line is reported (each at its column); a character that is not G-code
@@ -587,18 +595,34 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
             words and codes, repeated words, two codes of a group, a bad N), the line made of its
             valid words (a repeated letter and a contradicted group dropped): the interpreter
             keeps their modal meaning so that one bad word does not make later lines faulty.
+        params: the program's parameters: lines with parameters or expressions are read into
+            plain lines with them (and set them); None: such lines are not expected.
 
     Returns:
         (lines, faults, line_count, truncated): the faults in line order, with the notes of the
         lines read (which do not count towards ``max_faults``).
     """
-    bad = _prechecked(text, raw, first_lineno, from_bytes)
-    notes = {k: f for k, f in bad.items() if f.severity is Severity.NOTE}
-    if notes:
-        bad = {k: f for k, f in bad.items() if k not in notes}
-    if bad or notes:   # those lines are rejected whole: do not tokenise them (a huge line would make millions of tokens)
-        text = "\n".join("" if i + first_lineno in bad or i + first_lineno in notes else line
-                         for i, line in enumerate(raw))
+    prechecked = _prechecked(text, raw, first_lineno, from_bytes)
+    notes = {k: f for k, f in prechecked.items() if f.severity is Severity.NOTE}
+    bad = {k: [f] for k, f in prechecked.items() if k not in notes}
+    ready: dict[int, ParsedLine] = {}      # lines with expressions, read into plain lines
+    ready_refused: dict[int, ParsedLine] = {}
+    if params is not None and ("#" in text or "[" in text):
+        for i, line in enumerate(raw):
+            ln = i + first_lineno
+            if ("#" in line or "[" in line) and ln not in bad and ln not in notes and has_expression(_masked(line)):
+                got, its_faults, its_refused = _read_expression_line(line, ln, params, from_bytes)
+                if its_faults:
+                    bad[ln] = its_faults
+                    if its_refused is not None:
+                        ready_refused[ln] = its_refused
+                elif got is not None:
+                    ready[ln] = got
+                else:
+                    ready[ln] = None      # type: ignore[assignment]   # settings only
+    if bad or notes or ready:   # those lines are done: do not tokenise them (a huge line would make millions of tokens)
+        text = "\n".join("" if i + first_lineno in bad or i + first_lineno in notes or i + first_lineno in ready
+                         else line for i, line in enumerate(raw))
     out: list[ParsedLine] = []
     faults: list[Fault] = []
     append = out.append
@@ -608,7 +632,11 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
     lineno = first_lineno
     skip = lineno in bad
     if skip:
-        faults.append(bad[lineno])
+        faults.extend(bad[lineno])
+        if refused is not None and lineno in ready_refused:
+            refused.append(ready_refused[lineno])
+    elif ready and ready.get(lineno) is not None:
+        append(ready[lineno])
     n = m = None
     g: dict = {}
     words: dict = {}
@@ -661,11 +689,11 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 fault = (ErrorCode.UNSUPPORTED_WORD, L, num)
             first = False
             if fault is not None:
-                f = _locate(raw[lineno - first_lineno], lineno, *fault, wordno)
-                faults.append(f)
+                wf = _locate(raw[lineno - first_lineno], lineno, *fault, wordno)
+                faults.append(wf)
                 fault = None
                 faulty = True
-                if f.code not in _DROPPABLE:   # a number out of range, an exponent: the words around it are suspect
+                if wf.code not in _DROPPABLE:   # a number out of range, an exponent: the words around it are suspect
                     salvage = False
         elif other == "\n":
             if not first:
@@ -686,7 +714,11 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
             lineno += 1
             skip = lineno in bad
             if skip:
-                faults.append(bad[lineno])
+                faults.extend(bad[lineno])
+                if refused is not None and lineno in ready_refused:
+                    refused.append(ready_refused[lineno])
+            elif ready and ready.get(lineno) is not None:
+                append(ready[lineno])
         elif other and not skip:
             f = _diagnose(raw[lineno - first_lineno], lineno)
             if f is not None:
@@ -698,6 +730,46 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
         elif refused is not None and salvage:
             _refused_line(refused, lineno, n, g, m, words, dropped, raw[lineno - first_lineno])
     return out, _with_notes(faults[:max_faults], notes, lineno), len(raw), len(faults) > max_faults
+
+
+def _read_expression_line(line: str, lineno: int, params: Parameters, from_bytes: bool):
+    """A line with parameters or expressions: (its plain parsed line or None, its faults, the line
+    of its valid words when it is refused for word faults). The settings of a line without
+    faults are made; the columns of faults are the line's own."""
+    try:
+        plain, cols, sets = expand_line(line, params)
+    except ExpressionError as exc:
+        return None, [Fault(exc.code, lineno, exc.index + 1, exc.message)], None
+    refused: list[ParsedLine] = []
+    lines, faults, _, _ = _scan(plain, [plain], lineno, 1 << 20, from_bytes, refused)
+    if faults:
+        plain_words = plain.split(" ")
+        starts = {c: k for k, c in enumerate(_word_starts(plain))}
+        out = []
+        for f in faults:
+            k = starts.get(f.column - 1)
+            if k is None:
+                out.append(f)
+                continue
+            a, b = cols[k]
+            written, word = line[a:b].strip(), plain_words[k]
+            msg = f.message
+            if written.upper().replace(" ", "") != word and msg.startswith(word):   # name it as written
+                msg = f"{written} (= {word}){msg[len(word):]}"
+            out.append(replace(f, column=a + 1, message=msg))
+        return None, out, refused[0]._replace(text=line) if refused else None
+    apply_settings(params, sets)
+    return (lines[0]._replace(text=line) if lines else None), [], None
+
+
+def _word_starts(plain: str) -> list[int]:
+    """0-based start of each word of a plain line made by :func:`~.expressions.expand_line` (one
+    space between words)."""
+    out, i = [], 0
+    for w in plain.split(" "):
+        out.append(i)
+        i += len(w) + 1
+    return out
 
 
 def _refused_line(refused: list[ParsedLine], lineno: int, n, g: dict, m, words: dict, dropped: set, text: str) -> None:
@@ -721,7 +793,10 @@ def _with_notes(faults: list[Fault], notes: dict[int, Fault], last: int) -> list
 # ----- fault location (slow path, faulty lines only) -------------------------------------
 
 def word_columns(text: str) -> list[tuple[int, str, str]]:
-    """(1-based column, upper-case letter, number text) of every word of a line, in order."""
+    """(1-based column, upper-case letter, number text) of every word of a line, in order (for a
+    word whose value is a parameter or an expression the number text is ``nan``)."""
+    if "#" in text or "[" in text:
+        return _expression_word_columns(text)
     return [(mt.start(1) + 1, mt.group(1).upper(), mt.group(2)) for mt in _TOKEN.finditer(text) if mt.group(1)]
 
 
