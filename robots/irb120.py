@@ -81,7 +81,8 @@ _WRIST = (0.98, 0.45, 0.08, 1.0)    # orange wrist group, to tell the wrist from
 _FLANGE = (0.15, 0.15, 0.15, 1.0)
 
 # What people see (robots/shapes.py): the product specification's dimension drawing at the zero pose
-# (mm): a 180 x 180 foot, the J1 column, the flat upper arm on the left of the kinematic plane, the
+# (mm): a 180 x 180 foot, the J1 column, the flat upper arm beside the shoulder and elbow housings (its
+# side face 47 mm left of the kinematic plane, so it overlaps the collision cylinder there), the
 # forearm housing over the elbow with its motor covers, the round forearm tube ending in a fork, and
 # the round wrist in ABB orange. Sizes not given in the drawing are read off its proportions.
 _WHITE = Paint("abb_white", _ARM)
@@ -100,16 +101,16 @@ _VISUAL = {
     ),
     "link_1": (
         cylinder((0, 0, 0.098), (0, 0, 0.2), 0.074, _WHITE, fillet=0.006),
-        slab((0, 0.0, 0.0), _X, _Z, [(0, 0.29, 0.072), (0, 0.18, 0.074)], 0.14, _WHITE, fillet=0.025),
+        slab((0, 0.0125, 0.0), _X, _Z, [(0, 0.29, 0.072), (0, 0.18, 0.074)], 0.115, _WHITE, fillet=0.025),
         cylinder((0, 0.07, 0.29), (0, 0.095, 0.29), 0.052, _GREY, fillet=0.008, dome=0.006),
     ),
     "link_2": (
-        slab((0, -0.094, 0), _X, _Z, [(0, 0.29, 0.068), (0, 0.56, 0.052)], 0.044, _WHITE, fillet=0.015),
-        cylinder((0, -0.116, 0.29), (0, -0.122, 0.29), 0.045, _GREY, fillet=0.003, dome=0.004),
-        cylinder((0, -0.116, 0.56), (0, -0.122, 0.56), 0.034, _GREY, fillet=0.003, dome=0.003),
+        slab((0, -0.076, 0), _X, _Z, [(0, 0.29, 0.068), (0, 0.56, 0.052)], 0.058, _WHITE, fillet=0.016),
+        cylinder((0, -0.104, 0.29), (0, -0.11, 0.29), 0.045, _GREY, fillet=0.003, dome=0.004),
+        cylinder((0, -0.104, 0.56), (0, -0.11, 0.56), 0.034, _GREY, fillet=0.003, dome=0.003),
     ),
     "link_3": (
-        slab((0, 0, 0), _X, _Z, [(0, 0.56, 0.06), (-0.055, 0.625, 0.052), (0.05, 0.63, 0.058)], 0.136, _WHITE,
+        slab((0, 0.0115, 0), _X, _Z, [(0, 0.56, 0.06), (-0.055, 0.625, 0.052), (0.05, 0.63, 0.058)], 0.113, _WHITE,
              fillet=0.024),
         cylinder((0, 0.068, 0.56), (0, 0.088, 0.56), 0.045, _GREY, fillet=0.006, dome=0.005),
         cylinder((-0.105, 0, 0.63), (-0.118, 0, 0.63), 0.04, _GREY, fillet=0.005, dome=0.004),
