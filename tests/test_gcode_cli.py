@@ -268,7 +268,7 @@ def test_check_huge_arcs_and_the_fault_cap(tmp_path, capsys):
     faults = json.loads(capsys.readouterr().out)["faults"]
     assert [(f["line"], f["column"], f["code"]) for f in faults] == [(2, 11, 36), (3, 4, 36)]
     many = tmp_path / "many.ngc"
-    many.write_text("G21 G90\n" + "S1\n" * 150)
+    many.write_text("G21 G90\n" + "E1\n" * 150)
     assert main(["check", str(many), "--robot", "irb120", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert len(data["faults"]) == 100 and data["truncated"]

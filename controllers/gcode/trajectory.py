@@ -43,7 +43,7 @@ class ControlTrajectoryError(ValueError):
     Attributes:
         line: program line of the first failing sample.
         time: its time, s.
-        position: (3,) its flange position, m (base frame).
+        position: (3,) its position (the controlled point), m (base frame).
         count: number of failing control samples.
     """
 
@@ -113,7 +113,7 @@ class HoldPiece:
     Attributes:
         start, stop: control sample range (stop exclusive).
         line: program line of the dwell.
-        position: (3,) flange position held, m.
+        position: (3,) position of the controlled point held, m.
         q: (n,) joints held, rad / m.
     """
 
@@ -263,7 +263,7 @@ class ControlTrajectory:
         qd = np.gradient(q, ps.t, axis=0) if len(q) > 1 else np.zeros_like(q)
         i0, i1 = a - lo, a - lo + (b - a)
         cut = PathSamples(*(getattr(ps, f)[i0:i1] for f in ("t", "s", "position", "rotation", "speed", "segment",
-                                                            "block", "line")))
+                                                            "block", "line")), ps.flange_of_block)
         piece = MotionPiece(a, cut, q[i0:i1], qd[i0:i1])
         badc = bad[i0:i1]
         if badc.any():
@@ -418,8 +418,9 @@ class ControlTrajectory:
             ref = self.plan.sample(t[:1])
             ps = PathSamples(t, np.repeat(ref.s, m), np.repeat(piece.position[None], m, axis=0),
                              np.repeat(ref.rotation, m, axis=0), np.zeros(m), np.repeat(ref.segment, m),
-                             np.repeat(ref.block, m), np.full(m, piece.line, dtype=np.int64))
+                             np.repeat(ref.block, m), np.full(m, piece.line, dtype=np.int64), ref.flange_of_block)
             parts.append((ps, np.repeat(piece.q[None], m, axis=0), np.zeros((m, len(piece.q)))))
         fields = ("t", "s", "position", "rotation", "speed", "segment", "block", "line")
-        ps = PathSamples(*(np.concatenate([getattr(p[0], f) for p in parts]) for f in fields))
+        ps = PathSamples(*(np.concatenate([getattr(p[0], f) for p in parts]) for f in fields),
+                         self.plan.flange_of_block)
         return ps, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
