@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
+from .options import add_tool_options, tool_settings
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -32,11 +33,12 @@ def register(sub) -> None:
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:
-    """PROGRAM, --robot and --origin (shared with ``armtwin run``)."""
+    """PROGRAM, --robot, --origin and the tool options (shared with ``armtwin run``)."""
     p.add_argument("program", help="G-code file (.ngc, .gcode, .nc)")
     p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
+    add_tool_options(p)
     _own_extra_arguments(p)
 
 
@@ -65,8 +67,9 @@ def load(args: argparse.Namespace):
     """(spec, machine, text) from the shared arguments, with CLI errors for bad input."""
     from ..controllers.gcode import machine_for
     spec = get_robot(args.robot)
+    tools = tool_settings(args)
     try:
-        machine = machine_for(spec, args.origin)
+        machine = machine_for(spec, args.origin, **tools)
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
     return spec, machine, read_program(args.program)

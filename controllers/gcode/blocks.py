@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .outputs import OutputState
 
 __all__ = ["MotionKind", "StopKind", "Motion", "Dwell", "Stop", "OutputChange", "Block", "FLANGE"]
 
@@ -102,7 +105,7 @@ class OutputChange:
     """
 
     line: int
-    outputs: object
+    outputs: "OutputState"
     digital: tuple[tuple[int, bool], ...] = ()
     sync: bool = False
 

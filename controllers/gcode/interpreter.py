@@ -115,7 +115,8 @@ class Interpreter:
         origin = tuple(v * 1000.0 for v in self.machine.origin)
         tilt = not spec.roll_only  # A and B (tool tilts) allowed
         abc = abc_of(T[:3, :3]) if tilt else (0.0, 0.0, float(np.degrees(math.atan2(T[1, 0], T[0, 0]))))
-        home = (T[0, 3] * 1000 - origin[0], T[1, 3] * 1000 - origin[1], T[2, 3] * 1000 - origin[2], *abc)
+        home: tuple[float, ...] = (T[0, 3] * 1000 - origin[0], T[1, 3] * 1000 - origin[1],
+                                   T[2, 3] * 1000 - origin[2], *abc)
         flange = np.eye(4)
         flange[:3, :3] = orientation_matrix(*abc)
         flange[:3, 3] = T[:3, 3]
@@ -127,7 +128,7 @@ class Interpreter:
         if tcp is not FLANGE:     # the program moves the start tool's TCP (the flange stands at home)
             home = tuple(controlled_point(flange, tcp, self.context))
             self.context = replace(self.context, home=home)
-        self.home: tuple[float, ...] = home  # machine coords of the G28 position of the controlled point (mm, deg)
+        self.home = home  # machine coords of the G28 position of the controlled point (mm, deg)
         self.start_rotation = self._orientation((home[3], home[4], home[5]))
         self.start_position = np.array([(home[k] + origin[k]) / 1000.0 for k in range(3)])
         self.state = MachineState(ModalState(), home, self.start_rotation, tool=tool.number, selected=tool.number,

@@ -21,7 +21,6 @@ Pure Python/numpy. Units: s; S in the program's own units (rpm, power units).
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -31,7 +30,7 @@ from ..tools import Tool, ToolKind, ToolTable
 from .blocks import Block, Dwell, Motion, MotionKind, OutputChange, Stop, StopKind
 from .modal import SpindleMode
 
-__all__ = ["OutputState", "OutputTimeline", "output_timeline", "tool_level", "MAX_DIGITAL_OUTPUT",
+__all__ = ["OutputState", "OutputTimeline", "output_timeline", "node_arrivals", "move_feeds", "tool_level", "MAX_DIGITAL_OUTPUT",
            "PEN_DOWN_BELOW", "OUTPUT_COLUMNS"]
 
 #: the highest digital output number of M62–M65 P
@@ -130,8 +129,17 @@ class OutputTimeline:
 
     def at(self, t: float) -> OutputState:
         """The outputs in force at ``t`` s (the start state before 0)."""
-        i = bisect.bisect_right(self.times.tolist(), float(t)) - 1
+        i = int(np.searchsorted(self.times, float(t), side="right")) - 1
         return self.states[max(i, 0)]
+
+    @property
+    def tools_mounted(self) -> tuple[int, ...]:
+        """The tools the program has on the flange, in order (the start tool first; repeats merged)."""
+        out: list[int] = []
+        for st in self.states:
+            if not out or out[-1] != st.tool:
+                out.append(st.tool)
+        return tuple(out)
 
     def tool_on(self, t: float) -> bool:
         """The mounted tool's output is on at ``t`` (the vacuum sucks, the pen is down, ...)."""
@@ -186,7 +194,7 @@ def output_timeline(blocks: Iterable[Block], arrivals: np.ndarray, tools: ToolTa
 
     def change(t: float, blk: OutputChange) -> None:
         nonlocal state
-        new = state if blk.sync else replace(blk.outputs, digital=state.digital)  # type: ignore[type-var]
+        new = state if blk.sync else replace(blk.outputs, digital=state.digital)
         for n, on in blk.digital:
             new = new.with_digital(n, on)
         state = new
@@ -213,6 +221,23 @@ def output_timeline(blocks: Iterable[Block], arrivals: np.ndarray, tools: ToolTa
     for p in pending:
         change(float(arrivals[min(motion, len(arrivals) - 1)]) + dwelt, p)
     return OutputTimeline(np.array(times), tuple(states), np.array(lines, dtype=np.int64), tools)
+
+
+def node_arrivals(plan) -> np.ndarray:
+    """(B + 1,) when the timed path of ``plan`` (:class:`~.planner.Plan`) reaches the start of each
+    motion block and (last) the end of the last one, s, before the dwells there."""
+    B, S = len(plan.motions), plan.segment_count
+    out = np.zeros(B + 1)
+    if S == 0:
+        return out
+    delay = plan.nodes.delay
+    node_t = np.empty(S + 1)
+    node_t[:S] = plan.t_start - delay[:S]
+    node_t[S] = plan.duration - delay[S]
+    first = np.searchsorted(plan.block, np.arange(B + 1))   # a block without chords: the next node
+    out[:] = node_t[np.minimum(first, S)]
+    out[B] = node_t[S]
+    return out
 
 
 def move_feeds(motions, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ from .errors import ErrorCode, GcodeError
 from .modal import (AXES, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState, MotionMode,
                     NonModal, Plane, ProgramStop, ToolLengthOffset, Units)
 from .parser import ParsedLine, word_columns
-from .tool_rules import TOOLING_FAULTS, apply_tooling, check_tooling, controlled_point, touches_tooling
+from .tool_rules import TOOLING_FAULTS, ToolEffect, apply_tooling, check_tooling, controlled_point, touches_tooling
 
 __all__ = ["Context", "LineEffect", "ArcGeometry", "Rule", "check", "apply", "LINE_RULES", "NONMODAL_RULES",
            "MOTION_RULES", "STOP_RULES", "TOOLING_RULE", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
@@ -141,7 +141,7 @@ class LineEffect:
         self.via: list[float] | None = None
         self.dwell: float | None = None
         self.used: set[str] = {"F"}
-        self.tooling = None
+        self.tooling: ToolEffect | None = None
 
 
 class Fail:

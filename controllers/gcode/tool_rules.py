@@ -122,9 +122,9 @@ def check_tooling(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: C
     if "spindle" in m:
         new = replace(new, mode=SpindleMode(m["spindle"]))
     if "coolant" in m:
-        code = Coolant(m["coolant"])
-        new = replace(new, mist=False, flood=False) if code is Coolant.OFF else \
-            replace(new, mist=True) if code is Coolant.MIST else replace(new, flood=True)
+        aux = Coolant(m["coolant"])
+        new = replace(new, mist=False, flood=False) if aux is Coolant.OFF else \
+            replace(new, mist=True) if aux is Coolant.MIST else replace(new, flood=True)
     if "digital" in m:
         code = DigitalOutput(m["digital"])
         if g.get("nonmodal") in (NonModal.DWELL.value, NonModal.SET_OFFSET.value):
@@ -149,18 +149,18 @@ def check_tooling(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: C
         new = replace(new, mode=SpindleMode.CW if w["S"] < PEN_DOWN_BELOW else SpindleMode.OFF)
     # group 8: the controlled point
     if "length" in g:
-        code = ToolLengthOffset(g["length"])
-        if code is ToolLengthOffset.TOOL:
+        length = ToolLengthOffset(g["length"])
+        if length is ToolLengthOffset.TOOL:
             n = _tool_number(line, "H", ctx, fail, "H") if "H" in w else mounted
             eff.used.add("H")
             te.tcp = tools[n].tcp
-        elif code is ToolLengthOffset.DYNAMIC:
+        elif length is ToolLengthOffset.DYNAMIC:
             if "motion" in g and g["motion"] != 80.0:
                 fail(ErrorCode.AXIS_COMMAND_CONFLICT, f"G{g['motion']:g}: G43.1 on this line takes the axis words",
                      "G", g["motion"])
             if not any(L in w for L in "XYZ"):
                 fail(ErrorCode.AXIS_WORDS_MISSING, "G43.1 needs X, Y and/or Z: the offset of the controlled point "
-                     "from the flange, in the flange frame", "G", code.value)
+                     "from the flange, in the flange frame", "G", length.value)
             tcp = np.eye(4)
             tcp[:3, 3] = [w.get(L, 0.0) * eff.units / 1000.0 for L in "XYZ"]
             te.tcp = tcp
@@ -189,7 +189,9 @@ def controlled_point(flange: np.ndarray, tcp: np.ndarray, ctx: Context) -> list[
 
 def apply_tooling(ap: _Applier, eff: LineEffect) -> None:
     """A checked line's tool change, controlled point and outputs (before its dwell and motion)."""
-    te: ToolEffect = eff.tooling
+    te = eff.tooling
+    if te is None:
+        return
     line = eff.line.lineno
     if te.selected is not None:
         ap.selected = te.selected
@@ -199,13 +201,13 @@ def apply_tooling(ap: _Applier, eff: LineEffect) -> None:
     if te.tcp is not None and te.tcp is not ap.tcp:
         ap.set_tcp(te.tcp)
     if te.outputs is not None or te.digital:
-        outs = te.outputs if te.outputs is not None else ap.outputs
+        outs = te.outputs if te.outputs is not None else ap.outputs or OutputState(ap.tool)
         for n, on in te.digital:
             outs = outs.with_digital(n, on)
         ap.outputs = outs
         ap.out.append(OutputChange(line, outs, tuple(te.digital)))
     if te.sync:
-        outs = ap.outputs
+        outs = ap.outputs or OutputState(ap.tool)
         for n, on in te.sync:
             outs = outs.with_digital(n, on)
         ap.outputs = outs
