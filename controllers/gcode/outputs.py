@@ -4,8 +4,8 @@ What the outputs are (docs/GCODE.md, "Tool outputs"):
 
 * the **tool output** of the mounted tool (M3/M4 on, M5 off, S its set-point): a spindle turns
   (S rpm), a laser burns (S power, of ``Tool.s_max``), a pen is down, a vacuum cup sucks, a
-  gripper closes. M4 for a laser is grbl's laser mode: the power is S scaled with the tool's
-  speed over the programmed feed (so corners do not burn), and off during G0 moves;
+  gripper closes. A laser works as in grbl's laser mode: off during G0 moves, and under M4 its
+  power is S scaled with the tool's speed over the programmed feed (so corners do not burn);
 * the **auxiliary outputs** M7 (mist / air assist) and M8 (flood / extraction), both off with M9;
 * LinuxCNC's **digital outputs** M62–M65 P n (n = 0 … :data:`MAX_DIGITAL_OUTPUT`), for grippers
   and I/O: M62/M63 switch when the next move starts, M64/M65 at once;
@@ -85,8 +85,9 @@ def tool_level(state: OutputState, tool: Tool, speed, feed, rapid) -> np.ndarray
     """The tool output's effective level, 0 … 1, at path samples.
 
     On (M3): S / ``tool.s_max`` (1 when the tool has no S scale or no S was given). A laser
-    under M4 (grbl's laser mode): that level scaled with ``speed / feed`` (at most 1) and 0 in
-    rapids. Off: 0.
+    works as in grbl's laser mode: off (0) on G0 moves under M3 and M4, and under M4 (dynamic
+    power) the level is scaled with ``speed / feed`` (at most 1), so it burns evenly through the
+    accelerations and corners. Off: 0.
 
     Args:
         state: the outputs at the samples.
@@ -99,12 +100,14 @@ def tool_level(state: OutputState, tool: Tool, speed, feed, rapid) -> np.ndarray
     if not state.tool_on:
         return np.zeros(speed.shape)
     base = min(state.s / tool.s_max, 1.0) if tool.s_max > 0 and state.s > 0 else 1.0
-    if state.mode is SpindleMode.CCW and tool.kind is ToolKind.LASER:
+    if tool.kind is not ToolKind.LASER:
+        return np.full(speed.shape, base)
+    level = np.full(speed.shape, base)
+    if state.mode is SpindleMode.CCW:
         feed = np.asarray(feed, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(feed > 0, np.minimum(speed / np.where(feed > 0, feed, 1.0), 1.0), 0.0)
-        return np.where(np.asarray(rapid, dtype=bool), 0.0, base * r)
-    return np.full(speed.shape, base)
+            level *= np.where(feed > 0, np.minimum(speed / np.where(feed > 0, feed, 1.0), 1.0), 0.0)
+    return np.where(np.asarray(rapid, dtype=bool), 0.0, level)
 
 
 @dataclass(frozen=True, eq=False)
