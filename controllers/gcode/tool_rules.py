@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -34,9 +34,10 @@ from .outputs import MAX_DIGITAL_OUTPUT, PEN_DOWN_BELOW, OutputState
 
 if TYPE_CHECKING:   # the rule machinery imports this module
     from .parser import ParsedLine
-    from .rules import Context, Fail, LineEffect, _Applier
+    from .blocks import Block
+    from .rules import Context, Fail, LineEffect
 
-__all__ = ["ToolEffect", "check_tooling", "apply_tooling", "TOOLING_FAULTS", "touches_tooling", "controlled_point"]
+__all__ = ["ToolEffect", "WorkingState", "check_tooling", "apply_tooling", "TOOLING_FAULTS", "touches_tooling", "controlled_point"]
 
 #: every fault code :func:`check_tooling` may raise
 TOOLING_FAULTS = (ErrorCode.UNKNOWN_TOOL, ErrorCode.BAD_SPINDLE_SPEED, ErrorCode.BAD_OUTPUT_NUMBER,
@@ -187,7 +188,19 @@ def controlled_point(flange: np.ndarray, tcp: np.ndarray, ctx: Context) -> list[
     return xyz + abc
 
 
-def apply_tooling(ap: _Applier, eff: LineEffect) -> None:
+class WorkingState(Protocol):
+    """What :func:`apply_tooling` changes of the interpreter's working state (``rules._Applier``)."""
+
+    tool: int
+    selected: int
+    tcp: np.ndarray
+    outputs: OutputState | None
+    out: list[Block]
+
+    def set_tcp(self, tcp: np.ndarray) -> None: ...
+
+
+def apply_tooling(ap: WorkingState, eff: LineEffect) -> None:
     """A checked line's tool change, controlled point and outputs (before its dwell and motion)."""
     te = eff.tooling
     if te is None:
