@@ -135,7 +135,19 @@ def report_dict(rep, spec, machine, strict: bool) -> dict:
         "origin_mm": [v * 1000 for v in machine.origin],
         "faults": [f.to_dict() for f in rep.faults],
         "truncated": rep.truncated,
+        "tool_changes": tool_changes(rep),
     }
+
+
+def tool_changes(rep) -> list[dict]:
+    """The program's M6 tool changes (stops: the arm rests): line and tool number."""
+    from ..controllers.gcode.blocks import OutputChange, Stop, StopKind
+    out, blocks = [], rep.program.blocks
+    for i, b in enumerate(blocks):
+        if isinstance(b, Stop) and b.kind is StopKind.TOOL_CHANGE:
+            nxt = blocks[i + 1] if i + 1 < len(blocks) else None
+            out.append({"line": b.line, "tool": nxt.outputs.tool if isinstance(nxt, OutputChange) else None})
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,6 +166,10 @@ def print_report(name: str, rep, spec, machine, strict: bool) -> None:
     o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
     n_err = len(rep.errors(False))
     n_warn = len(rep.faults) - n_err
+    changes = tool_changes(rep)
+    if changes:
+        print(f"{name}: tool change(s): " + ", ".join(f"line {c['line']} T{c['tool']}" for c in changes)
+              + " (M6: the arm rests while the tool is changed)")
     if rep.clean(strict):
         extra = f", {n_warn} warning(s)" if n_warn else ""
         print(f"{name}: clean for {spec.name} (origin {o} mm): {rep.program.line_count} lines, "

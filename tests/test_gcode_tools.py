@@ -4,6 +4,7 @@ and runs that put the tool tip — not the flange — on the programmed path."""
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -181,6 +182,9 @@ def test_check_and_run_take_a_tool_table(tmp_path, capsys):
     assert main(["check", str(prog), "--robot", "irb120"]) == 1            # the built-in table has no T7
     assert "error 44" in capsys.readouterr().out
     assert main(["check", str(prog), "--robot", "irb120", "--tools", str(table)]) == 0
+    assert "tool change(s): line 1 T7" in capsys.readouterr().out
+    assert main(["check", str(prog), "--robot", "irb120", "--tools", str(table), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tool_changes"] == [{"line": 1, "tool": 7}]
     log = tmp_path / "run.csv"
     assert main(["run", str(prog), "--robot", "irb120", "--tools", str(table), "--log", str(log), "--json"]) == 0
     rows = list(csv.DictReader(log.open()))
