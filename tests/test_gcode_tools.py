@@ -214,3 +214,14 @@ def test_a_bad_tool_table_names_its_key(tmp_path, capsys):
     assert main(["check", str(prog), "--robot", "irb120", "--tools", str(table)]) == 2
     err = capsys.readouterr().err
     assert "tool.1.kind" in err and "Traceback" not in err
+
+
+def test_the_gym_track_path_of_a_program_with_a_tool_is_the_flanges():
+    """TrackEnv observes and steers the flange: a program's path with a tool is the flange's, the
+    one its joints reach."""
+    from armtwin.envs.tasks import gcode_path
+    path = gcode_path("T1 M6\nG0 X0 Y0 Z10\nG1 X10 F600\n", IRB, 0.04)
+    F = np.array([fk(chain_of(IRB), q) for q in path.q])
+    np.testing.assert_allclose(path.p, F[:, :3, 3], atol=1e-9)
+    np.testing.assert_allclose(path.rotation, F[:, :3, :3], atol=1e-9)
+    assert path.p[:, 2].min() == pytest.approx(IRB.workcell.origin[2] + 0.010 + 0.100)   # the pen (T1) is 100 mm
