@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 def generate_program(lines: int = LINES, seed: int = 0) -> str:
     """A program of ``lines`` lines: square-ish strokes, arcs (I/J, absolute centres, K0, R), rapids,
-    comments, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1).
+    comments, tool outputs, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1).
 
     Everything stays within ±40 mm of the work origin and 0..10 mm above it.
     """
@@ -58,8 +58,10 @@ def generate_program(lines: int = LINES, seed: int = 0) -> str:
     x = y = 0.0
     while len(out) < lines - 2:
         r = int(rng.integers(0, 10))
-        if r == 0:
-            out.append(f"(stroke {len(out)})" if len(out) % 5 else extra[len(out) // 5 % len(extra)])
+        if r == 0:   # a comment, the outputs a CAM program switches, or issue 17's words
+            k = len(out) % 5
+            out.append(f"(stroke {len(out)})" if k == 0 else "M3 S12000 M8" if k == 1 else "M62 P1" if k == 2
+                       else "M5 M9" if k == 3 else extra[len(out) // 5 % len(extra)])
         elif r <= 5:
             x = float(np.clip(x + rng.uniform(-8, 8), -40, 40))
             y = float(np.clip(y + rng.uniform(-8, 8), -40, 40))
