@@ -111,7 +111,7 @@ def test_parameters_carry_across_the_pieces_of_a_long_file(monkeypatch):
     ("G0 X[1] (open", ErrorCode.UNCLOSED_COMMENT, 9),
     ("G0 X[1] @", ErrorCode.UNEXPECTED_CHARACTER, 9),
     ("G0 X[2000000]", ErrorCode.NUMBER_OUT_OF_RANGE, 4),
-    ("G0 X[1] S[2]", ErrorCode.UNSUPPORTED_WORD, 9),
+    ("G0 X[1] E[2]", ErrorCode.UNSUPPORTED_WORD, 9),
     ("G0 X[1] X2", ErrorCode.REPEATED_WORD, 9),
 ])
 def test_expression_faults_have_their_code_and_column(line, code, col):
@@ -122,9 +122,11 @@ def test_expression_faults_have_their_code_and_column(line, code, col):
 
 
 def test_a_word_given_by_an_expression_is_named_as_written():
-    (f,) = parse_program("#1 = 2\nG0 X#1 S[#1 * 100]\n").faults
+    (f,) = parse_program("#1 = 2\nG0 X#1 E[#1 * 100]\n").faults
     assert (f.line, f.column, f.code) == (2, 8, ErrorCode.UNSUPPORTED_WORD)
-    assert f.message.startswith("S[#1 * 100] (= S200)")
+    assert f.message.startswith("E[#1 * 100] (= E200)")
+    # and a supported one takes its value
+    assert parse_program("#1 = 2\nM3 S[#1 * 100]\n").lines[-1].words == {"S": 200}
     # semantic faults point at the word too
     (f,) = load_program("#1 = 0\nG21 G1 X1 F#1\n", IRB).faults
     assert (f.line, f.column, f.code) == (2, 11, ErrorCode.BAD_FEED_RATE)

@@ -145,6 +145,7 @@ SEMANTIC_FAULTS = [
     (IRB, "G91 G53 G0 X300", ErrorCode.BAD_G53),
     (IRB, "G64 P-0.1", ErrorCode.BAD_BLEND_TOLERANCE),
     (IRB, "G64 P0.1 Q-1", ErrorCode.BAD_BLEND_TOLERANCE),
+    (IRB, "G81 X1 Y1 Z-2 F100", ErrorCode.BAD_CANNED_CYCLE),
     # notes: reported, the program stays clean
     (IRB, "$H", ErrorCode.HOST_COMMAND_SKIPPED),
     (IRB, "M84", ErrorCode.NO_EFFECT),

@@ -298,21 +298,22 @@ def test_an_arc_ending_0_9_mm_off_a_1_m_circle_is_refused():
 # ----- refused lines (issue 17.4): every fault of a line, each root cause once, units everywhere -------
 
 def test_a_bad_word_does_not_lose_the_feed_rate_of_its_line():
-    """`F16 S3500 M3` used to lose F16, and each of the 96 moves after it was a "no feed rate" finding."""
-    text = "G21 G90\nG0 X0 Y0 Z10\nF16 S3500 M3\n" + "".join(f"G1 X{i % 10} Y{i % 7}\n" for i in range(96))
+    """`F16 S3500 M3` used to lose F16 (S and M3 were unsupported), and each of the 96 moves after it was a
+    "no feed rate" finding; the same with words still unsupported."""
+    text = "G21 G90\nG0 X0 Y0 Z10\nF16 E3500 M98\n" + "".join(f"G1 X{i % 10} Y{i % 7}\n" for i in range(96))
     prog = load_program(text, IRB)
     assert [(f.line, f.column, f.code) for f in prog.faults] == [
         (3, 5, ErrorCode.UNSUPPORTED_WORD), (3, 11, ErrorCode.UNSUPPORTED_M_CODE)]
 
 
 def test_every_word_fault_of_a_line_is_reported_at_its_column():
-    res = parse_program("T1 M06 G43 H1\nG0 X1 E2 X3 G41\n")
+    res = parse_program("D1 M98 G41 O1\nG0 X1 E2 X3 G41\n")
     assert [(f.line, f.column, f.code) for f in res.faults] == [
         (1, 1, ErrorCode.UNSUPPORTED_WORD), (1, 4, ErrorCode.UNSUPPORTED_M_CODE),
         (1, 8, ErrorCode.UNSUPPORTED_G_CODE), (1, 12, ErrorCode.UNSUPPORTED_WORD),
         (2, 7, ErrorCode.UNSUPPORTED_WORD), (2, 10, ErrorCode.REPEATED_WORD), (2, 13, ErrorCode.UNSUPPORTED_G_CODE)]
     # a character that is not G-code ends the reading of the line (after the word faults before it)
-    (a, b) = parse_program("G0 E1 X1 @ Q\n").faults
+    (a, b) = parse_program("G0 E1 X1 @ D\n").faults
     assert (a.column, a.code, b.column, b.code) == (4, ErrorCode.UNSUPPORTED_WORD, 10, ErrorCode.UNEXPECTED_CHARACTER)
 
 
@@ -321,7 +322,7 @@ def test_a_parse_refused_line_is_also_checked_for_its_other_faults():
     assert [(f.line, f.column, f.code) for f in prog.faults] == [
         (3, 8, ErrorCode.UNSUPPORTED_WORD), (3, 1, ErrorCode.UNDEFINED_FEED_RATE)]
     # a word left without its consumer by the dropped one is not a second fault
-    assert [f.code for f in load_program("G21 G90\nG0 X0 Y0 Z10\nG1 X10 F100 T1\n", IRB).faults] == [
+    assert [f.code for f in load_program("G21 G90\nG0 X0 Y0 Z10\nG1 X10 F100 E1 Q2\n", IRB).faults] == [
         ErrorCode.UNSUPPORTED_WORD]
 
 
@@ -387,3 +388,74 @@ def test_every_word_local_fault_of_a_line_is_reported():
     # a fault that is not about one word stops there (its cause may be the dropped word)
     (f,) = load_program("G21 G90 G0 X0 Y0\nG2 X10 Y0 I3 J0 F100\n", IRB).faults
     assert f.code is ErrorCode.ARC_RADIUS_MISMATCH
+
+
+# ----- canned cycles G81 G82 G83 (issue 17.3: a drilling move pattern on a robot) -------------------
+
+def _path(text: str, machine=M):
+    """(line, kind or 'dwell', end in work mm rounded) of every block of a clean program."""
+    prog = load_program(text, IRB, machine)
+    assert prog.ok, prog.faults
+    o = np.array(machine.origin)
+    out = []
+    for b in prog.blocks:
+        if isinstance(b, Motion):
+            out.append((b.line, b.kind.value, tuple(np.round((np.array(b.end) - o) * 1000, 3))))
+        elif hasattr(b, "seconds"):
+            out.append((b.line, "dwell", b.seconds))
+    return out
+
+
+def test_g81_drills_each_hole_and_returns_as_g98_and_g99_say():
+    got = _path("G21 G90 G0 X0 Y0 Z20\nG98 G81 X10 Y5 Z-3 R2 F300\nX20\nG99 X30\nG80\nG0 Z20\n")
+    assert got == [
+        (1, "rapid", (0, 0, 20)),
+        (2, "rapid", (10, 5, 20)), (2, "rapid", (10, 5, 2)), (2, "linear", (10, 5, -3)), (2, "rapid", (10, 5, 20)),
+        (3, "rapid", (20, 5, 20)), (3, "rapid", (20, 5, 2)), (3, "linear", (20, 5, -3)), (3, "rapid", (20, 5, 20)),
+        (4, "rapid", (30, 5, 20)), (4, "rapid", (30, 5, 2)), (4, "linear", (30, 5, -3)), (4, "rapid", (30, 5, 2)),
+        (6, "rapid", (30, 5, 20))]
+
+
+def test_g82_dwells_at_the_bottom_and_g83_pecks():
+    got = _path("G21 G90 G0 X0 Y0 Z5\nG99 G82 X10 Z-3 R2 P0.5 F300\nG83 X20 Z-10 Q4\n")
+    assert got[1:6] == [(2, "rapid", (10, 0, 5)), (2, "rapid", (10, 0, 2)), (2, "linear", (10, 0, -3)),
+                        (2, "dwell", 0.5), (2, "rapid", (10, 0, 2))]
+    pecks = [g for g in got if g[0] == 3]
+    assert [p[2][2] for p in pecks if p[1] == "linear"] == [-2, -6, -10]     # R2, Q4 down to Z-10
+    # over the hole at R (the G82 left the tool at R: no move down), out to R and back to 0.254 mm above each peck
+    assert [p[2][2] for p in pecks if p[1] == "rapid"] == [2, 2, -1.746, 2, -5.746, 2]
+    assert not [p for p in pecks if p[1] == "dwell"]                          # P belongs to G82
+
+
+def test_canned_cycle_values_are_in_program_units_and_work_coordinates():
+    a = _path("G21 G90 G0 X0 Y0 Z10\nG10 L2 P1 Z5\nG99 G81 X1 Z-2 R1 F100\n")
+    assert a[-2] == (3, "linear", (1, 0, 3))                   # Z-2 in G54 (offset 5 mm)
+    b = _path("G20 G90 G0 X0 Y0 Z1\nG99 G81 X0.5 Z-0.1 R0.05 F4\n")
+    assert b[-2] == (2, "linear", (12.7, 0, -2.54)) and b[-1] == (2, "rapid", (12.7, 0, 1.27))
+
+
+@pytest.mark.parametrize("text,at,why", [
+    ("G81 X1 Y1 Z-2 F100", "G81", "needs R"),
+    ("G81 X1 Y1 R2 F100", "G81", "needs Z"),
+    ("G81 X1 Z3 R2 F100", "Z3", "above R"),
+    ("G18 G81 X1 Z-2 R2 F100", "G81", "G17"),
+    ("G91 G81 X1 Z-2 R2 F100", "G81", "G90"),
+    ("G81 X1 Z-2 R2 L3 F100", "L3", "L"),
+    ("G83 X1 Z-2 R2 F100", "G83", "needs Q"),
+    ("G83 X1 Z-2 R2 Q0 F100", "Q0", "> 0"),
+    ("G83 X1 Z-50 R2 Q0.01 F100", "Q0.01", "pecks"),
+    ("G82 X1 Z-2 R2 P-1 F100", "P-1", "dwell"),
+    ("G81 X1 Z-2 R2 F100\nG1 X0\nG83 X2", "G83", "needs Q"),      # R and Z are sticky, Q was never given
+])
+def test_bad_canned_cycles_are_refused(text, at, why):
+    col = text.split("\n")[-1].index(at) + 1
+    f = _only_fault("G21 G90 G0 X0 Y0 Z5\n" + text + "\n")
+    assert (f.code, f.line, f.column) == (ErrorCode.BAD_CANNED_CYCLE, 2 + text.count("\n"), col), f
+    assert why in f.message
+
+
+def test_canned_cycles_need_a_feed_and_r_is_used_by_them_only():
+    f = _only_fault("G21 G90 G0 X0 Y0 Z5\nG81 X1 Z-2 R2\n")
+    assert (f.code, f.column) == (ErrorCode.UNDEFINED_FEED_RATE, 1)
+    f = _only_fault("G21 G90 G0 X0 Y0 Z5\nG1 X1 R2 F100\n")
+    assert (f.code, f.column) == (ErrorCode.UNUSED_WORD, 7)

@@ -75,6 +75,7 @@ class ErrorCode(enum.IntEnum):
     DWELL_TOO_LONG = 37
     BAD_G53 = 38
     BAD_BLEND_TOLERANCE = 39
+    BAD_CANNED_CYCLE = 40
     UNKNOWN_TOOL = 44
     BAD_SPINDLE_SPEED = 45
     BAD_OUTPUT_NUMBER = 46
@@ -163,8 +164,8 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.UNSUPPORTED_G_CODE: (
         "unsupported G-code",
         "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G43 G43.1 G49 G53 G54-G59 "
-        "G61 G61.1 G64 G80 G90 G91 G90.1 G91.1 G92 G92.1 G94. Anything else (G28.1, G38.2, G41, G93, "
-        "...) is a fault."),
+        "G61 G61.1 G64 G80 G81 G82 G83 G90 G91 G90.1 G91.1 G92 G92.1 G94 G98 G99. Anything else (G28.1, "
+        "G38.2, G41, G93, ...) is a fault."),
     ErrorCode.UNSUPPORTED_M_CODE: (
         "unsupported M-code",
         "Supported: M0 (pause), M1 (optional pause), M2 and M30 (program end), M3 M4 M5 (the tool's "
@@ -217,9 +218,9 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "After G80 no motion mode is active: axis words need G0, G1, G2 or G3."),
     ErrorCode.UNUSED_WORD: (
         "word not used by any command",
-        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4, G10, "
-        "G64 or M62-M65, Q only with G64, L only with G10, H only with G43, axis words only with "
-        "motion, G10, G28, G53, G92 or G43.1. S (the tool output's set-point) and T (the next tool) "
+        "Every word must be consumed (grbl's rule): I J K only with G2/G3, R with G2/G3 and G81-G83, "
+        "P only with G4, G10, G64, G82 or M62-M65, Q only with G64 or G83, L only with G10, H only "
+        "with G43, axis words only with motion, G10, G28, G53, G92 or G43.1. S (the tool output's set-point) and T (the next tool) "
         "are always taken."),
     ErrorCode.ARC_OFFSETS_MISSING: (
         "arc needs I/J/K or R",
@@ -278,6 +279,12 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "bad G64 tolerance",
         "G64 P (blending tolerance) and Q (naive CAM tolerance) are lengths in program units and "
         "cannot be negative."),
+    ErrorCode.BAD_CANNED_CYCLE: (
+        "bad canned cycle",
+        "G81, G82 and G83 drill along Z in the XY plane (G17) with absolute coordinates (G90): they "
+        "need Z (the bottom) and R (the retract plane, at or above Z), given on the line or by an "
+        "earlier cycle; G82 P (dwell, s) may not be negative; G83 needs Q > 0 (the peck depth), at "
+        "most 1000 pecks a hole. L (repeats) is not supported."),
     ErrorCode.HOST_COMMAND_SKIPPED: (
         "host command skipped",
         "A note: a line starting with $ ($H homing, $X unlock, $$ settings, $J= jog) or holding only "

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .outputs import OutputState
 
 __all__ = ["ModalGroup", "MotionMode", "Plane", "Units", "DistanceMode", "CoordSystem", "FeedMode", "CutterComp",
-           "ToolLengthOffset", "NonModal", "ProgramStop", "PathControl", "ArcDistanceMode", "StepperPower",
+           "ToolLengthOffset", "NonModal", "ProgramStop", "PathControl", "ArcDistanceMode", "StepperPower", "ReturnMode",
            "ToolChange", "SpindleMode", "Coolant", "DigitalOutput", "PenServo", "G_GROUPS", "M_GROUPS", "G_CODES",
            "M_CODES",
            "ModalState", "MachineState", "AXES", "MM_PER_INCH"]
@@ -54,6 +54,7 @@ class ModalGroup(enum.Enum):
     LENGTH = "length"            # group 8: G43 G43.1 G49
     COORD = "coord"              # group 12: G54-G59
     PATH = "path"                # group 13: G61 G61.1 G64
+    RETURN = "return"            # group 10: G98 G99 (canned cycles)
     STOP = "stop"                # M group 4: M0 M1 M2 M30
     TOOL_CHANGE = "toolchange"   # M group 6: M6
     SPINDLE = "spindle"          # M group 7: M3 M4 M5 (the tool's output)
@@ -71,10 +72,27 @@ class MotionMode(enum.Enum):
     CW_ARC = 2.0         # G2
     CCW_ARC = 3.0        # G3
     CANCEL = 80.0        # G80: no motion mode (axis words are then a fault)
+    DRILL = 81.0         # G81: canned drilling cycle (feed down to Z, rapid out)
+    DRILL_DWELL = 82.0   # G82: drilling with a dwell of P s at the bottom
+    PECK = 83.0          # G83: peck drilling, Q deep at a time, out to R between pecks
 
     @property
     def is_arc(self) -> bool:
         return self is MotionMode.CW_ARC or self is MotionMode.CCW_ARC
+
+    @property
+    def is_cycle(self) -> bool:
+        return self in _CYCLES
+
+
+_CYCLES = frozenset({MotionMode.DRILL, MotionMode.DRILL_DWELL, MotionMode.PECK})
+
+
+class ReturnMode(enum.Enum):
+    """Group 10: where a canned cycle leaves the tool."""
+
+    INITIAL = 98.0       # G98: back to the Z the tool had before the cycle (if above R); the default
+    R_PLANE = 99.0       # G99: back to R
 
 
 class Plane(enum.Enum):
@@ -244,7 +262,7 @@ G_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
     ModalGroup.NONMODAL: NonModal, ModalGroup.MOTION: MotionMode, ModalGroup.PLANE: Plane,
     ModalGroup.DISTANCE: DistanceMode, ModalGroup.ARC_DISTANCE: ArcDistanceMode, ModalGroup.FEED_MODE: FeedMode,
     ModalGroup.UNITS: Units, ModalGroup.CUTTER: CutterComp, ModalGroup.LENGTH: ToolLengthOffset,
-    ModalGroup.COORD: CoordSystem, ModalGroup.PATH: PathControl,
+    ModalGroup.COORD: CoordSystem, ModalGroup.PATH: PathControl, ModalGroup.RETURN: ReturnMode,
 }
 #: the modal groups of M codes and their codes
 M_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
@@ -276,6 +294,9 @@ class ModalState:
         arc_distance: group 4 (G90.1 / G91.1).
         path: group 13 (G61 / G61.1 / G64).
         blend_tolerance: G64 P, mm (None: G64 without P, the machine's junction deviation).
+        return_mode: group 10 (G98 / G99).
+        cycle: the canned cycles' sticky values (R and Z in machine mm, P in s, Q in mm; None where
+            not given yet), or None before the first cycle.
     """
 
     motion: MotionMode = MotionMode.RAPID
@@ -290,6 +311,8 @@ class ModalState:
     arc_distance: ArcDistanceMode = ArcDistanceMode.INCREMENTAL
     path: PathControl = PathControl.BLEND
     blend_tolerance: float | None = None
+    return_mode: ReturnMode = ReturnMode.INITIAL
+    cycle: tuple[float | None, float | None, float | None, float | None] | None = None
 
 
 def _zeros() -> tuple[float, ...]:

@@ -30,7 +30,8 @@ from .blocks import FLANGE, Block, Dwell, Junction, Motion, MotionKind, Stop, St
 from .config import MAX_TARGET_DISTANCE, MachineConfig
 from .errors import ErrorCode, Fault, GcodeError
 from .modal import (AXES, ArcDistanceMode, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState,
-                    MotionMode, NonModal, PathControl, Plane, ProgramStop, StepperPower, ToolLengthOffset, Units)
+                    MotionMode, NonModal, PathControl, Plane, ProgramStop, ReturnMode, StepperPower, ToolLengthOffset,
+                    Units)
 from .parser import ParsedLine, word_columns
 from .tool_rules import TOOLING_FAULTS, ToolEffect, apply_tooling, check_tooling, controlled_point, touches_tooling
 
@@ -67,6 +68,7 @@ _STOP = {m.value: m for m in ProgramStop}
 _STEPPERS = {m.value: m for m in StepperPower}
 _ARC_DISTANCE = {m.value: m for m in ArcDistanceMode}
 _PATH = {m.value: m for m in PathControl}
+_RETURN = {m.value: m for m in ReturnMode}
 #: path control mode -> how the moves programmed under it end
 _JUNCTION = {PathControl.BLEND: Junction.BLEND, PathControl.EXACT_PATH: Junction.EXACT_PATH,
              PathControl.EXACT_STOP: Junction.EXACT_STOP}
@@ -136,10 +138,11 @@ class LineEffect:
         used: the value words a command consumed (the others are fault 25).
         tooling: the line's tools and outputs (:class:`~.tool_rules.ToolEffect`), or None.
         notes: (code, message, column) of the line's notes (severity NOTE: reported, not faults).
+        cycle: a canned cycle's (R, Z, dwell s, peck Q or None, the Z it ends at), machine mm.
     """
 
     __slots__ = ("line", "modal", "units", "nonmodal", "motion", "target", "arc", "via", "dwell", "stop", "used",
-                 "tooling", "notes")
+                 "tooling", "notes", "cycle")
 
     def __init__(self, line: ParsedLine, modal: ModalState, units: float, nonmodal: NonModal | None,
                  stop: ProgramStop | None) -> None:
@@ -156,6 +159,7 @@ class LineEffect:
         self.used: set[str] = {"F"}
         self.tooling: ToolEffect | None = None
         self.notes: list[tuple[ErrorCode, str, int]] = []
+        self.cycle: tuple[float, float, float, float | None, float] | None = None
 
 
 class Fail:
@@ -558,6 +562,113 @@ def _apply_arc(ap: _Applier, eff: LineEffect) -> None:
     ap.arc_to(eff.target, (eff.modal.feed or 0.0) / 60000.0, eff.arc)   # type: ignore[arg-type]
 
 
+# ----- canned cycles (G81 G82 G83) -----------------------------------------------------------------
+
+#: G83: the tool goes back down to this far (mm) above the depth of the last peck (LinuxCNC's 0.010 inch)
+PECK_CLEARANCE_MM = 0.254
+#: the most pecks of one hole (a tiny Q would make one line a million moves)
+MAX_PECKS = 1000
+
+
+def _check_cycle(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
+    """G81/G82/G83 at the line's X Y: a drilling pattern along Z, from R down to Z and out again
+    (G98: to the Z before the cycle if above R; G99: to R). R, Z, P and Q stay from the earlier
+    cycles when not given (LinuxCNC's sticky values). G17 and G90 only; no L repeats."""
+    w, m = line.words, eff.modal
+    motion = m.motion
+    code = f"G{motion.value:g}"
+    at = ("G", motion.value) if line.g.get("motion") == motion.value else (fail.first_of(AXES + "RPQ"), None)
+    if m.plane is not Plane.XY:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"{code} drills along Z: it needs the XY plane (G17; G{m.plane.value:g} is "
+             f"active)", *at)
+    if m.distance is DistanceMode.INCREMENTAL:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"{code}: canned cycles need absolute coordinates here (G90; G91 is active)",
+             *at)
+    if "L" in w:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"L{w['L']:.12g}: repeated canned cycles (L) are not supported", "L")
+    if m.feed is None:
+        fail(ErrorCode.UNDEFINED_FEED_RATE, f"{code} without a feed rate: give F ({_unit(eff.units)}/min)", *at)
+    units, un = eff.units, _unit(eff.units)
+    z_off = state.offsets[m.coord.index][2] + state.g92[2]
+    r0, z0, p0, q0 = m.cycle or (None, None, None, None)
+    r = w["R"] * units + z_off if "R" in w else r0
+    z = w["Z"] * units + z_off if "Z" in w else z0
+    if r is None:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"{code} needs R (the retract plane, {un})", *at)
+        return
+    if z is None:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"{code} needs Z (the bottom of the hole, {un})", *at)
+        return
+    if z > r:
+        fail(ErrorCode.BAD_CANNED_CYCLE, f"the bottom Z {(z - z_off) / units:.6g} {un} is above R "
+             f"{(r - z_off) / units:.6g} {un}: a hole goes down from R to Z", "Z" if "Z" in w else "R")
+    p, q = p0, q0
+    if motion is MotionMode.DRILL_DWELL:
+        if "P" in w:
+            p = w["P"]
+            if not 0 <= p <= ctx.machine.max_dwell:
+                fail(ErrorCode.BAD_CANNED_CYCLE, f"P{p:.12g}: the dwell at the bottom is 0 to "
+                     f"{ctx.machine.max_dwell:g} s", "P")
+        eff.used.add("P")
+    if motion is MotionMode.PECK:
+        if "Q" in w:
+            q = w["Q"] * units
+            if not q > 0:
+                fail(ErrorCode.BAD_CANNED_CYCLE, f"Q{w['Q']:.12g}: the peck depth must be > 0 {un}", "Q")
+        if q is None:
+            fail(ErrorCode.BAD_CANNED_CYCLE, f"{code} needs Q (the peck depth, {un})", *at)
+            return
+        if (r - z) / q > MAX_PECKS:
+            fail(ErrorCode.BAD_CANNED_CYCLE, f"Q{q / units:.6g}: {(r - z) / q:.0f} pecks for one hole "
+                 f"(at most {MAX_PECKS}): the peck depth is in {un}", "Q" if "Q" in w else at[0])
+        eff.used.add("Q")
+    eff.used.update(AXES)
+    eff.used.add("R")
+    eff.motion = motion
+    xy = line._replace(words={k: v for k, v in w.items() if k != "Z"})
+    t = _target(xy, state, eff)
+    z_end = max(state.position[2], r) if m.return_mode is ReturnMode.INITIAL else r
+    t[2] = z_end
+    for point in (t, [t[0], t[1], z]):
+        _check_reach(point, ctx, fail)
+    eff.target = t
+    eff.modal = replace(m, cycle=(r, z, p, q))
+    eff.cycle = (r, z, (p or 0.0) if motion is MotionMode.DRILL_DWELL else 0.0,   # P is sticky, used by G82 only
+                 q if motion is MotionMode.PECK else None, z_end)
+
+
+def _apply_cycle(ap: _Applier, eff: LineEffect) -> None:
+    """The moves of a canned cycle: up to R if below it, rapid over the hole, rapid down to R,
+    feed to Z (G83: in pecks, out to R and back to just above the last depth between them), the
+    G82 dwell, rapid out."""
+    if eff.cycle is None or eff.target is None:     # set together by _check_cycle
+        return
+    r, z, p, q, z_end = eff.cycle
+    t = eff.target
+    feed = (eff.modal.feed or 0.0) / 60000.0
+    rapid, linear = MotionKind.RAPID, MotionKind.LINEAR
+    at = list(ap.pos)
+    if at[2] < r:
+        ap.line_to(rapid, [at[0], at[1], r, *at[3:]], 0.0)
+    over = [t[0], t[1], max(ap.pos[2], r), *t[3:]]
+    ap.line_to(rapid, over, 0.0)
+    ap.line_to(rapid, [t[0], t[1], r, *t[3:]], 0.0)
+    if q is None:
+        ap.line_to(linear, [t[0], t[1], z, *t[3:]], feed)
+    else:
+        depth = r
+        while depth > z:
+            if depth < r:   # back down to just above the last peck
+                ap.line_to(rapid, [t[0], t[1], min(r, depth + PECK_CLEARANCE_MM), *t[3:]], 0.0)
+            depth = max(depth - q, z)
+            ap.line_to(linear, [t[0], t[1], depth, *t[3:]], feed)
+            if depth > z:
+                ap.line_to(rapid, [t[0], t[1], r, *t[3:]], 0.0)
+    if p > 0:
+        ap.out.append(Dwell(ap.line, float(p)))
+    ap.line_to(rapid, [t[0], t[1], z_end, *t[3:]], 0.0)
+
+
 # ----- the stop group (M) -------------------------------------------------------------------------
 
 def _apply_pause(ap: _Applier, eff: LineEffect) -> None:
@@ -621,6 +732,7 @@ _MOVE_FAULTS = (ErrorCode.NO_MOTION_MODE, ErrorCode.TARGET_OUT_OF_RANGE, ErrorCo
 _ARC_FAULTS = _MOVE_FAULTS + (ErrorCode.ARC_OFFSETS_MISSING, ErrorCode.ARC_R_AND_OFFSETS,
                               ErrorCode.ARC_OFFSET_OUT_OF_PLANE, ErrorCode.ARC_RADIUS_MISMATCH,
                               ErrorCode.ARC_RADIUS_TOO_SMALL, ErrorCode.ARC_R_FULL_CIRCLE)
+_CYCLE_FAULTS = (ErrorCode.BAD_CANNED_CYCLE, ErrorCode.UNDEFINED_FEED_RATE, ErrorCode.TARGET_OUT_OF_RANGE)
 #: group 1, by the mode that moves the tool on a line with axis words (or a full-circle arc)
 MOTION_RULES: dict[MotionMode, Rule] = {
     MotionMode.RAPID: Rule("G0 rapid", _check_motion, _apply_line, _MOVE_FAULTS),
@@ -628,6 +740,9 @@ MOTION_RULES: dict[MotionMode, Rule] = {
     MotionMode.CW_ARC: Rule("G2 arc", _check_arc, _apply_arc, _ARC_FAULTS),
     MotionMode.CCW_ARC: Rule("G3 arc", _check_arc, _apply_arc, _ARC_FAULTS),
     MotionMode.CANCEL: Rule("G80 no motion", _check_motion, None, _MOVE_FAULTS),
+    MotionMode.DRILL: Rule("G81 drilling cycle", _check_cycle, _apply_cycle, _CYCLE_FAULTS),
+    MotionMode.DRILL_DWELL: Rule("G82 drilling cycle with dwell", _check_cycle, _apply_cycle, _CYCLE_FAULTS),
+    MotionMode.PECK: Rule("G83 peck drilling cycle", _check_cycle, _apply_cycle, _CYCLE_FAULTS),
 }
 #: the stop group, by code
 STOP_RULES: dict[ProgramStop, Rule] = {
@@ -672,7 +787,9 @@ def _modal_of(line: ParsedLine, m: ModalState) -> tuple[ModalState, float]:
         feed,
         _ARC_DISTANCE[g["arcdistance"]] if "arcdistance" in g else m.arc_distance,
         path,
-        None if "path" in g else m.blend_tolerance), units.mm
+        None if "path" in g else m.blend_tolerance,
+        _RETURN[g["return"]] if "return" in g else m.return_mode,
+        m.cycle), units.mm
 
 
 def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
