@@ -46,16 +46,16 @@ def register(sub) -> None:
 
 def generate_program(lines: int = LINES, seed: int = 0) -> str:
     """A program of ``lines`` lines: square-ish strokes, arcs (I/J, absolute centres, K0, R), rapids,
-    comments, tool outputs, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1, G81).
-    (No parameters: a file with # or [ is read by the parser's checking path, not the fast one.)
+    comments, tool outputs, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1, G81, a
+    parameter counting the drilled holes).
 
     Everything stays within ±40 mm of the work origin and 0..10 mm above it.
     """
     rng = np.random.default_rng(seed)
     out = ["%", "(armtwin bench program: Fr\u00e4ser \u00d8 3 mm, caf\u00e9)", "(" + "a long CAM comment " * 20 + ")",
-           "G21 G90 G17 G54 G91.1 G64 P0.02 Q0.01", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
+           "G21 G90 G17 G54 G91.1 G64 P0.02 Q0.01", "#<holes> = 0", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
     # issue 17's words, one in place of every fifth comment (the base frame's z of work z 10: the IRB120's origin)
-    extra = ["G61", "G64 P0.05", "G61.1", "G64", "M1", "G53 G0 Z210", "G98 G81 Z0 R2 F600"]
+    extra = ["G61", "G64 P0.05", "G61.1", "G64", "M1", "G53 G0 Z210", "G98 G81 Z0 R2 F600", "#<holes> = [#<holes> + 1]"]
     x = y = 0.0
     while len(out) < lines - 2:
         r = int(rng.integers(0, 10))

@@ -300,8 +300,8 @@ def test_fast_path_takes_the_benchmark_program_and_leaves_the_collector_alone(mo
     from armtwin.scripts.bench_gcode import generate_program
     text = generate_program(3000)
     raw = P.split_lines(text)
-    fast = P._scan_clean(text, raw)
-    slow, faults, _, _ = P._scan(text, raw, 1, 100)
+    fast = P._scan_clean(text, raw, 1, [], P.Parameters())
+    slow, faults, _, _ = P._scan(text, raw, 1, 100, params=P.Parameters())
     assert fast is not None and not faults and fast == slow and len(fast) > 2500
 
     def forbidden(*_a):

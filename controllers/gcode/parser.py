@@ -276,13 +276,14 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
     text = normalise_line_ends(text)
     raw = split_lines(text)
     notes: list[Fault] = []
-    fast = _scan_clean(text, raw, 1, notes)
+    params = Parameters()
+    fast = _scan_clean(text, raw, 1, notes, params)
     if fast is not None:
         return ParseResult(fast, tuple(fold_notes(notes)), len(raw), False)
     cap = max(1, int(max_faults))
     refused: list[ParsedLine] = []
     lines, faults, count, _ = _scan(text, raw, 1, cap + 1, from_bytes, refused,   # one more: is anything cut, and where
-                                    Parameters())
+                                    params)
     faults = fold_notes(faults)
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
@@ -364,7 +365,7 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
         pos = end
         count = len(raw)
         notes: list[Fault] = []
-        clean = _scan_clean(piece, raw, lineno, notes)
+        clean = _scan_clean(piece, raw, lineno, notes, params)
         if clean is not None:
             out = ParseChunk(clean, tuple(notes))
             del clean
@@ -489,14 +490,29 @@ def _without_percent_lines(t: str, raw: list[str]) -> str | None:
     return t.replace("%", " ")
 
 
-def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fault] | None = None) -> Lines | None:
+def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fault] | None = None,
+                params: Parameters | None = None) -> Lines | None:
     """Fast path for a file without faults: C-level checking and splitting, one short Python loop per word.
 
     Returns None as soon as anything is unusual (a fault, a stray ``%`` or parenthesis, ...);
     :func:`_scan` then handles the file and locates every fault. Both paths give the same
     lines for a clean file (checked by the tests). ``notes``: a list that receives the notes of
     the grbl host command lines (``$H``) it skips; without it such a file is handed over too.
+    ``params``: the program's parameters; the lines with parameters or expressions are read with
+    them (without, such a file is handed over). When the file is handed over, ``params`` is as it was.
     """
+    if params is None:
+        return _scan_clean_lines(text, raw, first_lineno, notes, None)
+    saved = (dict(params.numbered), dict(params.named))
+    out = _scan_clean_lines(text, raw, first_lineno, notes, params)
+    if out is None:          # the checking path reads the file again from the same parameters
+        params.numbered, params.named = saved
+    return out
+
+
+def _scan_clean_lines(text: str, raw: list[str], first_lineno: int, notes: list[Fault] | None,
+                      params: Parameters | None) -> Lines | None:
+    """:func:`_scan_clean`'s work (it may change ``params`` before it gives up)."""
     # a comment becomes "\v": white space between words, but not allowed between a letter and its
     # number (as in the checking path, where "F()0" is a letter without a value)
     t = _COMMENTS.sub("\v", text) if "(" in text or ";" in text else text
@@ -514,6 +530,19 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fa
                 if note is None:
                     return None      # a $ or ? elsewhere: a fault
                 notes.append(note)
+                tl[i] = ""
+        t = "\n".join(tl)
+    ready: dict[int, ParsedLine | None] = {}     # lines with parameters or expressions, read
+    if "#" in t or "[" in t:
+        if params is None:
+            return None
+        tl = t.split("\n")
+        for i, code in enumerate(tl):
+            if "#" in code or "[" in code:
+                got, faults, _ = _read_expression_line(raw[i], i + first_lineno, params, False)
+                if faults:
+                    return None
+                ready[i + first_lineno] = got
                 tl[i] = ""
         t = "\n".join(tl)
     if "%" in t:
@@ -540,6 +569,14 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fa
     for letters in t.translate(_KEEP_LETTERS).split("\n"):
         lineno += 1
         if not letters:
+            if ready and ready.get(lineno) is not None:
+                pl = ready[lineno]
+                a_line(lineno)
+                a_n(pl.n)
+                a_g(pl.g)
+                a_m(pl.m)
+                a_words(pl.words)
+                a_text(pl.text)
             continue
         n = None
         g: dict = {}
