@@ -55,7 +55,7 @@ class Program:
 
     Attributes:
         blocks: motion, dwell and stop blocks in order.
-        faults: parse and interpretation faults, in line order (one per faulty line); with more
+        faults: parse and interpretation faults, in line order (every fault of a line); with more
             than the cap, the first ones and a TOO_MANY_FAULTS (119) notice. Notes (severity
             NOTE: a skipped ``$H`` line, M84, M1 without the optional stop) are among them, one per
             code (later ones folded into the first), and do not make the program faulty.
@@ -201,8 +201,9 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
               progress: Callable[[str, float], None] | None = None) -> Program:
     """Run the interpreter over parsed lines, collecting faults instead of raising.
 
-    A faulty line is skipped without changing the state (grbl's rule), and the next lines are
-    still checked; parse faults already in a :class:`ParseResult` are merged in line order.
+    A faulty line makes no block; its valid modal words and the end of its move are kept for the
+    lines after it (:func:`~.rules.recover`: each root cause reported once), and the next lines
+    are still checked; parse faults already in a :class:`ParseResult` are merged in line order.
     With more than ``max_faults`` faults the program's faults end with a TOO_MANY_FAULTS (119)
     notice at the line of the first fault not shown (:func:`~.errors.cap_faults`).
 

@@ -9,7 +9,8 @@ rule in :mod:`.rules`); a new modal group is one enum class added to :data:`G_GR
 
 :class:`ModalState` is the frozen modal state of a program (the active code of every group and
 the feed rate); :class:`MachineState` adds where the tool is and the work offsets. A line that
-passes its checks makes a new state; a faulty line changes nothing (grbl's rule).
+passes its checks makes a new state; a refused line makes no blocks (grbl's rule) and leaves only
+its valid modal words and its move's end (:func:`~.rules.recover`).
 
 Units: the position is in millimetres (X Y Z) and degrees (A B C) relative to the work origin,
 the feed rate in mm/min — the units of the program's world, converted to SI when blocks leave

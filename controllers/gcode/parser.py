@@ -249,11 +249,12 @@ def parse_line(text: str, lineno: int = 1) -> ParsedLine | None:
 
 
 def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -> ParseResult:
-    """Parse a whole program, collecting every faulty line's fault instead of raising.
+    """Parse a whole program, collecting every fault instead of raising.
 
-    Each faulty line contributes its first fault (the line is rejected as a whole, as grbl
-    and LinuxCNC do); every line of the file is examined until more than ``max_faults``
-    faults are found.
+    A faulty line is rejected as a whole (as grbl and LinuxCNC do) and contributes every word
+    fault it has (and the first character that is not G-code); its valid words are kept in
+    ``refused`` for the interpreter. Every line of the file is examined until more than
+    ``max_faults`` faults are found; notes (skipped ``$`` lines) are folded one per code.
 
     Args:
         text: program text (str or bytes), or an iterable of lines.

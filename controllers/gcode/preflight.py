@@ -6,8 +6,8 @@ samples (:func:`track_path`), rapids slowed to the joints' limits; then the chec
 their findings. Checks, without running physics:
 
 * every fault of the parser and the interpreter (numbered codes 1–49); the lines that
-  passed are still planned and checked below (a faulty line is skipped and changes no modal
-  state, as grbl rejects it), so one pass reports every fault of a file;
+  passed are still planned and checked below (a refused line runs nothing and leaves only its
+  valid modal words and its move's end), so one pass reports every fault of a file;
 * IK along the densely sampled path (points at most ``sample_spacing`` apart, all chord
   ends included) with branch continuity: the arm keeps the configuration it starts in
   (shoulder/elbow; the SCARA's elbow), the wrist may change branch only where that is
@@ -534,8 +534,8 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
     The parser's and the interpreter's faults come first; the lines that passed are then planned
     (rapids slowed to the joints' limits), solved with IK along the path, and checked by the
     :data:`PASSES` (the singularity pass only with ``singularity``), so that one pass over the
-    file reports every fault, up to ``max_faults`` (a faulty line is skipped and changes no modal
-    state, as grbl rejects it).
+    file reports every fault, up to ``max_faults`` (a refused line runs nothing; its valid modal
+    words and its move's end stand for the lines after it).
     """
     faults: list[Fault] = list(prog.faults)
     if prog.truncated:   # more faults than the cap from the parser and the interpreter alone (ends with 119)
