@@ -148,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
               f"program time {res.program_time:.2f} s ({res.samples} control periods, wall {res.wall_time:.1f} s)")
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
         if res.pauses:
-            print(f"  M0 pause at line(s) {', '.join(map(str, res.pauses))}: passed without waiting (simulation)")
+            print(f"  pause (M0, or M1 with --optional-stop) at line(s) {', '.join(map(str, res.pauses))}: "
+                  f"passed without waiting (simulation)")
         if res.tool_changes:
             print(f"  M6 tool change at line(s) {', '.join(map(str, res.tool_changes))}: the arm rested; the "
                   f"simulated flange carries the first tool only")

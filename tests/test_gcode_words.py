@@ -236,6 +236,10 @@ def test_check_and_run_take_optional_stop(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "note 62" not in out and "1 note(s)" in out
     assert main(["check", str(prog), "--robot", "irb120", "--strict"]) == 0     # notes never count
+    assert main(["run", str(prog), "--robot", "irb120", "--optional-stop"]) == 0
+    assert "pause (M0, or M1 with --optional-stop) at line(s) 4" in capsys.readouterr().out
+    assert main(["run", str(prog), "--robot", "irb120"]) == 0
+    assert "pause" not in capsys.readouterr().out
 
 
 # ----- the arc-end rule (issue 17.4): LinuxCNC's documented rule, inch and mm ------------------------
