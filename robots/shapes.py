@@ -109,9 +109,9 @@ def _perpendicular(axis: np.ndarray) -> np.ndarray:
 
 
 def _segments(radius: float) -> int:
-    """Points around an outline of ``radius`` m: about one per 10 mm of circumference, 12 to 32
+    """Points around an outline of ``radius`` m: about one per 12 mm of circumference, 12 to 24
     (smooth normals hide the facets; more points only make the files and the frames heavier)."""
-    return int(np.clip(round(2 * np.pi * radius / 0.010), 12, 32))
+    return int(np.clip(round(2 * np.pi * radius / 0.012), 12, 24))
 
 
 def lathe(start: ArrayLike, end: ArrayLike, profile: Sequence[tuple[float, float]], paint: Paint,
