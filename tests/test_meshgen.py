@@ -141,3 +141,14 @@ def test_the_tiny_renderer_draws_the_makers_colours(name, paint):
     background = np.all(img == img[0, 0], axis=2)
     assert 0.04 < 1 - background.mean() < 0.9
     assert _hue_pixels(img, rgba).sum() >= 20
+
+
+def test_shapes_reject_bad_data_when_built():
+    with pytest.raises(ValueError, match="Paint.name"):
+        Paint("abb orange", (1, 0.5, 0, 1))
+    with pytest.raises(ValueError, match="Paint.rgba"):
+        Paint("orange", (255, 128, 0, 1))
+    with pytest.raises(ValueError, match="inside its outline"):
+        slab((0, 0, 0), (1, 0, 0), (0, 1, 0), [(0, 0, -0.01)], 0.02, Paint("p", (1, 1, 1, 1)))
+    with pytest.raises(ValueError, match="non-zero"):
+        cylinder((0, 0, 0), (0, 0, 0), 0.05, Paint("p", (1, 1, 1, 1)))
