@@ -109,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
-            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False)})
+            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False, args.cell_check)})
         else:
-            print_report(args.program, rep, spec, machine, False)
+            print_report(args.program, rep, spec, machine, False, args.cell_check)
             print(f"{args.program}: refused: the preflight found faults; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
     if rep.plan is None or rep.samples is None:
