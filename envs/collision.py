@@ -340,9 +340,44 @@ class CollisionModel:
                     np.minimum(out[:, i], b, out=out[:, i])
         return out
 
-    def displacement(self, dQ: np.ndarray) -> np.ndarray:
-        """(K, P) bound of the pair's relative motion for joint changes dQ (K, n), m."""
-        move = np.abs(dQ) @ self._rho                       # (K, L)
+    def reach(self, poses: np.ndarray) -> np.ndarray:
+        """(K, n, L): how far each link's shapes are from each joint's axis at the samples, m (the
+        farthest piece's centre plus its half length and radius; 0 for links the joint does not move)."""
+        K, n, L = len(poses), self.spec.dof, len(self.link_names)
+        out = np.zeros((K, n, L))
+        C, _ = self._piece_world(poses)
+        for j in range(n):
+            if self.spec.prismatic[j]:
+                continue
+            T = poses[:, j + 1]                               # link j+1 turns about joint j's axis
+            o, a = T[:, :3, 3], T[:, :3, :3] @ self._chain.axes[j]
+            for k, pc in enumerate(self._pieces):
+                if pc.link < j + 1:
+                    continue
+                r = np.linalg.norm(np.cross(C[k] - o, a), axis=1) + pc.half + pc.radius
+                np.maximum(out[:, j, pc.link], r, out=out[:, j, pc.link])
+        return out
+
+    def displacement(self, dQ: np.ndarray, reach: np.ndarray | None = None) -> np.ndarray:
+        """(K, P) bound of the pair's relative motion (m) across intervals whose joints change by
+        dQ (K, n) linearly.
+
+        Every point of link l moves at most ``Σ_j |Δq_j| ρ_jl``, ρ_jl its largest distance from
+        joint j's axis during the interval. Without ``reach`` ρ is the chain's bound for any
+        configuration; with ``reach`` ((K, n, L) at the intervals' starts, :meth:`reach`) it is that
+        distance plus how far the joints after j can carry the link away from the axis,
+        ``Σ_{i>j} |Δq_i| ρ_il`` — much tighter where the arm is not stretched.
+        """
+        a = np.abs(dQ)
+        if reach is None:
+            move = a @ self._rho                               # (K, L)
+        else:
+            n = self.spec.dof
+            later = np.zeros_like(reach)                       # Σ_{i>j} |Δq_i| ρ_il
+            for j in range(n - 2, -1, -1):
+                later[:, j] = later[:, j + 1] + a[:, j + 1, None] * self._rho[j + 1]
+            rho = np.where(self.spec.prismatic[None, :, None], 1.0, np.minimum(reach + later, self._rho[None]))
+            move = np.einsum("kj,kjl->kl", a, rho)
         out = np.empty((len(dQ), len(self.pairs)))
         for i, pr in enumerate(self.pairs):
             out[:, i] = move[:, pr.a] + (move[:, pr.b] if pr.self_pair else 0.0)
@@ -373,8 +408,7 @@ class CollisionModel:
         return self.link_names[pr.a], (self.link_names[pr.b] if pr.self_pair else self._obstacles[pr.b].name)
 
     # ----- the check -------------------------------------------------------------------------
-    def check(self, Q: np.ndarray, times: np.ndarray | None = None, lines: np.ndarray | None = None,
-              *, first_only: bool = True) -> list[Contact]:
+    def check(self, Q: np.ndarray, times: np.ndarray | None = None, lines: np.ndarray | None = None) -> list[Contact]:
         """The first contact of each pair along the joint path ``Q`` (K, n) — joints linear between
         rows; rows with NaN (no IK) are skipped together with the intervals at their sides.
 
@@ -382,84 +416,95 @@ class CollisionModel:
             Q: (K, n) joints, rad / m.
             times: (K,) s (default: the row index).
             lines: (K,) the G-code line of each row; an interval belongs to the line of its end.
-            first_only: stop checking a pair at its first contact (else: its first contact
-                still, but every interval is examined — for tests).
 
         Returns:
-            One :class:`Contact` per pair that touches, in time order.
+            One :class:`Contact` per pair that touches, in time order; its depth is the deepest
+            overlap at the samples of the first contact's line.
         """
         Q = np.asarray(Q, dtype=float)
         K = len(Q)
         times = np.arange(K, dtype=float) if times is None else np.asarray(times, dtype=float)
         lines = np.zeros(K, dtype=np.int64) if lines is None else np.asarray(lines)
-        P = len(self.pairs)
         found: dict[int, Contact] = {}
-        limit = np.array([p.limit for p in self.pairs])
         valid = ~np.isnan(Q).any(axis=1)
-        prev_L = None
-        for c0 in range(0, K, CHUNK):
+        for c0 in range(0, max(K - 1, 1), CHUNK):
             c1 = min(c0 + CHUNK + 1, K)            # chunks overlap by one sample: every interval is seen
-            q = Q[c0:c1]
-            ok = valid[c0:c1]
-            Lb = np.full((c1 - c0, P), np.inf)
-            if ok.any():
-                Lb[ok] = self.lower_bounds(self.link_poses(q[ok])) - limit
-            if prev_L is not None:
-                Lb[0] = prev_L
-            prev_L = Lb[-1].copy()
-            exact: dict[tuple[int, int], float] = {}
-
-            def d_at(k: int, p: int, within: float) -> float:
-                """A lower bound of the pair's distance (to its limit) at sample k: exact up to
-                ``within`` (the engine's answer, or ``within`` when it is farther)."""
-                if Lb[k, p] > within:
-                    return float(Lb[k, p])
-                if (k, p) not in exact:
-                    exact[(k, p)] = self.distance(p, q[k], within + limit[p]) - limit[p]
-                return exact[(k, p)]
-
-            # samples whose bound says they may touch, and intervals that may hide a contact
-            D = np.zeros((c1 - c0 - 1, P)) if c1 - c0 > 1 else np.zeros((0, P))
-            both = ok[:-1] & ok[1:]
-            if len(D):
-                D[both] = self.displacement(np.diff(q, axis=0)[both])
-            span = np.where(both[:, None], Lb[:-1] + Lb[1:] <= D, False) if len(D) else np.zeros((0, P), bool)
-            here = Lb < -CONTACT_EPS
-            for p in range(P):
-                if first_only and p in found:
-                    continue
-                cand_s = np.flatnonzero(here[:, p])
-                cand_i = np.flatnonzero(span[:, p])
-                events = sorted([(int(k), 0) for k in cand_s] + [(int(k), 1) for k in cand_i])
-                for k, kind in events:
-                    if first_only and p in found:
-                        c = found[p]                # the deepest point of the first contact's line
-                        if kind == 0 and lines[c0 + k] == c.line and times[c0 + k] > c.time:
-                            d = d_at(k, p, 1.0)
-                            if -d - limit[p] > c.depth:
-                                found[p] = replace(c, depth=float(-d - limit[p]))
-                            continue
-                        if lines[c0 + k] != c.line:
-                            break
-                        continue
-                    if kind == 0:
-                        if c0 > 0 and k == 0:
-                            continue                # seen as the previous chunk's last sample
-                        d = d_at(k, p, 1.0)
-                        if d < -CONTACT_EPS:
-                            self._record(found, p, q[k], times[c0 + k], lines[c0 + k], d)
-                        continue
-                    wa = float(D[k, p]) + 0.01
-                    da, db = d_at(k, p, wa), d_at(k + 1, p, wa)
-                    if da < -CONTACT_EPS:
-                        continue                    # its start sample reported it
-                    # a contact at its end sample may begin earlier, inside the interval
-                    hit = self._refine(p, q[k], q[k + 1], da, max(db, 0.0), float(D[k, p]), limit[p])
-                    if hit is not None:
-                        s, d = hit
-                        t = times[c0 + k] + s * (times[c0 + k + 1] - times[c0 + k])
-                        self._record(found, p, q[k] + s * (q[k + 1] - q[k]), t, lines[c0 + k + 1], d)
+            self._check_chunk(Q[c0:c1], times[c0:c1], lines[c0:c1], valid[c0:c1], found)
         return sorted(found.values(), key=lambda c: (c.time, c.link, c.other))
+
+    def _check_chunk(self, q, t, lines, ok, found: dict[int, Contact]) -> None:
+        P = len(self.pairs)
+        m = len(q)
+        limit = np.array([p.limit for p in self.pairs])
+        Lb = np.full((m, P), np.inf)
+        reach = np.zeros((m, self.spec.dof, len(self.link_names)))
+        if ok.any():
+            poses = self.link_poses(q[ok])
+            Lb[ok] = self.lower_bounds(poses) - limit
+            reach[ok] = self.reach(poses)
+        # exact distances where the bound allows an overlap: the samples in contact
+        first = np.full(P, m)                       # each pair's first sample in contact
+        contact_d: dict[tuple[int, int], float] = {}
+        for k, p in zip(*np.nonzero(Lb < -CONTACT_EPS)):
+            if p in found:
+                continue
+            d = self.distance(int(p), q[k], 0.01 + limit[p]) - limit[p]
+            Lb[k, p] = max(Lb[k, p], d)
+            if d < -CONTACT_EPS:
+                contact_d[(int(k), int(p))] = d
+                first[p] = min(first[p], k)
+        # intervals that may hide a contact: bisected, all of them level by level
+        both = ok[:-1] & ok[1:]
+        ka, pa = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if m > 1 and both.any():
+            D = np.zeros((m - 1, P))
+            D[both] = self.displacement(np.diff(q, axis=0)[both], reach[:-1][both])
+            pos = np.maximum(Lb, 0.0)
+            sus = both[:, None] & (pos[:-1] + pos[1:] <= D) & (Lb[:-1] >= -CONTACT_EPS)
+            sus &= np.arange(m - 1)[:, None] < first[None, :]          # nothing after a first contact matters
+            for p in found:
+                sus[:, p] = False
+            ka, pa = np.nonzero(sus)
+        s0, s1 = np.zeros(len(ka)), np.ones(len(ka))
+        d0, d1 = np.maximum(Lb[ka, pa], 0.0), np.maximum(Lb[ka + 1, pa], 0.0)
+        span = D[ka, pa] if len(ka) else np.zeros(0)
+        hits: list[tuple[float, int, int, float, np.ndarray]] = []     # (time, pair, interval, distance, q)
+        while len(ka):
+            keep = (d0 + d1 <= span) & (span >= REFINE_TOLERANCE)
+            ka, pa, s0, s1, d0, d1, span = (x[keep] for x in (ka, pa, s0, s1, d0, d1, span))
+            if not len(ka):
+                break
+            sm = 0.5 * (s0 + s1)
+            qm = q[ka] + sm[:, None] * (q[ka + 1] - q[ka])
+            dm = self.lower_bounds(self.link_poses(qm))[np.arange(len(ka)), pa] - limit[pa]
+            for e in np.flatnonzero(dm < REFINE_TOLERANCE):            # the bound allows a contact: measure
+                dm[e] = max(dm[e], self.distance(int(pa[e]), qm[e], 0.01 + limit[pa[e]]) - limit[pa[e]])
+            hit = dm < -CONTACT_EPS
+            for e in np.flatnonzero(hit):
+                tm = t[ka[e]] + sm[e] * (t[ka[e] + 1] - t[ka[e]])
+                hits.append((float(tm), int(pa[e]), int(ka[e]), float(dm[e]), qm[e]))
+            dmp = np.maximum(dm, 0.0)
+            # the earlier half always; the later half only where the middle is not a contact
+            later = ~hit
+            ka = np.concatenate([ka, ka[later]])
+            pa = np.concatenate([pa, pa[later]])
+            s0, s1 = np.concatenate([s0, sm[later]]), np.concatenate([sm, s1[later]])
+            d0, d1 = np.concatenate([d0, dmp[later]]), np.concatenate([dmp, d1[later]])
+            span = np.concatenate([span / 2, span[later] / 2])
+        # each pair's first contact: the earliest of the bisection's and the samples'
+        for p in range(P):
+            if p in found:
+                continue
+            cands = [(h[0], int(lines[h[2] + 1]), h[3], h[4]) for h in hits if h[1] == p]
+            if first[p] < m:
+                k = int(first[p])
+                cands.append((float(t[k]), int(lines[k]), contact_d[(k, p)], q[k]))
+            if not cands:
+                continue
+            tm, line, d, qc = min(cands, key=lambda h: h[0])
+            deepest = min([d] + [dd for (kk, pp), dd in contact_d.items() if pp == p and lines[kk] == line])
+            self._record(found, p, qc, tm, line, d)
+            found[p] = replace(found[p], depth=float(-deepest - limit[p]))
 
     def _record(self, found: dict, p: int, q: np.ndarray, t: float, line, d: float) -> None:
         a, b = self.pair_names(p)
@@ -467,28 +512,6 @@ class CollisionModel:
                     np.asarray(q, float).copy(), max(0.0, float(-self.pairs[p].limit)))
         if p not in found or c.time < found[p].time:
             found[p] = c
-
-    def _refine(self, p: int, qa, qb, da: float, db: float, D: float, limit: float):
-        """Bisect an interval with no contact at its ends: ``(fraction, distance)`` of its first
-        contact, or None when it has none (distances relative to the pair's limit)."""
-        stack = [(0.0, 1.0, da, db, D)]
-        while stack:
-            s0, s1, d0, d1, span = stack.pop()
-            if d0 + d1 > span or span < REFINE_TOLERANCE:
-                continue
-            sm = 0.5 * (s0 + s1)
-            qm = qa + sm * (qb - qa)
-            dm = self.distance(p, qm, span + 0.01 + limit) - limit
-            if dm < -CONTACT_EPS:
-                # a contact: look for an earlier one in the first half before reporting this one
-                earlier = self._refine(p, qa + s0 * (qb - qa), qm, d0, max(dm, 0.0), span / 2, limit) \
-                    if span / 2 >= REFINE_TOLERANCE else None
-                if earlier is not None:
-                    return s0 + earlier[0] * (sm - s0), earlier[1]
-                return sm, dm
-            stack.append((sm, s1, dm, d1, span / 2))   # later half examined after the earlier one
-            stack.append((s0, sm, d0, dm, span / 2))
-        return None
 
     def contacts_at(self, q: np.ndarray) -> list[tuple[str, str, float]]:
         """Every pair in contact at the joints ``q`` (brute force, exact): (link, other, overlap m)
