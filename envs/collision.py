@@ -263,8 +263,9 @@ class CollisionModel:
         C, U = [], []
         for p in self._pieces:
             T = poses[:, p.link]
-            C.append(T[:, :3, :3] @ p.center + T[:, :3, 3])
-            U.append(T[:, :3, :3] @ p.axis)
+            R = T[:, :3, :3]
+            C.append(np.einsum("kij,j->ki", R, p.center) + T[:, :3, 3])
+            U.append(np.einsum("kij,j->ki", R, p.axis))
         return C, U
 
     @staticmethod
@@ -512,6 +513,22 @@ class CollisionModel:
                     np.asarray(q, float).copy(), max(0.0, float(-self.pairs[p].limit)))
         if p not in found or c.time < found[p].time:
             found[p] = c
+
+    def distances(self, Q: np.ndarray, within: float = 0.01) -> np.ndarray:
+        """(K, P) every pair's exact signed distance at every row of ``Q`` (K, n) by a plain loop of
+        engine queries (``within`` where farther), m — no bounds, no refinement: the brute force
+        that :meth:`check` is measured against (``armtwin bench collision``)."""
+        Q = np.atleast_2d(np.asarray(Q, dtype=float))
+        poses = self.link_poses(Q)
+        out = np.empty((len(Q), len(self.pairs)))
+        w = self._world
+        for k in range(len(Q)):
+            for i, body in enumerate(self._link_bodies):
+                w.set_body_pose(body, poses[k, i])
+            for p, pr in enumerate(self.pairs):
+                other = self._link_bodies[pr.b] if pr.self_pair else self._obstacle_bodies[pr.b]
+                out[k, p] = w.distance(self._link_bodies[pr.a], other, within)
+        return out
 
     def contacts_at(self, q: np.ndarray) -> list[tuple[str, str, float]]:
         """Every pair in contact at the joints ``q`` (brute force, exact): (link, other, overlap m)
