@@ -149,6 +149,7 @@ class World:
                 raise SimulationError("the EGL renderer plugin did not load")
         self.time = 0.0  # s
         self.robots: list[SimRobot] = []
+        self._free_bodies = 0      # movable objects: the physics is stepped for them
         self._closed = False
         c = self.client
         pybullet.setGravity(*self.physics.gravity, physicsClientId=c)
@@ -295,7 +296,7 @@ class World:
                                         physicsClientId=self.client)
 
     def add_shapes(self, shapes, pose=None, *, color=(0.55, 0.57, 0.60, 1.0), mass: float = 0.0,
-                   visual: bool = True) -> int:
+                   visual: bool = True, friction: float | None = None, free: bool = False) -> int:
         """A rigid body made of primitive shapes (a workcell's table, a robot link for collision
         queries); returns its body id.
 
@@ -309,6 +310,9 @@ class World:
             mass: kg; 0: static. A collision-only world gives its moving bodies a mass so that
                 the engine treats them as movable.
             visual: also draw it (a collision-only world does not).
+            friction: its Coulomb friction coefficient (default: the engine's).
+            free: a movable object (a workpiece): the world steps its physics from now on, also
+                when every robot is kinematic, so that it falls, rests and is carried.
 
         Raises:
             SimulationError: PyBullet refused a shape (e.g. an unreadable mesh file).
@@ -347,12 +351,16 @@ class World:
             cols.append(col)
             viss.append(vis)
         if len(cols) == 1:
-            col, vis = cols[0], viss[0]
+            body = p.createMultiBody(baseMass=float(mass), baseCollisionShapeIndex=cols[0],
+                                     baseVisualShapeIndex=viss[0], basePosition=T[:3, 3].tolist(),
+                                     baseOrientation=matrix_to_quat(T[:3, :3]).tolist(), physicsClientId=c)
         else:   # a compound of several shapes: one child link per shape, all fixed to the base
-            return self._compound(cols, viss, T, mass)
-        return p.createMultiBody(baseMass=float(mass), baseCollisionShapeIndex=col, baseVisualShapeIndex=vis,
-                                 basePosition=T[:3, 3].tolist(),
-                                 baseOrientation=matrix_to_quat(T[:3, :3]).tolist(), physicsClientId=c)
+            body = self._compound(cols, viss, T, mass)
+        if friction is not None:
+            p.changeDynamics(body, -1, lateralFriction=float(friction), physicsClientId=c)
+        if free:
+            self._free_bodies += 1
+        return body
 
     def _compound(self, cols: list[int], viss: list[int], T: np.ndarray, mass: float) -> int:
         from ..controllers.transforms import matrix_to_quat
@@ -367,12 +375,14 @@ class World:
             linkJointTypes=[pybullet.JOINT_FIXED] * k, linkJointAxis=[[0.0, 0.0, 1.0]] * k,
             physicsClientId=self.client)
 
-    def set_body_pose(self, body: int, pose) -> None:
-        """Teleport a body (not a robot) to ``pose`` ((4, 4), world frame, m)."""
+    def set_body_pose(self, body: int, pose, *, still: bool = False) -> None:
+        """Teleport a body (not a robot) to ``pose`` ((4, 4), world frame, m); ``still``: and stop it."""
         from ..controllers.transforms import matrix_to_quat
         T = np.asarray(pose, dtype=float)
         pybullet.resetBasePositionAndOrientation(int(body), T[:3, 3].tolist(), matrix_to_quat(T[:3, :3]).tolist(),
                                                  physicsClientId=self.client)
+        if still:
+            pybullet.resetBaseVelocity(int(body), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], physicsClientId=self.client)
 
     def distance(self, a: int, b: int, within: float, link_a: int | None = None) -> float:
         """Signed distance between bodies ``a`` and ``b`` (m; negative: the penetration depth) as
@@ -386,6 +396,29 @@ class World:
         """(lower (3,), upper (3,)) world-axis bounding box of a body, m."""
         lo, hi = pybullet.getAABB(int(body), physicsClientId=self.client)
         return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+
+    def body_pose(self, body: int) -> np.ndarray:
+        """(4, 4) a body's (not a robot's) pose in the world, m."""
+        pos, quat = pybullet.getBasePositionAndOrientation(int(body), physicsClientId=self.client)
+        return transform(quat_to_matrix(quat), pos)
+
+    def attach(self, robot: "SimRobot", link: int, body: int, max_force: float) -> int:
+        """Hold ``body`` fixed to a link of ``robot`` where it is now (a gripper's grip): a fixed
+        constraint that pulls with at most ``max_force`` N; returns its id for :meth:`detach`."""
+        ls = pybullet.getLinkState(robot.body, int(link), computeForwardKinematics=True, physicsClientId=self.client)
+        world_com = transform(quat_to_matrix(ls[1]), ls[0])     # constraint frames are centre-of-mass frames
+        rel = invert(world_com) @ self.body_pose(body)
+        from ..controllers.transforms import matrix_to_quat
+        cid = pybullet.createConstraint(robot.body, int(link), int(body), -1, pybullet.JOINT_FIXED, [0.0, 0.0, 0.0],
+                                        parentFramePosition=rel[:3, 3].tolist(), childFramePosition=[0.0, 0.0, 0.0],
+                                        parentFrameOrientation=matrix_to_quat(rel[:3, :3]).tolist(),
+                                        physicsClientId=self.client)
+        pybullet.changeConstraint(cid, maxForce=float(max_force), physicsClientId=self.client)
+        return cid
+
+    def detach(self, constraint: int) -> None:
+        """Let go of what :meth:`attach` holds."""
+        pybullet.removeConstraint(int(constraint), physicsClientId=self.client)
 
     def set_collision(self, a: int, link_a: int, b: int, link_b: int, enabled: bool) -> None:
         """Let the physics make contacts between a link of body ``a`` and one of ``b`` (-1: the
@@ -418,7 +451,7 @@ class World:
         :attr:`SimRobot.instability` (see :attr:`instabilities`).
         """
         p, c = pybullet, self.client
-        dynamic = any(r.mode is not JointMode.KINEMATIC for r in self.robots)
+        dynamic = self._free_bodies > 0 or any(r.mode is not JointMode.KINEMATIC for r in self.robots)
         sub = self.physics.substeps
         h = self.physics.dt / sub
         for _ in range(n):

@@ -1,7 +1,7 @@
 """A workcell's bodies in a simulated :class:`~armtwin.envs.sim.World`.
 
-:func:`place_cell` adds every body of a :class:`~armtwin.robots.workcell.Cell` to a world as a
-static body (drawn and colliding); :func:`mount_of` is where a robot stands in it. Given the
+:func:`place_cell` adds every body of a :class:`~armtwin.robots.workcell.Cell` to a world, drawn
+and colliding: static, or movable when it has a mass (a workpiece a gripper can carry); :func:`mount_of` is where a robot stands in it. Given the
 robot, the end effector's links (:func:`~armtwin.robots.workcell.end_effector_links`) do not
 make physical contacts with **work** bodies: the tool's touch on the work is ideal (a pen
 drawing on the table, whose ink :class:`~armtwin.envs.marking.SurfaceMarker` draws), while
@@ -54,7 +54,8 @@ def place_cell(world: World, cell: Cell, robot: SimRobot | None = None) -> Place
     """
     ids: dict[str, int] = {}
     for body in cell.bodies:
-        ids[body.name] = world.add_shapes(body_shapes(body), body.pose, color=body.color)
+        ids[body.name] = world.add_shapes(body_shapes(body), body.pose, color=body.color, mass=body.mass,
+                                          friction=body.friction, free=body.mass > 0)
     if robot is not None:
         ee = [robot.link_index[name] for name in end_effector_links(robot.spec) if name in robot.link_index]
         ee += [robot.link_index[name] for name in ("tool", "tcp") if name in robot.link_index]

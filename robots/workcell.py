@@ -24,6 +24,7 @@ Cells are TOML files (docs/WORKCELL.md)::
     rpy = [0, 0, 0]              # deg
     role = "work"                # work | obstacle (default obstacle)
     color = [0.55, 0.45, 0.35, 1]
+    # mass = 0.2                 # kg: a movable workpiece (default 0: fixed); friction = 0.8
 
     [[body]]
     name = "bracket"
@@ -51,7 +52,7 @@ from ..controllers.choices import Choice
 from ..controllers.transforms import rpy_to_matrix
 
 __all__ = ["ShapeKind", "BodyRole", "CellBody", "Cell", "CellError", "default_cell", "load_cell", "end_effector_links",
-           "DEFAULT_TOUCH", "MAX_CELL_BODIES", "MAX_CELL_MM", "TABLE_SIZE"]
+           "MAX_PART_MASS", "DEFAULT_TOUCH", "MAX_CELL_BODIES", "MAX_CELL_MM", "TABLE_SIZE"]
 
 #: how far a tool may press into a work body before it counts as a collision, m
 DEFAULT_TOUCH = 0.001
@@ -59,6 +60,8 @@ DEFAULT_TOUCH = 0.001
 MAX_CELL_BODIES = 200
 #: every coordinate and size of a cell lies within ±this, mm (a cell is a room, not a city)
 MAX_CELL_MM = 20_000.0
+#: the heaviest movable workpiece, kg
+MAX_PART_MASS = 100.0
 #: the default table's top, x by y, m (centred under the robot's default work origin)
 TABLE_SIZE = (0.30, 0.30)
 _TABLE_COLOR = (0.62, 0.52, 0.40, 1.0)
@@ -104,6 +107,10 @@ class CellBody:
         color: RGBA 0..1.
         mesh: the mesh file (STL or OBJ) for MESH, else None.
         scale: mesh file coordinates times this are metres (1e-3: the file is in mm).
+        mass: kg; 0: static (fixed in the cell); more: a movable workpiece, which the physics
+            moves (gravity, contacts, a gripper) — the collision preflight checks it where it
+            starts.
+        friction: its Coulomb friction coefficient in the physics world.
     """
 
     name: str
@@ -114,9 +121,15 @@ class CellBody:
     color: tuple[float, float, float, float] = _BODY_COLOR
     mesh: Path | None = None
     scale: float = 1e-3
+    mass: float = 0.0
+    friction: float = 0.8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", ShapeKind.parse(self.shape))
+        if not (math.isfinite(self.mass) and 0 <= self.mass <= MAX_PART_MASS):
+            raise ValueError(f"body {self.name}: mass must be 0 to {MAX_PART_MASS:g} kg, got {self.mass}")
+        if not (math.isfinite(self.friction) and 0 <= self.friction <= 10):
+            raise ValueError(f"body {self.name}: friction must be 0 to 10, got {self.friction}")
         object.__setattr__(self, "role", BodyRole.parse(self.role))
         pose = np.array(self.pose, dtype=float)
         if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
@@ -213,7 +226,7 @@ def default_cell(spec, mount: np.ndarray | None = None) -> Cell:
 
 _TOP_KEYS = {"name", "touch", "robot", "body"}
 _ROBOT_KEYS = {"xyz", "rpy"}
-_BODY_KEYS = {"name", "shape", "size", "xyz", "rpy", "role", "color", "file", "scale"}
+_BODY_KEYS = {"name", "shape", "size", "xyz", "rpy", "role", "color", "file", "scale", "mass", "friction"}
 _MESH_SUFFIXES = (".stl", ".obj")
 
 
@@ -381,7 +394,10 @@ def _body(entry, k: int, path: Path, fail) -> CellBody:
         v = v / 1000.0
         size = tuple(float(x) for x in (v if shape is ShapeKind.BOX else
                                         (v[0] / 2, v[1]) if shape is ShapeKind.CYLINDER else (v[0] / 2,)))
-    return CellBody(name, shape, _pose(xyz, rpy), size, role, rgba, mesh, scale)  # type: ignore[arg-type]
+    mass = _number(entry, "mass", 0.0, 0.0, MAX_PART_MASS, "kg", lambda why: fail("mass", why), f"{where}: mass")
+    friction = _number(entry, "friction", 0.8, 0.0, 10.0, "", lambda why: fail("friction", why), f"{where}: friction")
+    return CellBody(name, shape, _pose(xyz, rpy), size, role, rgba, mesh, scale,  # type: ignore[arg-type]
+                    mass, friction)
 
 
 def end_effector_links(spec) -> tuple[str, ...]:
