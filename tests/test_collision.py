@@ -203,3 +203,43 @@ def test_bench_collision_measures_the_pass_against_the_plain_query_loop(capsys):
     assert out["clean"] and out["contacts"] == [] and out["samples"] > 50 and out["pairs"] > 0
     assert out["collision_pass_s"] > 0 and out["brute_samples"] == 50 and out["brute_checks_per_s"] > 0
     assert main(["bench", "check", "--lines", "5"]) == 2             # the alias; bad input is exit 2
+
+
+def test_the_check_gives_the_same_contacts_whatever_its_chunk_size(monkeypatch):
+    import armtwin.envs.collision as collision
+    spec = robots.get("irb120")
+    cell = load_cell(ROOT / "examples" / "cells" / "irb120_cell.toml")
+    rng = np.random.default_rng(5)
+    Q = rng.uniform(spec.lower * 0.8, spec.upper * 0.8, size=(40, spec.dof))
+    with CollisionModel(spec, cell) as model:
+        whole = model.check(Q, np.arange(40.0), np.arange(1, 41))
+        monkeypatch.setattr(collision, "CHUNK", 7)
+        chunked = model.check(Q, np.arange(40.0), np.arange(1, 41))
+    assert whole, "the random path touches something"
+    assert [(c.link, c.other, c.line) for c in chunked] == [(c.link, c.other, c.line) for c in whole]
+    assert [c.time for c in chunked] == pytest.approx([c.time for c in whole])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_the_commanded_joints_stay_close_to_the_checked_path(path):
+    """The check follows the joints linearly between the preflight's IK samples; the control loop
+    commands IK at every control period on the same tool path. Every link frame of the commanded
+    arm stays within 0.6 mm of where the checked path has it, and a first-order bound of how far any
+    point of a link is from it (|dq| times its distance from each joint's axis) stays under 1.5 mm
+    (at most 1.3 mm, on the word programs' 5 mm arcs)."""
+    from armtwin.controllers.gcode import compile_program
+    name = next(n for n in robots.names() if path.stem.startswith(n))
+    spec = robots.get(name)
+    c = compile_program(path.read_bytes(), spec)
+    gs, q = c.report.samples, c.report.q
+    ps, qc, _ = c.trajectory.arrays()
+    qi = np.column_stack([np.interp(ps.s, gs.s, q[:, j]) for j in range(spec.dof)])   # the checked path there
+    with CollisionModel(spec, None) as model:
+        moved = model.reach(model.link_poses(qi))            # any point's distance from each joint's axis
+        gap = np.einsum("kj,kjl->kl", np.abs(qc - qi), moved + 0.0)
+        assert gap.max() < 0.0015                           # a first-order bound of the gap …
+        Ci = model.link_poses(qi)
+        Cc = model.link_poses(qc)
+        for lk in range(1, len(model.link_names)):          # … and the frames themselves
+            assert np.abs(Ci[:, lk, :3, 3] - Cc[:, lk, :3, 3]).max() < 0.0006
