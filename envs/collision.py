@@ -53,7 +53,7 @@ from .workcell import body_shapes
 if TYPE_CHECKING:
     from ..controllers.gcode.preflight import CheckPass, Findings, PathCheck
 
-__all__ = ["Contact", "CollisionModel", "allowed_pairs", "collision_pass", "timed_collision_pass", "REFINE_TOLERANCE", "CONTACT_EPS",
+__all__ = ["Contact", "CollisionModel", "allowed_pairs", "collision_pass", "timed_collision_pass", "clearance_pass", "REFINE_TOLERANCE", "CONTACT_EPS",
            "CHUNK"]
 
 #: intervals are split until no point of a link moves more than this across one, m
@@ -141,10 +141,16 @@ class CollisionModel:
         cell: its workcell (the robot stands at ``cell.mount``); None: no bodies, self-collision only.
         tool: a tool on the flange (its collision cylinder is part of the robot), or None.
         self_collision: also check the robot against itself.
+        clearance: m; more than 0: find where pairs come closer than this instead of where they
+            touch (near misses: :func:`clearance_pass`); the end effector on work bodies, which
+            it is meant to touch, is left out then.
     """
 
     def __init__(self, spec, cell: Cell | None = None, *, tool: Tool | None = None,
-                 self_collision: bool = True) -> None:
+                 self_collision: bool = True, clearance: float = 0.0) -> None:
+        if not (np.isfinite(clearance) and 0 <= clearance <= 0.1):
+            raise ValueError(f"clearance must be 0 to 100 mm, got {clearance * 1000:g} mm")
+        self.clearance = float(clearance)
         self.spec = spec
         self.cell = cell
         self.tool = tool if tool is not None and tool.kind is not ToolKind.NONE else None
@@ -173,15 +179,16 @@ class CollisionModel:
             self._obstacles.append(self._bounding(body, bid))
         moving = range(1, len(self.link_names))          # the base link never moves
         touch = cell.touch if cell is not None else 0.0
-        pairs = [_Pair(a, k, False, -touch if (ob.work and a in self._ee) else 0.0)
-                 for a in moving for k, ob in enumerate(self._obstacles)]
+        c = self.clearance
+        pairs = [_Pair(a, k, False, -touch if (ob.work and a in self._ee) else c)
+                 for a in moving for k, ob in enumerate(self._obstacles) if not (c > 0 and ob.work and a in self._ee)]
         self.allowed: frozenset[tuple[str, str]] = frozenset()
         if self_collision:
             self.allowed = allowed_pairs(spec, self.tool)
             for a in range(len(self.link_names)):
                 for b in range(a + 1, len(self.link_names)):
                     if (self.link_names[a], self.link_names[b]) not in self.allowed:
-                        pairs.append(_Pair(a, b, True, 0.0))
+                        pairs.append(_Pair(a, b, True, c))
         self.pairs = pairs
 
     def close(self) -> None:
@@ -637,3 +644,32 @@ def timed_collision_pass(model: CollisionModel, record) -> "CheckPass":
         record.seconds += time.process_time() - t0
 
     return replace(inner, run=run)
+
+
+def clearance_pass(model: CollisionModel, contacts: list[Contact], sink: list[Contact] | None = None) -> "CheckPass":
+    """A preflight pass that warns where pairs come closer than ``model.clearance`` without
+    touching (NEAR_MISS, 112, a warning: a fault only with ``--strict``): one per line, naming each
+    pair's first approach and its smallest distance on that line. Pairs that touch — those in
+    ``contacts``, filled by the :func:`collision_pass` that runs before it — are left out (their
+    collision is reported already). Near misses are appended to ``sink``."""
+    from ..controllers.gcode.errors import ErrorCode, Severity
+    from ..controllers.gcode.preflight import CheckPass
+    if model.clearance <= 0:
+        raise ValueError("a clearance pass needs a model made with clearance > 0")
+
+    def run(path: "PathCheck", findings: "Findings") -> None:
+        gs = path.samples
+        touching = {(c.link, c.other) for c in contacts}
+        near = [c for c in model.check(path.track.q, gs.t, gs.line) if (c.link, c.other) not in touching]
+        if sink is not None:
+            sink.extend(near)
+        by_line: dict[int, list[Contact]] = {}
+        for c in near:
+            by_line.setdefault(c.line, []).append(c)
+        for line, cs in sorted(by_line.items()):
+            findings.add(ErrorCode.NEAR_MISS, line, "; ".join(
+                f"{c.link} comes within {max(-c.depth, 0.0) * 1000:.1f} mm of {'link ' if c.self_collision else ''}"
+                f"{c.other} (clearance {model.clearance * 1000:g} mm) at t = {c.time:.3f} s" for c in cs),
+                Severity.WARNING)
+
+    return CheckPass("clearance", run, (ErrorCode.NEAR_MISS,))

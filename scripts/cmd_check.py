@@ -9,6 +9,7 @@ the preflight's stages with a percentage on stderr (not with ``--json``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import stat
 import sys
@@ -42,6 +43,9 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cell", metavar="FILE",
                    help="check the path for collisions with this workcell (a TOML file, docs/WORKCELL.md) and "
                         "the robot with itself; 'default': the robot's built-in cell, a table under its work")
+    p.add_argument("--clearance", type=float, metavar="MM",
+                   help="with --cell: warn where a link passes closer than MM (0 to 100) to a body or another link "
+                        "(error with --strict)")
     _own_extra_arguments(p)
 
 
@@ -86,11 +90,15 @@ class CellCheck:
         cell: the cell (:class:`~armtwin.robots.workcell.Cell`).
         contacts: the first contact of each pair (:class:`~armtwin.envs.collision.Contact`).
         seconds: CPU time of the collision check, s.
+        clearance: ``--clearance``, m (0: none).
+        near_misses: with a clearance, the first approach of each pair that does not touch.
     """
 
     cell: Any
     contacts: list = field(default_factory=list)
     seconds: float = 0.0
+    clearance: float = 0.0
+    near_misses: list = field(default_factory=list)
 
 
 def load_cell_arg(args: argparse.Namespace, spec) -> CellCheck | None:
@@ -98,7 +106,12 @@ def load_cell_arg(args: argparse.Namespace, spec) -> CellCheck | None:
     file and line of a bad cell."""
     from ..robots.workcell import CellError, default_cell, load_cell
     name = getattr(args, "cell", None)
+    clearance = getattr(args, "clearance", None)
+    if clearance is not None and not (math.isfinite(clearance) and 0 < clearance <= 100):
+        raise CliError(f"--clearance {clearance:g}: a distance from 0 to 100 mm (more than 0)")
     if name is None:
+        if clearance is not None:
+            raise CliError("--clearance needs --cell (FILE or 'default'): the distance is to the cell's bodies")
         args.cell_check = None
         return None
     if name == "default":
@@ -114,7 +127,7 @@ def load_cell_arg(args: argparse.Namespace, spec) -> CellCheck | None:
             raise CliError(f"--cell {exc}") from None
         except OSError as exc:
             raise CliError(f"--cell {name}: cannot read ({exc.strerror or exc})") from None
-    args.cell_check = CellCheck(cell)
+    args.cell_check = CellCheck(cell, clearance=(clearance or 0.0) / 1000.0)
     return args.cell_check
 
 
@@ -164,15 +177,18 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
             progress = StderrProgress(f"checking {args.program}")
     passes: tuple = ()
     cc = getattr(args, "cell_check", None)
-    model = None
+    models = []
     if cc is not None:
-        from ..envs.collision import CollisionModel, timed_collision_pass
-        model = CollisionModel(spec, cc.cell)
-        passes = (timed_collision_pass(model, cc),)
+        from ..envs.collision import CollisionModel, clearance_pass, timed_collision_pass
+        models.append(CollisionModel(spec, cc.cell))
+        passes = (timed_collision_pass(models[0], cc),)
+        if cc.clearance > 0:
+            models.append(CollisionModel(spec, cc.cell, clearance=cc.clearance))
+            passes += (clearance_pass(models[1], cc.contacts, cc.near_misses),)
     try:
         rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None, passes=passes)
     finally:
-        if model is not None:
+        for model in models:
             model.close()
     if progress is not None:
         progress.done()
@@ -183,7 +199,9 @@ def report_dict(rep, spec, machine, strict: bool, cell_check: CellCheck | None =
     cell = {} if cell_check is None else {"cell": {
         "name": cell_check.cell.name, "source": cell_check.cell.source,
         "bodies": [b.name for b in cell_check.cell.bodies], "check_s": cell_check.seconds,
-        "contacts": [c.to_dict() for c in cell_check.contacts]}}
+        "contacts": [c.to_dict() for c in cell_check.contacts],
+        "clearance_mm": cell_check.clearance * 1000,
+        "near_misses": [{**c.to_dict(), "distance_mm": max(-c.depth, 0.0) * 1000} for c in cell_check.near_misses]}}
     return {
         "robot": spec.name,
         "clean": rep.clean(strict),

@@ -243,3 +243,24 @@ def test_the_commanded_joints_stay_close_to_the_checked_path(path):
         Cc = model.link_poses(qc)
         for lk in range(1, len(model.link_names)):          # … and the frames themselves
             assert np.abs(Ci[:, lk, :3, 3] - Cc[:, lk, :3, 3]).max() < 0.0006
+
+
+def test_clearance_warns_of_near_misses_and_strict_refuses_them(tmp_path, capsys):
+    cell = str(ROOT / "examples" / "cells" / "irb120_cell.toml")
+    prog = tmp_path / "near.ngc"        # down to 2 mm above the fixture's top edge (Z30), beside it
+    prog.write_text("G21 G90\nG0 X0 Y0 Z60\nG0 X80 Y100\nG1 Z32 F600\nG0 Z60\n")
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", cell]) == 0
+    capsys.readouterr()
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(f["code"], f["line"], f["severity"]) for f in out["faults"]] == [(112, 4, "warning")]
+    (near,) = out["cell"]["near_misses"]
+    assert (near["link"], near["other"]) == ("link_6", "fixture") and 0 < near["distance_mm"] < 5
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "5", "--strict"]) == 1
+    capsys.readouterr()
+    prog.write_text("G21 G90\nG0 X0 Y0 Z60\nG0 X80 Y100\nG1 Z25 F600\nG0 Z60\n")   # into it: an error, not also a warning
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "5", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in out["faults"]] == [110] and out["cell"]["near_misses"] == []
+    assert main(["check", str(prog), "--robot", "irb120", "--clearance", "5"]) == 2
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "0"]) == 2

@@ -77,6 +77,7 @@ class ErrorCode(enum.IntEnum):
     NO_MOTION = 106
     COLLISION = 110
     SELF_COLLISION = 111
+    NEAR_MISS = 112
     TOO_MANY_FAULTS = 119
 
     @property
@@ -278,6 +279,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "allowed-collision matrix generated for each robot) would touch each other along the "
         "path. The message names the links, when they first meet and how deep they overlap. "
         "Change the tool orientation or the path so that the arm does not fold onto itself."),
+    ErrorCode.NEAR_MISS: (
+        "closer than the clearance",
+        "With --cell and --clearance MM, a link passes closer than MM to a body of the workcell "
+        "(other than the end effector on work bodies) or to another link, without touching it. A "
+        "warning unless --strict; the message names the pair and the smallest distance on the line."),
     ErrorCode.TOO_MANY_FAULTS: (
         "too many faults",
         "The program has more faults than the cap (100; max_faults): the report lists the first "
