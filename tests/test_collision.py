@@ -264,3 +264,21 @@ def test_clearance_warns_of_near_misses_and_strict_refuses_them(tmp_path, capsys
     assert [f["code"] for f in out["faults"]] == [110] and out["cell"]["near_misses"] == []
     assert main(["check", str(prog), "--robot", "irb120", "--clearance", "5"]) == 2
     assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "0"]) == 2
+
+
+def test_a_tool_on_the_flange_is_part_of_the_robot_for_the_check():
+    """The pen (100 mm) with the flange 50 mm above the table's top: the bare flange is clear, the
+    tool is 50 mm into the table; it is the end effector, so only what passes the touch depth counts."""
+    from armtwin.controllers.gcode import compile_program
+    from armtwin.controllers.tools import default_tools
+    spec = robots.get("irb120")
+    c = compile_program("G21 G90\nG0 X0 Y0 Z150\nG1 Z50 F600\n", spec)
+    rep = c.report
+    pen = default_tools()[1]
+    with CollisionModel(spec, default_cell(spec)) as bare:
+        assert bare.check(rep.q, rep.samples.t, rep.samples.line) == []
+    with CollisionModel(spec, default_cell(spec), tool=pen) as tooled:
+        assert "tool" in tooled.link_names and ("link_6", "tool") in tooled.allowed
+        (hit,) = tooled.check(rep.q, rep.samples.t, rep.samples.line)
+        assert (hit.link, hit.other, hit.line) == ("tool", "table", 3)
+        assert hit.depth == pytest.approx(0.05, abs=1e-3) and hit.allowed == pytest.approx(0.001)
