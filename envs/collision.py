@@ -13,16 +13,18 @@ How it is sure to miss nothing between samples (conservative advancement):
   of their distance** at each end — separating-axis projections of the link's shapes against
   the body's (box axes, the cylinder axes, the line between centres), all samples at once in
   numpy — and an **upper bound of how far any point of the link moves** across the interval:
-  ``D = Σ_j |Δq_j| · ρ_j`` (ρ_j: the farthest the link's shapes can be from joint j's axis,
-  summed along the chain — a bound, whatever the configuration; 1 for a prismatic joint);
+  ``D = Σ_j |Δq_j| · ρ_j`` (ρ_j: how far the link's shapes are from joint j's axis at the
+  interval's start, plus how far the later joints' changes can carry them away from it — bounded
+  by the chain's reach in any configuration; 1 for a prismatic joint);
 * the pair cannot touch inside the interval when the two ends' distances add up to more than
   ``D`` (each point moves at most ``D``, and from one end or the other it is less than half
   way): then nothing more is done;
-* otherwise the interval is split in two at its middle and the exact distance is measured
-  there — PyBullet's ``getClosestPoints`` (GJK/EPA: the signed distance, negative when the
-  shapes overlap) in a collision-only DIRECT client of its own — down to intervals in which
-  nothing moves more than :data:`REFINE_TOLERANCE`. A contact deeper than half that tolerance
-  cannot hide between two samples.
+* otherwise the interval is split in two at its middle — the bound at all such middles at
+  once, and where it allows an overlap the exact distance, PyBullet's ``getClosestPoints``
+  (GJK/EPA: the signed distance, negative when the shapes overlap) in a collision-only DIRECT
+  client of its own — down to intervals in which nothing moves more than
+  :data:`REFINE_TOLERANCE`. A contact deeper than half that tolerance cannot hide between two
+  samples. Where a bound at a sample allows an overlap, the sample is measured exactly too.
 
 PyBullet rather than python-fcl or trimesh: it is already a dependency, its distance queries are
 exact for the URDF's own primitives (a cylinder is a cylinder, not a mesh), it reads the cell's
