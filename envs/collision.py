@@ -192,6 +192,9 @@ class CollisionModel:
                     if (self.link_names[a], self.link_names[b]) not in self.allowed:
                         pairs.append(_Pair(a, b, True, c))
         self.pairs = pairs
+        self._by_link: dict[int, list[int]] = {}
+        for k, pc in enumerate(self._pieces):
+            self._by_link.setdefault(pc.link, []).append(k)
 
     def close(self) -> None:
         self._world.close()
@@ -350,6 +353,29 @@ class CollisionModel:
                     np.minimum(out[:, i], b, out=out[:, i])
         return out
 
+    def pair_bound(self, poses: np.ndarray, pair: int) -> np.ndarray:
+        """(K,) the lower bound of one pair's signed distance (:meth:`lower_bounds`'s column), m —
+        the bisection asks for one pair per interval."""
+        pr = self.pairs[pair]
+        out = np.full(len(poses), np.inf)
+        for ka in self._by_link.get(pr.a, ()):
+            pa = self._pieces[ka]
+            Ca, Ua = self._piece_at(poses, pa)
+            if pr.self_pair:
+                for kb in self._by_link.get(pr.b, ()):
+                    pb = self._pieces[kb]
+                    Cb, Ub = self._piece_at(poses, pb)
+                    np.minimum(out, self._bound_pieces(Ca, Ua, pa, Cb, Ub, pb), out=out)
+            else:
+                np.minimum(out, self._bound_obstacle(Ca, Ua, pa, self._obstacles[pr.b]), out=out)
+        return out
+
+    @staticmethod
+    def _piece_at(poses: np.ndarray, p: _Piece) -> tuple[np.ndarray, np.ndarray]:
+        T = poses[:, p.link]
+        R = T[:, :3, :3]
+        return np.einsum("kij,j->ki", R, p.center) + T[:, :3, 3], np.einsum("kij,j->ki", R, p.axis)
+
     def reach(self, poses: np.ndarray) -> np.ndarray:
         """(K, n, L): how far each link's shapes are from each joint's axis at the samples, m (the
         farthest piece's centre plus its half length and radius; 0 for links the joint does not move)."""
@@ -468,7 +494,8 @@ class CollisionModel:
         ka, pa = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if m > 1 and both.any():
             D = np.zeros((m - 1, P))
-            D[both] = self.displacement(np.diff(q, axis=0)[both], reach[:-1][both])
+            # the bound holds from either end: the nearer axis distances of the two ends serve
+            D[both] = self.displacement(np.diff(q, axis=0)[both], np.minimum(reach[:-1], reach[1:])[both])
             pos = np.maximum(Lb, 0.0)
             sus = both[:, None] & (pos[:-1] + pos[1:] <= D) & (Lb[:-1] >= -CONTACT_EPS)
             sus &= np.arange(m - 1)[:, None] < first[None, :]          # nothing after a first contact matters
@@ -486,7 +513,11 @@ class CollisionModel:
                 break
             sm = 0.5 * (s0 + s1)
             qm = q[ka] + sm[:, None] * (q[ka + 1] - q[ka])
-            dm = self.lower_bounds(self.link_poses(qm))[np.arange(len(ka)), pa] - limit[pa]
+            mid_poses = self.link_poses(qm)
+            dm = np.empty(len(ka))
+            for p in np.unique(pa):                   # each interval's own pair only
+                rows = pa == p
+                dm[rows] = self.pair_bound(mid_poses[rows], int(p)) - limit[p]
             for e in np.flatnonzero(dm < REFINE_TOLERANCE):            # the bound allows a contact: measure
                 dm[e] = max(dm[e], self.distance(int(pa[e]), qm[e], 0.01 + limit[pa[e]]) - limit[pa[e]])
             hit = dm < -CONTACT_EPS
