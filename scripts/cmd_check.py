@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -183,10 +184,11 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     models = []
     if cc is not None:
         from ..envs.collision import CollisionModel, clearance_pass, timed_collision_pass
-        models.append(CollisionModel(spec, cc.cell))
+        tool = body_tool(data, spec, machine)
+        models.append(CollisionModel(spec, cc.cell, tool=tool))
         passes = (timed_collision_pass(models[0], cc),)
         if cc.clearance > 0:
-            models.append(CollisionModel(spec, cc.cell, clearance=cc.clearance))
+            models.append(CollisionModel(spec, cc.cell, tool=tool, clearance=cc.clearance))
             passes += (clearance_pass(models[1], cc.contacts, cc.near_misses),)
     try:
         rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None, passes=passes)
@@ -196,6 +198,22 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     if progress is not None:
         progress.done()
     return spec, machine, rep
+
+
+def body_tool(data: bytes, spec, machine):
+    """The tool that is part of the robot for the collision check: the one ``run`` puts on the
+    simulated flange (:attr:`~armtwin.controllers.gcode.compile.CompiledProgram.body_tool`) — the
+    start tool, or else the first one the program mounts with M6 (found by a preflight without the
+    collision pass, only for programs that have an M6) — or None for the bare flange."""
+    from ..controllers.gcode.compile import CompiledProgram
+    from ..controllers.gcode.preflight import preflight
+    from ..controllers.tools import ToolKind
+    start = machine.start_tool
+    if start.kind is not ToolKind.NONE:
+        return start
+    if re.search(rb"[Mm]\s*0*6(?![0-9.])", data) is None:
+        return None
+    return CompiledProgram(preflight(data, spec, machine), None).body_tool
 
 
 def report_dict(rep, spec, machine, strict: bool, cell_check: CellCheck | None = None) -> dict:
