@@ -125,6 +125,7 @@ class MotorModel {
   void step(double volts, double dt);
   int32_t pulses() const;         // encoder count (x1)
   double output_rpm() const;
+  int encoder_cpr() const { return p_.encoder_cpr; }  // counts per motor turn (x1)
   bool powered;
   double supply;                  // V, the voltage limit
   double theta, omega, current;   // rad, rad/s, A (motor side)

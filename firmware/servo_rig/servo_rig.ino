@@ -24,6 +24,9 @@ static const uint8_t DIR_PIN_B[rig::N_MOTORS] = {8, 12};
 static const uint8_t SUPPLY_SENSE_PIN = A0;
 static const float SUPPLY_DIVIDER = (10.0f + 3.3f) / 3.3f;  // V_supply / V_pin
 // #define RELAY_PIN 6   // uncomment when a supply relay is fitted
+// High while a control tick runs: a scope (or the simulated chip's harness, firmware/servo_rig/chip)
+// reads the tick's duration and period from it. D13 is the on-board LED (dimly lit at 1 kHz).
+static const uint8_t TIMING_PIN = 13;
 
 static const unsigned long BAUD = 115200;
 static const uint32_t CONTROL_PERIOD_US = 1000;  // PID at 1 kHz
@@ -43,6 +46,8 @@ static volatile int32_t g_enc[rig::N_MOTORS] = {0, 0};
 static rig::RigCore* g_core = nullptr;
 static uint32_t g_next_tick_us = 0;
 static uint8_t g_tx[rig::MAX_ENCODED + 2];
+static volatile uint8_t* g_timing_port = nullptr;  // TIMING_PIN's output register and bit: 2 cycles a write
+static uint8_t g_timing_bit = 0;
 
 // Quadrature x1: on A rising, B high means one direction, low the other.
 static void on_enc_a0() { if (digitalRead(ENC_B[0])) ++g_enc[0]; else --g_enc[0]; }
@@ -69,6 +74,10 @@ void setup() {
     pinMode(DIR_PIN_B[i], OUTPUT);
     apply_pwm(i, 0);
   }
+  pinMode(TIMING_PIN, OUTPUT);
+  digitalWrite(TIMING_PIN, LOW);
+  g_timing_port = portOutputRegister(digitalPinToPort(TIMING_PIN));
+  g_timing_bit = digitalPinToBitMask(TIMING_PIN);
   attachInterrupt(digitalPinToInterrupt(ENC_A[0]), on_enc_a0, RISING);
   attachInterrupt(digitalPinToInterrupt(ENC_A[1]), on_enc_a1, RISING);
 #ifdef RELAY_PIN
@@ -86,6 +95,7 @@ void loop() {
   // 2. the control cycle at a fixed rate
   uint32_t now = micros();
   if ((int32_t)(now - g_next_tick_us) >= 0) {
+    *g_timing_port |= g_timing_bit;
     g_next_tick_us += CONTROL_PERIOD_US;
     if ((int32_t)(now - g_next_tick_us) > 50000) g_next_tick_us = now;  // fell far behind: resync
     int32_t pos[rig::N_MOTORS];
@@ -101,6 +111,7 @@ void loop() {
 #else
     (void)pc;  // no relay fitted: POWER is an emulator-only command
 #endif
+    *g_timing_port &= (uint8_t)~g_timing_bit;
   }
 
   // 3. bytes out: only when the UART buffer is empty, so each state is built fresh
