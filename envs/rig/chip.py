@@ -199,7 +199,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 def _compile(build: str, spec: BoardSpec, core: str, variant: str, gcc: str, gxx: str, objcopy: str,
              defines: tuple[str, ...]) -> None:
-    """The Arduino IDE's recipe (platform.txt), without link-time optimisation: the ELF keeps the
+    """The Arduino IDE's recipe (platform.txt: the core in an archive), without link-time optimisation: the ELF keeps the
     symbols a simulator harness looks up (``main``, ``timer0_overflow_count``)."""
     arch = [f"-mmcu={spec.mcu}", f"-DF_CPU={spec.f_cpu}L", f"-DARDUINO={ARDUINO_VERSION}",
             f"-DARDUINO_{spec.define}", "-DARDUINO_ARCH_AVR", "-I", core, "-I", variant]
@@ -217,6 +217,11 @@ def _compile(build: str, spec: BoardSpec, core: str, variant: str, gcc: str, gxx
             cmd = [gcc, "-c", "-g", "-x", "assembler-with-cpp", *arch, src, "-o", obj]
         _run(cmd, os.path.basename(src))
         objs.append(obj)
+    # the core goes into an archive, as the IDE builds it: only the parts the sketch uses are linked
+    # (WInterrupts.o's INT0/INT1 vectors would clash with the sketch's own encoder vectors)
+    core_a = os.path.join(build, "core.a")
+    _run([_need("avr-ar"), "rcs", core_a, *objs], "core.a")
+    objs = []
     fw_defs = [f"-D{d}" for d in defines]
     for name, lang in (("servo_rig.ino", ["-x", "c++"]), ("rig_core.cpp", [])):
         obj = os.path.join(build, name + ".o")
@@ -224,5 +229,5 @@ def _compile(build: str, spec: BoardSpec, core: str, variant: str, gcc: str, gxx
               os.path.join(FIRMWARE_DIR, name), "-o", obj], name)
         objs.append(obj)
     elf = os.path.join(build, "servo_rig.elf")
-    _run([gcc, "-Os", "-g", "-Wl,--gc-sections", f"-mmcu={spec.mcu}", "-o", elf, *objs, "-lm"], "link")
+    _run([gcc, "-Os", "-g", "-Wl,--gc-sections", f"-mmcu={spec.mcu}", "-o", elf, *objs, core_a, "-lm"], "link")
     _run([objcopy, "-O", "ihex", "-R", ".eeprom", elf, os.path.join(build, "servo_rig.hex")], "hex")

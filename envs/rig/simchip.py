@@ -114,7 +114,9 @@ class SimChip:
         start_us: preset the chip's ``micros()`` to about this value at boot (the timer0 overflow
             counter is poked when ``main`` starts), e.g. ``2**32 - 500_000`` to cross the wrap 0.5 s in.
         drive: options of the built-in host on the chip's clock (``{"targets": 500}``,
-            ``{"stream": 500}``, ``"silent_at": s``, ``"corrupt_at": s``, ``"far": True``).
+            ``{"stream": 500}``; ``"silent_at"``, ``"resume_at"``, ``"remode_at"``, ``"corrupt_at"``,
+            ``"power_cut_at"``, ``"power_restore_at"``: s of chip time; ``"far": True``: targets ±800° away).
+        jam_at: block motor 1's shaft from this chip time on, s (a stall).
         exe: a prebuilt harness (default :func:`build_harness`).
 
     Raises:
@@ -123,7 +125,7 @@ class SimChip:
 
     def __init__(self, elf: str, *, events: str | os.PathLike, baud: int = 115200, seconds: float | None = None,
                  fast: bool = False, start_us: int | None = None, drive: dict | None = None,
-                 exe: str | None = None) -> None:
+                 jam_at: float | None = None, exe: str | None = None) -> None:
         self.exe = exe or build_harness()
         self.events = os.fspath(events)
         cmd = [self.exe, "--elf", elf, "--events", self.events, "--baud", str(int(baud))]
@@ -134,6 +136,8 @@ class SimChip:
         if start_us is not None:
             cmd += ["--poke-pc", str(elf_symbol(elf, "main")),
                     "--poke", f"{elf_symbol(elf, 'timer0_overflow_count')}={int(start_us) // _US_PER_T0_OVERFLOW}"]
+        if jam_at is not None:
+            cmd += ["--jam-at", repr(float(jam_at))]
         for k, v in (drive or {}).items():
             opt = "--drive-" + k.replace("_", "-")
             cmd += [opt] if v is True else [opt, str(v)]

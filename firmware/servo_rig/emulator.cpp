@@ -302,8 +302,8 @@ int main(int argc, char** argv) {
       if (pc >= 0) for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].powered = (pc == 1);
       int32_t pos[rig::N_MOTORS];
       for (int i = 0; i < rig::N_MOTORS; ++i) pos[i] = motor[i].pulses();
-      float supply = motor[0].powered ? (float)motor[0].supply : 0.0f;
-      core.control_tick(pos, supply, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
+      uint16_t supply_mv = motor[0].powered ? (uint16_t)(motor[0].supply * 1000.0 + 0.5) : 0;
+      core.control_tick(pos, supply_mv, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
       next_tick += period;
       ++ticks;
     }

@@ -27,8 +27,11 @@
 //
 //   rig_chip --elf FILE [--events FILE] [--baud 115200] [--seconds S] [--fast] [--mcu atmega328p]
 //            [--poke-pc ADDR --poke ADDR=U32 ...] [--drive-targets HZ] [--drive-stream HZ]
-//            [--drive-silent-at S] [--drive-corrupt-at S] [--drive-far]
+//            [--drive-silent-at S] [--drive-resume-at S] [--drive-remode-at S] [--drive-corrupt-at S]
+//            [--drive-power-cut-at S] [--drive-power-restore-at S] [--drive-far] [--jam-at S] [--profile FILE] [--trace FROM:TO]
 //
+// --profile FILE: cycles spent at each program counter ("pc cycles" lines;
+// `avr-addr2line -f` or the ELF's symbol table name them) — where a tick's time goes.
 // It prints "DEVICE <pty>" (or "ERROR <why>", exit 2) on stdout, then runs in real time (the
 // chip's clock paced to the wall clock; --fast: as fast as the PC can) until --seconds of chip
 // time or SIGTERM. --poke writes a u32 into data memory when the program counter first reaches
@@ -74,6 +77,7 @@ static double wall_s() {
 
 struct Harness;
 static Harness* H = nullptr;
+static double h_jam_at = -1;  // --jam-at S: motor 1 (index 0) blocked from then on
 
 // A frame collector: bytes until a 0x00, decoded with the firmware's own decoder functions.
 struct FrameSniffer {
@@ -192,7 +196,11 @@ struct Harness {
         duty[i] = du;
         event("PWM %llu %d %d\n", (unsigned long long)c, i, du);
       }
-      motor[i].step(du * supply_v / 255.0, dt);
+      if (i == 0 && h_jam_at >= 0 && c >= (uint64_t)(h_jam_at * avr->frequency)) {
+        motor[i].omega = 0;  // blocked: the shaft does not turn, whatever the voltage
+      } else {
+        motor[i].step(du * supply_v / 255.0, dt);
+      }
       int q = (int)floor(motor[i].theta / (2 * M_PI) * motor[i].encoder_cpr() * 4.0 + 1e-9);
       while (quarter[i] != q) {
         quarter[i] += q > quarter[i] ? 1 : -1;
@@ -231,8 +239,10 @@ static void on_timing_pin(avr_irq_t*, uint32_t value, void*) {
 
 // ----- the built-in host (on the chip's clock) ---------------------------------------------
 struct Driver {
-  double targets_hz = 0, stream_hz = 0, silent_at = -1, corrupt_at = -1;
+  double targets_hz = 0, stream_hz = 0, silent_at = -1, corrupt_at = -1, resume_at = -1, remode_at = -1;
+  double power_cut_at = -1, power_restore_at = -1;
   bool far = false;                // targets far from the motors (full PWM), for the watchdog
+  bool remoded = false, cut_sent = false, restore_sent = false;
   uint16_t seq = 0;
   uint64_t next_target = 0, last_tx = 0;
   int phase = 0;                   // 0 HELLO, 1 MODE, 2 running
@@ -250,7 +260,20 @@ struct Driver {
   void poll(Harness& h, uint64_t c, double freq) {
     if (!active()) return;
     double t = c / freq;
-    if (silent_at >= 0 && t >= silent_at) return;
+    if (silent_at >= 0 && t >= silent_at && !(resume_at >= 0 && t >= resume_at)) return;
+    if (phase == 2 && remode_at >= 0 && t >= remode_at && !remoded) { remoded = true; phase = 1; }
+    if (phase == 2 && power_cut_at >= 0 && t >= power_cut_at && !cut_sent) {
+      uint8_t b = 0;
+      send(h, rig::MSG_POWER, &b, 1, c);
+      cut_sent = true;
+      return;
+    }
+    if (phase == 2 && power_restore_at >= 0 && t >= power_restore_at && !restore_sent) {
+      uint8_t b = 1;
+      send(h, rig::MSG_POWER, &b, 1, c);
+      restore_sent = true;
+      return;
+    }
     if (phase == 0 && t >= 0.05) {
       uint8_t b[rig::HELLO_SIZE] = {0};
       b[1] = rig::N_MOTORS;
@@ -258,7 +281,7 @@ struct Driver {
       phase = 1;
       return;
     }
-    if (phase == 1 && t >= 0.06) {
+    if (phase == 1 && (t >= 0.06 || remoded)) {
       uint16_t hz = (uint16_t)(stream_hz > 0 ? stream_hz : 500);
       uint8_t b[4] = {(uint8_t)(targets_hz > 0 ? rig::MODE_VIRTUAL_TO_REAL : rig::MODE_REAL_TO_VIRTUAL),
                       (uint8_t)(hz & 0xFF), (uint8_t)(hz >> 8), (uint8_t)(targets_hz > 0 ? 0 : rig::MODE_FLAG_LOCAL_DEMO)};
@@ -270,10 +293,10 @@ struct Driver {
     if (phase != 2) return;
     if (targets_hz > 0 && c >= next_target) {
       next_target += (uint64_t)(freq / targets_hz);
-      // a 1 Hz sine of ±20° on motor 1, ±10° on motor 2 (pulses: 37.5 per degree); --drive-far: 200°
+      // a 1 Hz sine of ±20° on motor 1, ±10° on motor 2 (pulses: 37.5 per degree); --drive-far: ±800°, a second of full PWM
       double ts = t - 0.07;
-      int16_t p0 = far ? 7500 : (int16_t)lround(750.0 * sin(2 * M_PI * ts));
-      int16_t p1 = far ? -7500 : (int16_t)lround(375.0 * sin(2 * M_PI * ts));
+      int16_t p0 = far ? 30000 : (int16_t)lround(750.0 * sin(2 * M_PI * ts));
+      int16_t p1 = far ? -30000 : (int16_t)lround(375.0 * sin(2 * M_PI * ts));
       uint8_t b[4] = {(uint8_t)(p0 & 0xFF), (uint8_t)((uint16_t)p0 >> 8), (uint8_t)(p1 & 0xFF), (uint8_t)((uint16_t)p1 >> 8)};
       bool corrupt = corrupt_at >= 0 && t >= corrupt_at && !corrupted;
       if (corrupt) corrupted = true;
@@ -301,6 +324,8 @@ int main(int argc, char** argv) {
   bool have_poke_pc = false;
   std::vector<std::pair<unsigned long, unsigned long>> pokes;
   Driver drv;
+  const char* profile = nullptr;
+  unsigned long long trace_from = 0, trace_to = 0;
   char why[512];
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
@@ -323,6 +348,17 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--drive-silent-at") && more) drv.silent_at = atof(argv[++i]);
     else if (!strcmp(a, "--drive-corrupt-at") && more) drv.corrupt_at = atof(argv[++i]);
     else if (!strcmp(a, "--drive-far")) drv.far = true;
+    else if (!strcmp(a, "--drive-resume-at") && more) drv.resume_at = atof(argv[++i]);
+    else if (!strcmp(a, "--drive-remode-at") && more) drv.remode_at = atof(argv[++i]);
+    else if (!strcmp(a, "--drive-power-cut-at") && more) drv.power_cut_at = atof(argv[++i]);
+    else if (!strcmp(a, "--drive-power-restore-at") && more) drv.power_restore_at = atof(argv[++i]);
+    else if (!strcmp(a, "--jam-at") && more) h_jam_at = atof(argv[++i]);
+    else if (!strcmp(a, "--profile") && more) profile = argv[++i];
+    else if (!strcmp(a, "--trace") && more) {  // --trace FROM:TO cycles: "pc cycle" of every instruction to stderr
+      char* colon = nullptr;
+      trace_from = strtoull(argv[++i], &colon, 0);
+      trace_to = (colon && *colon == ':') ? strtoull(colon + 1, nullptr, 0) : trace_from;
+    }
     else { snprintf(why, sizeof(why), "unknown argument %s", a); return fail(why); }
   }
   if (!elf_path) return fail("--elf FILE is required");
@@ -407,15 +443,19 @@ int main(int argc, char** argv) {
   uint8_t raw[rig::MAX_FRAME];
   uint8_t rbuf[512];
   int state = cpu_Running;
+  std::vector<uint64_t> prof(profile ? 0x40000 : 0);  // cycles per program counter (byte address)
   while (!g_stop && avr->cycle < end_cycle) {
     if (!poked && avr->pc == poke_pc) {
       for (auto& p : pokes)
         for (int k = 0; k < 4; ++k) avr->data[p.first + k] = (uint8_t)(p.second >> (8 * k));
       poked = true;
     }
+    avr_flashaddr_t pc = avr->pc;
     state = avr_run(avr);
     if (state == cpu_Done || state == cpu_Crashed) break;
     uint64_t c = avr->cycle;
+    if (profile && h.timing_high && pc < prof.size()) prof[pc] += c - h.last_cycle;
+    if (c >= trace_from && c < trace_to) fprintf(stderr, "%u %llu\n", (unsigned)pc, (unsigned long long)c);
     if (h.timing_high || !avr->sreg[S_I]) h.busy += c - h.last_cycle;
     h.last_cycle = c;
     unsigned sp = avr->data[SPL] | (avr->data[SPH] << 8);
@@ -471,6 +511,14 @@ int main(int argc, char** argv) {
   h.event("END %llu busy=%llu sp_min=%u overruns=%llu state=%d\n", (unsigned long long)avr->cycle,
           (unsigned long long)h.busy, h.sp_min, h.overruns, state);
   if (h.ev) fclose(h.ev);
+  if (profile) {  // "pc cycles" for the program counters seen inside control ticks
+    FILE* pf = fopen(profile, "w");
+    if (pf) {
+      for (size_t k = 0; k < prof.size(); ++k)
+        if (prof[k]) fprintf(pf, "%zu %llu\n", k, (unsigned long long)prof[k]);
+      fclose(pf);
+    }
+  }
   close(h.master);
   if (h.keep >= 0) close(h.keep);
   return state == cpu_Crashed ? 3 : 0;
