@@ -31,16 +31,8 @@ static inline int16_t sat16(int32_t v, bool& saturated) {
 // ----- CRC-16/CCITT-FALSE: poly 0x1021, init 0xFFFF, no reflection, xorout 0 ---------------
 // A byte at a time without a table (the polynomial's shifts folded in): ~20 AVR cycles a byte
 // instead of ~100 for the bit loop, and no 512-byte table.
-static inline __attribute__((always_inline)) uint16_t crc_byte(uint16_t crc, uint8_t b) {
-  // crc = (crc << 8) ^ (x << 12) ^ (x << 5) ^ x, written in bytes (8-bit shifts only on the AVR)
-  uint8_t x = (uint8_t)((crc >> 8) ^ b);
-  x ^= (uint8_t)(x >> 4);
-  uint8_t hi = (uint8_t)((uint8_t)crc ^ (uint8_t)(x << 4) ^ (uint8_t)(x >> 3));
-  uint8_t lo = (uint8_t)((uint8_t)(x << 5) ^ x);
-  return (uint16_t)((hi << 8) | lo);
-}
 uint16_t crc16_ccitt_false(const uint8_t* data, size_t n, uint16_t crc) {
-  for (size_t i = 0; i < n; ++i) crc = crc_byte(crc, data[i]);
+  for (size_t i = 0; i < n; ++i) crc = crc16_byte(crc, data[i]);
   return crc;
 }
 
@@ -108,28 +100,8 @@ size_t encode_frame(uint8_t type, uint16_t seq, uint32_t t_us, const uint8_t* bo
 }
 
 
-inline void Decoder::append(uint8_t b) {
-  if (n_ >= MAX_FRAME) { bad_ = true; return; }
-  if (n_ >= 2) crc_ = crc_byte(crc_, raw_[n_ - 2]);  // two bytes behind: the CRC does not cover itself
-  raw_[n_++] = b;
-}
-
-Decoder::Result Decoder::push(uint8_t b) {
+Decoder::Result Decoder::end_frame() {
   Frame& out = frame_;
-  if (b != 0) {
-    if (encoded_ < 255) ++encoded_;
-    if (encoded_ > MAX_ENCODED) bad_ = true;  // a run longer than any frame: dropped at the delimiter
-    if (bad_) return NONE;
-    if (block_ == 0) {  // a COBS code byte
-      if (zero_pending_) append(0);
-      block_ = (uint8_t)(b - 1);
-      zero_pending_ = b != 0xFF;
-    } else {
-      append(b);
-      --block_;
-    }
-    return NONE;
-  }
   // the delimiter
   bool empty = encoded_ == 0;
   bool ok = !bad_ && block_ == 0 && n_ >= HEADER_SIZE + CRC_SIZE;
@@ -200,35 +172,35 @@ static int32_t fixed(float v, float scale, float max) {  // round(v * scale), sa
 
 void PIDFixed::configure(const PIDGains& g, float duty_per_volt, float period_s) {
   const float two30 = 1073741824.0f;
-  kp_q16_ = fixed(g.kp * duty_per_volt, 65536.0f, two30);
+  kp_q14_ = fixed(g.kp * duty_per_volt, 16384.0f, two30);
   ki_q22_ = fixed(g.ki * duty_per_volt * period_s, 4194304.0f, two30);
-  kd_q16_ = fixed(g.kd * duty_per_volt / period_s, 65536.0f, two30);
-  a_q12_ = fixed(g.derivative_tau > 0 ? period_s / (g.derivative_tau + period_s) : 1.0f, 4096.0f, 4096.0f);
-  lim_q16_ = fixed(g.output_limit * duty_per_volt, 65536.0f, 255.0f * 65536.0f);
+  kd_q14_ = fixed(g.kd * duty_per_volt / period_s, 16384.0f, two30);
+  a_q8_ = fixed(g.derivative_tau > 0 ? period_s / (g.derivative_tau + period_s) : 1.0f, 256.0f, 256.0f);
+  lim_q14_ = fixed(g.output_limit * duty_per_volt, 16384.0f, 255.0f * 16384.0f);
   ilim_q22_ = fixed(g.integral_limit * duty_per_volt, 4194304.0f, 255.0f * 4194304.0f);
   // the largest error (pulses) whose products stay inside 32 bits: |P| <= 2^30, |Ki·e| <= 2^29
   e_max_ = 32767;
-  if (kp_q16_ > 0 && (1L << 30) / kp_q16_ < e_max_) e_max_ = (1L << 30) / kp_q16_;
+  if (kp_q14_ > 0 && (1L << 30) / kp_q14_ < e_max_) e_max_ = (1L << 30) / kp_q14_;
   if (ki_q22_ > 0 && (1L << 29) / ki_q22_ < e_max_) e_max_ = (1L << 29) / ki_q22_;
   de_max_ = 32767;
-  if (kd_q16_ > 0 && (1L << 30) / kd_q16_ < de_max_) de_max_ = (1L << 30) / kd_q16_;
+  if (kd_q14_ > 0 && (1L << 30) / kd_q14_ < de_max_) de_max_ = (1L << 30) / kd_q14_;
   reset();
 }
 
 int32_t PIDFixed::update(int32_t e) {
   e = clamp32(e, e_max_);
-  int32_t p = e * kp_q16_;
+  int32_t p = e * kp_q14_;
   if (!first_) {  // the first call has no dt: no derivative, no integration (as the float PID)
-    int32_t d_raw_q8 = clamp32(clamp32(e - e_prev_, de_max_) * kd_q16_, 2 * lim_q16_) >> 8;
-    d_q8_ += ((d_raw_q8 - d_q8_) * a_q12_) >> 12;
+    int32_t d_raw = clamp32(clamp32(e - e_prev_, de_max_) * kd_q14_, 2 * lim_q14_);
+    d_q14_ += ((d_raw - d_q14_) >> 8) * a_q8_;  // the filter step in 1/64-duty resolution: no overflow
     int32_t cand = i_q22_ + e * ki_q22_;
-    int32_t un = p + (cand >> 6) + d_q8_ * 256;
-    if ((un > lim_q16_ && e > 0) || (un < -lim_q16_ && e < 0)) cand = i_q22_;  // conditional integration
+    int32_t un = p + (cand >> 8) + d_q14_;
+    if ((un > lim_q14_ && e > 0) || (un < -lim_q14_ && e < 0)) cand = i_q22_;  // conditional integration
     i_q22_ = clamp32(cand, ilim_q22_);
   }
   e_prev_ = e;
   first_ = false;
-  return clamp32(p + (i_q22_ >> 6) + d_q8_ * 256, lim_q16_);
+  return clamp32(p + (i_q22_ >> 8) + d_q14_, lim_q14_);
 }
 
 // ----- motor model -------------------------------------------------------------------------
@@ -304,16 +276,16 @@ RigCore::RigCore(const RigConfig& cfg)
   duty_per_volt_ = 255.0f / cfg.supply_nominal;
   float period_s = 1.0f / (float)cfg.control_hz;
   power_min_mv_ = (uint16_t)(cfg.power_min_v * 1000.0f + 0.5f);
-  // duty·2^16 per (pulses/µs·2^20): (1e6 / 2^20) pulses/s · duty/(pulses/s) · 2^16, kept ·2^4
-  ff_q4_ = fixed(1e6f / 1048576.0f * duty_per_volt_ / cfg.ff_pulses_per_s_per_volt * 65536.0f, 16.0f, 1e7f);
-  ff_static_q16_ = fixed(cfg.ff_static_v * duty_per_volt_, 65536.0f, 255.0f * 65536.0f);
+  // duty·2^14 per (pulses/µs·2^20): (1e6 / 2^20) pulses/s · duty/(pulses/s) · 2^14
+  ff_q0_ = fixed(1e6f / 1048576.0f * duty_per_volt_ / cfg.ff_pulses_per_s_per_volt * 16384.0f, 1.0f, 30000.0f);
+  ff_static_q14_ = fixed(cfg.ff_static_v * duty_per_volt_, 16384.0f, 255.0f * 16384.0f);
   float period_us = cfg.demo_period_s * 1e6f;
   demo_inc_q8_ = (uint32_t)(1099511627776.0f / period_us + 0.5f);  // 2^40 / period
   float w = 2.0f * (float)M_PI / cfg.demo_period_s;
   for (int i = 0; i < N_MOTORS; ++i) {
     float amp = cfg.demo_amplitude_deg * cfg.pulses_per_deg * (i == 0 ? 1.0f : 0.5f);
-    demo_amp_q4_[i] = fixed(amp, 16.0f, 1e9f);
-    demo_vel_q20_[i] = fixed(amp * w * 1e-6f, 1048576.0f, (float)VEL_MAX_Q20);
+    demo_amp_q1_[i] = fixed(amp, 2.0f, 65000.0f);
+    demo_vel_q21_[i] = fixed(amp * w * 1e-6f, 2097152.0f, 2.0f * VEL_MAX_Q20);
     pid_[i].configure(cfg.gains, duty_per_volt_, period_s);
 #if RIG_FLOAT_PID
     pid_float_[i].set_gains(cfg.gains);
@@ -350,8 +322,7 @@ void RigCore::note_rx_overrun(uint32_t bytes) {
   rx_error_ = true;
 }
 
-void RigCore::on_rx_byte(uint8_t b, uint32_t now_us) {
-  Decoder::Result r = dec_.push(b);
+void RigCore::on_rx_result(Decoder::Result r, uint32_t now_us) {
   if (r == Decoder::FRAME) handle(dec_.frame(), now_us);
   else if (r == Decoder::DROPPED) rx_error_ = true;
 }
@@ -461,8 +432,8 @@ int RigCore::take_power_command() {
 
 // The demo sine's setpoint (pulses) and velocity (pulses/µs·2^20) of motor i at the current phase.
 int32_t RigCore::demo_setpoint(int i, int32_t& vel_q20) const {
-  vel_q20 = (demo_vel_q20_[i] * sin_q15(demo_phase_ + 0x40000000UL)) >> 15;  // cos
-  return demo_center_[i] + ((demo_amp_q4_[i] * sin_q15(demo_phase_)) >> 19);
+  vel_q20 = (demo_vel_q21_[i] * sin_q15(demo_phase_ + 0x40000000UL)) >> 16;  // cos
+  return demo_center_[i] + ((demo_amp_q1_[i] * sin_q15(demo_phase_)) >> 16);
 }
 
 void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint32_t now_us,
@@ -508,26 +479,27 @@ void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint
   uint32_t ts_us = (uint32_t)(now_us - target_rx_us_);
   if (ts_us > 20000) ts_us = 20000;  // extrapolate at most 20 ms past the last target
   for (int i = 0; i < N_MOTORS; ++i) {
-    int32_t u_q16 = 0;
+    int32_t u_q14 = 0;
     if (drive && !stall_cut_[i]) {
       int32_t sp, vel;
       if (demo) {
         sp = demo_setpoint(i, vel);
       } else {
         vel = vel_q20_[i];
-        sp = target_[i] + ((vel * (int32_t)ts_us) >> 20);
+        // vel·ts >> 20, as a byte shift then a 4-bit shift of 16 bits (|vel·ts| < 2^31, >> 16 < 2^15)
+        sp = target_[i] + ((int16_t)((vel * (int32_t)ts_us) >> 16) >> 4);
       }
 #if RIG_FLOAT_PID
       if (cfg_.gains.published) {  // the float PID (the published formula), for comparison
         float u = pid_float_[i].update((float)sp, (float)pos[i], dt_us * 1e-6f);
-        u_q16 = (int32_t)(u * duty_per_volt_ * 65536.0f);
+        u_q14 = (int32_t)(u * duty_per_volt_ * 16384.0f);
       } else {
-        u_q16 = pid_[i].update(sp - pos[i]);
+        u_q14 = pid_[i].update(sp - pos[i]);
       }
 #else
-      u_q16 = pid_[i].update(sp - pos[i]);
+      u_q14 = pid_[i].update(sp - pos[i]);
 #endif
-      if (vel > 1 || vel < -1) u_q16 += ((vel * ff_q4_) >> 4) + (vel > 0 ? ff_static_q16_ : -ff_static_q16_);
+      if (vel > 1 || vel < -1) u_q14 += vel * ff_q0_ + (vel > 0 ? ff_static_q14_ : -ff_static_q14_);
     } else {
       pid_[i].reset();
 #if RIG_FLOAT_PID
@@ -535,8 +507,9 @@ void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint
 #endif
     }
     // duty = round(u), half away from zero
-    int32_t pw = u_q16 >= 0 ? (u_q16 + 32768) >> 16 : -((-u_q16 + 32768) >> 16);
-    pw = clamp32(pw, 255);
+    int32_t mag = clamp32(u_q14 >= 0 ? u_q14 : -u_q14, 511L * 16384);  // beyond ±511 duty: clamped anyway (and >> 8 fits 16 bits)
+    int16_t m = (int16_t)(((int16_t)(mag >> 8) + 32) >> 6);  // round(|u| / 2^14): byte shift, then 6 bits of 16
+    int32_t pw = clamp32(u_q14 >= 0 ? m : -m, 255);
     // stall: high PWM and the encoder does not move for stall_us -> this motor is cut until the next MODE
     if ((pw >= cfg_.stall_pwm || pw <= -cfg_.stall_pwm) && pos[i] == stall_pos_[i]) {
       if ((uint32_t)(now_us - stall_since_us_[i]) >= cfg_.stall_us) stall_cut_[i] = true;

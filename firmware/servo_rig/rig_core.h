@@ -56,6 +56,14 @@ enum FaultBits : uint8_t {
 };
 
 uint16_t crc16_ccitt_false(const uint8_t* data, size_t n, uint16_t crc = 0xFFFF);
+// One byte of it: crc = (crc << 8) ^ (x << 12) ^ (x << 5) ^ x, written in bytes (8-bit shifts only on the AVR)
+inline uint16_t crc16_byte(uint16_t crc, uint8_t b) {
+  uint8_t x = (uint8_t)((crc >> 8) ^ b);
+  x ^= (uint8_t)(x >> 4);
+  uint8_t hi = (uint8_t)((uint8_t)crc ^ (uint8_t)(x << 4) ^ (uint8_t)(x >> 3));
+  uint8_t lo = (uint8_t)((uint8_t)(x << 5) ^ x);
+  return (uint16_t)((hi << 8) | lo);
+}
 // COBS: returns the encoded length (no delimiter); out must hold n + n/254 + 1 bytes.
 size_t cobs_encode(const uint8_t* in, size_t n, uint8_t* out);
 // Returns the decoded length, or -1 on a malformed input.
@@ -82,13 +90,33 @@ class Decoder {
  public:
   enum Result : uint8_t { NONE = 0, FRAME = 1, DROPPED = 2 };
   Decoder() : frames(0), dropped(0) { restart(); }
-  Result push(uint8_t b);
+  // Inline: a data byte costs ~40 AVR cycles; the delimiter's checks are out of line.
+  Result push(uint8_t b) {
+    if (b == 0) return end_frame();
+    if (encoded_ < 255) ++encoded_;
+    if (encoded_ > MAX_ENCODED) bad_ = true;  // a run longer than any frame: dropped at the delimiter
+    if (bad_) return NONE;
+    if (block_ == 0) {  // a COBS code byte
+      if (zero_pending_) append(0);
+      block_ = (uint8_t)(b - 1);
+      zero_pending_ = b != 0xFF;
+    } else {
+      append(b);
+      --block_;
+    }
+    return NONE;
+  }
   const Frame& frame() const { return frame_; }  // the frame push() just returned FRAME for
   uint32_t frames;   // good frames
   uint32_t dropped;  // corrupt frames dropped
  private:
   void restart() { n_ = 0; encoded_ = 0; block_ = 0; zero_pending_ = false; bad_ = false; crc_ = 0xFFFF; }
-  void append(uint8_t b);
+  Result end_frame();
+  void append(uint8_t b) {
+    if (n_ >= MAX_FRAME) { bad_ = true; return; }
+    if (n_ >= 2) crc_ = crc16_byte(crc_, raw_[n_ - 2]);  // two bytes behind: the CRC does not cover itself
+    raw_[n_++] = b;
+  }
   uint8_t raw_[MAX_FRAME];
   uint8_t n_;             // decoded bytes so far
   uint8_t encoded_;       // encoded bytes since the last delimiter (saturates)
@@ -131,19 +159,21 @@ class PID {
 // soft-float (mostly divisions), this one a few dozen µs. Integer arithmetic also makes the host
 // emulator and the chip agree bit for bit. The float PID stays for comparison (and for the
 // published formula, `PIDGains::published`).
-//   fixed-point formats: P and the output in duty·2^16 (Q16), the integral in duty·2^22 (Q22, so
-//   that Ki·e·dt of one pulse keeps 3 significant digits at 1 kHz), the derivative state in duty·2^8.
+//   fixed-point formats: P, the derivative and the output in duty·2^14 (Q14), the integral in
+//   duty·2^22 (Q22, so that Ki·e·dt of one pulse keeps 3 significant digits at 1 kHz). Every
+//   rescaling is a shift by whole bytes: on the AVR a shift by k bits is a k-step loop, and those
+//   loops cost more than the multiplications.
 class PIDFixed {
  public:
   PIDFixed() { configure(rig_gains(), 255.0f / 12.0f, 0.001f); }
   // gains in volts (PIDGains), duty_per_volt = 255 / supply, period_s = the fixed sample period
   void configure(const PIDGains& g, float duty_per_volt, float period_s);
-  void reset() { i_q22_ = 0; d_q8_ = 0; e_prev_ = 0; first_ = true; }
-  int32_t update(int32_t error);  // error in pulses -> duty·2^16, within ±(255·2^16 when the limit is 12 V)
+  void reset() { i_q22_ = 0; d_q14_ = 0; e_prev_ = 0; first_ = true; }
+  int32_t update(int32_t error);  // error in pulses -> duty·2^14, within ±(255·2^14 when the limit is 12 V)
   int32_t integral_q22() const { return i_q22_; }
  private:
-  int32_t kp_q16_, ki_q22_, kd_q16_, a_q12_, lim_q16_, ilim_q22_, e_max_, de_max_;
-  int32_t i_q22_, d_q8_, e_prev_;
+  int32_t kp_q14_, ki_q22_, kd_q14_, a_q8_, lim_q14_, ilim_q22_, e_max_, de_max_;
+  int32_t i_q22_, d_q14_, e_prev_;
   bool first_;
 };
 
@@ -200,7 +230,10 @@ class RigCore {
  public:
   explicit RigCore(const RigConfig& cfg = RigConfig());
   // A received byte (any time). Frames are handled as their delimiter arrives.
-  void on_rx_byte(uint8_t b, uint32_t now_us);
+  void on_rx_byte(uint8_t b, uint32_t now_us) {
+    Decoder::Result r = dec_.push(b);
+    if (r != Decoder::NONE) on_rx_result(r, now_us);
+  }
   // One control cycle (at cfg.control_hz): positions from the encoders, the measured motor supply
   // in mV; writes PWM. Integer arithmetic only (unless cfg.gains.published selects the float PID).
   void control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint32_t now_us, int16_t pwm_out[N_MOTORS]);
@@ -222,6 +255,7 @@ class RigCore {
   uint32_t mode_changes;    // MODE messages that changed the mode (a repeated MODE changes nothing)
  private:
   void queue_hello();
+  void on_rx_result(Decoder::Result r, uint32_t now_us);
   void handle(const Frame& f, uint32_t now_us);
   void queue_ctrl(uint8_t type, const uint8_t* body, size_t n);
   size_t build_state(uint8_t* out, uint32_t now_us);
@@ -264,8 +298,8 @@ class RigCore {
   int16_t pwm_[N_MOTORS];
   // constants derived from cfg_ once (no float arithmetic in a tick)
   uint16_t power_min_mv_;
-  int32_t ff_q4_;           // velocity feed-forward: duty·2^16 per (pulses/µs·2^20), ·2^4
-  int32_t ff_static_q16_;   // friction feed-forward, duty·2^16
+  int32_t ff_q0_;           // velocity feed-forward: duty·2^14 per (pulses/µs·2^20)
+  int32_t ff_static_q14_;   // friction feed-forward, duty·2^14
   float duty_per_volt_;
   // the demo sine (REAL_TO_VIRTUAL + LOCAL_DEMO): phase as a fraction of a turn ·2^32, advanced by
   // the elapsed µs each tick, so it runs on smoothly across the micros() wrap
@@ -273,8 +307,8 @@ class RigCore {
   uint16_t demo_phase_frac_;
   uint32_t demo_inc_q8_;    // phase per µs ·2^8
   uint32_t demo_last_us_;
-  int32_t demo_amp_q4_[N_MOTORS];   // pulses ·2^4
-  int32_t demo_vel_q20_[N_MOTORS];  // peak velocity, pulses per µs ·2^20
+  int32_t demo_amp_q1_[N_MOTORS];   // pulses ·2
+  int32_t demo_vel_q21_[N_MOTORS];  // peak velocity, pulses per µs ·2^21
   int power_cmd_;
   // small queue of control replies (HELLO, MODE echo)
   uint8_t ctrl_type_[4];

@@ -63,6 +63,9 @@ static uint8_t g_tx[rig::MAX_ENCODED + 2];
 // A frame is queued behind the one on the wire when at most this many bytes of it remain: longer
 // than a control tick plus an encoding (~0.5 ms), shorter than a state (22 bytes).
 static const int TX_AHEAD_BYTES = 8;
+static const uint8_t TX_CHUNK = 4;  // bytes handed to Serial per loop pass
+static const uint8_t RX_BATCH = 8;  // received bytes decoded per loop pass
+static uint8_t g_tx_len = 0, g_tx_pos = 0;  // the frame in g_tx, and how much of it went to Serial
 static volatile uint8_t* g_timing_port = nullptr;  // TIMING_PIN's output register and bit: 2 cycles a write
 static uint8_t g_timing_bit = 0;
 
@@ -95,11 +98,16 @@ ISR(ENC0_VECT) { if (*g_enc_b_in[0] & g_enc_b_bit[0]) ++g_enc16[0]; else --g_enc
 ISR(ENC1_VECT) { if (*g_enc_b_in[1] & g_enc_b_bit[1]) ++g_enc16[1]; else --g_enc16[1]; }
 
 static void apply_pwm(uint8_t i, int16_t pwm) {
-  if (pwm == g_pwm_applied[i]) return;  // unchanged: no pin writes
+  int16_t was = g_pwm_applied[i];
+  if (pwm == was) return;  // unchanged: no pin writes
   g_pwm_applied[i] = pwm;
-  digitalWrite(DIR_PIN_A[i], pwm > 0 ? HIGH : LOW);
-  digitalWrite(DIR_PIN_B[i], pwm < 0 ? HIGH : LOW);
-  analogWrite(PWM_PIN[i], pwm >= 0 ? pwm : -pwm);
+  int8_t sign = (pwm > 0) - (pwm < 0);
+  if (sign != (was > 0) - (was < 0)) {  // direction pins only when the direction changes
+    digitalWrite(DIR_PIN_A[i], sign > 0 ? HIGH : LOW);
+    digitalWrite(DIR_PIN_B[i], sign < 0 ? HIGH : LOW);
+  }
+  uint8_t duty = (uint8_t)(pwm >= 0 ? pwm : -pwm);
+  if (duty != (uint8_t)(was >= 0 ? was : -was)) analogWrite(PWM_PIN[i], duty);
 }
 
 // The motor supply, mV. The ADC converts in the background (104 µs): each tick takes the finished
@@ -144,8 +152,8 @@ void setup() {
   g_last_tick_us = micros();
 }
 
-// One thing per pass, the control tick first: it waits at most for one received byte's handling or
-// one frame's encoding (tens of µs), never for a whole burst of bytes, so it keeps its period.
+// One thing per pass, the control tick first: it waits at most for a few received bytes or one
+// frame's encoding (tens of µs), never for a whole burst of bytes, so it keeps its period.
 void loop() {
   // 1. the control cycle on a fixed grid; (uint32_t)(now - then) >= interval holds across the
   // micros() wrap after 71.6 min
@@ -179,14 +187,18 @@ void loop() {
   // 2. bytes out: the next frame is built when the transmit buffer holds at most TX_AHEAD_BYTES
   // (0.7 ms of wire at 115200 baud), so the wire never idles while a tick runs or the frame is
   // encoded, and a state is still at most that old when its first byte leaves
+  if (g_tx_pos < g_tx_len) {  // a few bytes a pass (~7 µs each into the buffer): the tick never waits long
+    uint8_t k = g_tx_len - g_tx_pos < TX_CHUNK ? g_tx_len - g_tx_pos : TX_CHUNK;
+    Serial.write(g_tx + g_tx_pos, k);
+    g_tx_pos += k;
+    return;
+  }
   if (Serial.availableForWrite() >= SERIAL_TX_BUFFER_SIZE - 1 - TX_AHEAD_BYTES) {
-    size_t n = g_core->next_tx_frame(g_tx, now);
-    if (n) {
-      Serial.write(g_tx, n);
-      return;
-    }
+    g_tx_len = (uint8_t)g_core->next_tx_frame(g_tx, now);
+    g_tx_pos = 0;
+    if (g_tx_len) return;
   }
 
-  // 3. one received byte: a frame is handled as its delimiter arrives
-  if (Serial.available() > 0) g_core->on_rx_byte((uint8_t)Serial.read(), now);
+  // 3. a few received bytes (~15 µs each): a frame is handled as its delimiter arrives
+  for (uint8_t k = 0; k < RX_BATCH && Serial.available() > 0; ++k) g_core->on_rx_byte((uint8_t)Serial.read(), now);
 }

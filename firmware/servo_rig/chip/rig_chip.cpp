@@ -138,6 +138,17 @@ struct Harness {
 
   void event(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+  avr_uart_t* uart0 = nullptr;
+
+  // simavr 1.6 times a byte as start + 8 data + parity + stop = 11 bits even with parity off (8N1
+  // is 10): its UART would send and receive 10 % slower than the chip's. The harness sets the
+  // UART's byte time to the chip's true one whenever the firmware has (re)configured the baud rate.
+  void fix_uart_byte_time() {
+    if (!uart0 || !(avr->data[UBRR0L] | avr->data[UBRR0H])) return;
+    avr_cycle_count_t want = cpb_chip();
+    if (uart0->cycles_per_byte != want) uart0->cycles_per_byte = want;
+  }
+
   uint64_t cpb_chip() const {  // the chip's own byte time (UBRR0, U2X0)
     unsigned ubrr = avr->data[UBRR0L] | ((avr->data[UBRR0H] & 0x0F) << 8);
     unsigned per_bit = (ubrr + 1) * ((avr->data[UCSR0A] & 0x02) ? 8 : 16);
@@ -403,6 +414,8 @@ int main(int argc, char** argv) {
   avr_ioctl(avr, AVR_IOCTL_UART_SET_FLAGS('0'), &flags);
   avr_irq_register_notify(avr_io_getirq(avr, AVR_IOCTL_UART_GETIRQ('0'), UART_IRQ_OUTPUT), on_uart_out, nullptr);
   h.uart_in = avr_io_getirq(avr, AVR_IOCTL_UART_GETIRQ('0'), UART_IRQ_INPUT);
+  for (avr_io_t* io = avr->io_port; io; io = io->next)
+    if (io->kind && !strcmp(io->kind, "uart") && ((avr_uart_t*)io)->name == '0') h.uart0 = (avr_uart_t*)io;
   // D13 = PB5: the firmware's timing pin
   avr_irq_register_notify(avr_io_getirq(avr, AVR_IOCTL_IOPORT_GETIRQ('B'), 5), on_timing_pin, nullptr);
   // encoders: A on D2/D3 (INT0/INT1), B on D4/D5
@@ -487,6 +500,7 @@ int main(int argc, char** argv) {
     }
     if (c >= next_io) {
       next_io += io_step;
+      h.fix_uart_byte_time();
       drv.poll(h, c, freq);
       for (;;) {  // the host's bytes (real-time mode; a flood beyond a second of wire time is dropped)
         ssize_t n = read(h.master, rbuf, sizeof(rbuf));
