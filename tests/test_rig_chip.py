@@ -136,9 +136,10 @@ def test_the_watchdog_is_latched_until_a_new_mode(elf, harness, tmp_path):
 def test_a_corrupt_frame_is_dropped_and_reported(elf, harness, tmp_path):
     ev = run(elf, harness, tmp_path, 1.5, drive={"targets": 500, "corrupt_at": 1.0})
     assert len(ev.rx_bad) == 1
-    after = ev.states()[ev.states()[:, 0] > ev.rx_bad[0]]
-    assert after[0, 4] & rp.Fault.RX_ERROR  # the next state says so…
-    assert not np.any(after[1:, 4] & rp.Fault.RX_ERROR)  # …once
+    st = ev.states(0.2)
+    flagged = st[st[:, 4] & rp.Fault.RX_ERROR != 0]
+    assert len(flagged) == 1  # one state says so, once…
+    assert 0 < (flagged[0, 0] - ev.rx_bad[0]) / ev.freq * 1e3 <= 6.0  # …the next one built after the bad frame
     lat, n = ev.replies(1.05)
     assert len(lat) >= 0.99 * n  # and the link goes on
 
@@ -151,7 +152,7 @@ def test_a_power_cut_stops_the_motors_and_is_reported(elf, harness, tmp_path):
     assert len(flagged) and (flagged[0, 0] - cut) / ev.freq * 1e3 <= 5.0  # seen within a tick + a frame
     stop = ev.stop_after(cut)
     assert stop is not None and (stop - cut) / ev.freq * 1e3 <= 2.0
-    restored = int(ev.power[ev.power[:, 1] == 1, 0][0])
+    restored = int(ev.power[(ev.power[:, 1] == 1) & (ev.power[:, 0] > cut), 0][0])
     assert not np.any(st[st[:, 0] > restored + 0.05 * ev.freq, 4] & rp.Fault.POWER)
 
 
@@ -174,6 +175,8 @@ def test_the_watchdog_holds_across_the_micros_wrap(elf, harness, tmp_path, silen
     shortly before, at or after the wrap; the watchdog stops the motors in the same time as ever."""
     ev = run(elf, harness, tmp_path, silent_at + 0.25, drive={"targets": 500, "far": True, "silent_at": silent_at},
              start_us=2**32 - 500_000)
+    t_us = ev.tx[:, 5]
+    assert t_us[0] > 2**32 - 600_000 and np.any(np.diff(t_us) < 0)  # micros() did start near 2^32 and wrapped
     ms = _watchdog_ms(ev, silent_at)
     tick = control_period_ms(ev)
     assert WATCHDOG_MS - tick <= ms <= WATCHDOG_MS + tick + float(ev.tick_durations_ms().max()), ms

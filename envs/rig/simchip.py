@@ -196,7 +196,8 @@ class ChipEvents:
         pwm: (n, 3) H-bridge input changes: cycle, motor, signed duty.
         rx: (n, 3) host frames fully arrived: end cycle, type, seq.
         rx_bad: end cycles of host frames that did not decode.
-        tx: (n, 5) chip frames fully sent: end cycle, type, seq, echo (-1 unless a state), faults.
+        tx: (n, 6) chip frames fully sent: end cycle, type, seq, echo (-1 unless a state), faults, t_us
+            (the frame's time stamp: the firmware's micros()).
         power: (n, 2) supply switched by the harness: cycle, on.
         end_cycle: chip cycles run (0 before the END line is written).
         busy_cycles: cycles in control ticks or with interrupts disabled (ISRs).
@@ -208,7 +209,7 @@ class ChipEvents:
     pwm: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     rx: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     rx_bad: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    tx: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), dtype=np.int64))
+    tx: np.ndarray = field(default_factory=lambda: np.zeros((0, 6), dtype=np.int64))
     power: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
     end_cycle: int = 0
     busy_cycles: int = 0
@@ -317,6 +318,6 @@ def read_events(path: str | os.PathLike) -> ChipEvents:
     def arr(key: str, width: int) -> np.ndarray:
         return np.asarray(rows[key], dtype=np.int64).reshape(-1, width)
 
-    ev.ticks, ev.pwm, ev.rx, ev.tx, ev.power = arr("TICK", 2), arr("PWM", 3), arr("RX", 3), arr("TX", 5), arr("POWER", 2)
+    ev.ticks, ev.pwm, ev.rx, ev.tx, ev.power = arr("TICK", 2), arr("PWM", 3), arr("RX", 3), arr("TX", 6), arr("POWER", 2)
     ev.rx_bad = arr("RXBAD", 1)[:, 0]
     return ev

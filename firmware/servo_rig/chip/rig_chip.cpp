@@ -20,7 +20,8 @@
 //   PWM <c> <motor> <duty>                  the H-bridge input changed: signed duty -255..255
 //   RX <c_end> <type> <seq>                 a host frame has fully arrived (its delimiter's stop bit)
 //   RXBAD <c_end>                           a host frame that does not decode (sent on purpose by --drive-corrupt-at)
-//   TX <c_end> <type> <seq> <echo> <faults> a chip frame has fully left the UART
+//   TX <c_end> <type> <seq> <echo> <faults> <t_us>  a chip frame has fully left the UART (t_us: its
+//                                           header's time stamp, the firmware's micros())
 //   POWER <c> <on>                          the harness cut (0) / restored (1) the motor supply
 //   END <c> busy=<cycles> sp_min=<addr> overruns=<n>   at exit (busy: cycles with TIMING_PIN high
 //                                           or interrupts disabled, i.e. control ticks + ISRs)
@@ -183,7 +184,8 @@ struct Harness {
       echo = raw[rig::HEADER_SIZE];
       faults = raw[rig::HEADER_SIZE + 1];
     }
-    event("TX %llu %u %u %d %d\n", (unsigned long long)c_end, type, seq, echo, faults);
+    uint32_t t_us = (uint32_t)raw[4] | ((uint32_t)raw[5] << 8) | ((uint32_t)raw[6] << 16) | ((uint32_t)raw[7] << 24);
+    event("TX %llu %u %u %d %d %lu\n", (unsigned long long)c_end, type, seq, echo, faults, (unsigned long)t_us);
   }
 
   // the H-bridge inputs as the pins set them: signed duty -255..255
