@@ -186,3 +186,21 @@ def test_the_watchdog_holds_across_the_micros_wrap(elf, harness, tmp_path, silen
     assert not np.any(st[st[:, 0] < last, 4] & rp.Fault.WATCHDOG)
     early_stop = ev.stop_after(int(0.15 * ev.freq))
     assert early_stop is not None and early_stop >= last
+
+
+@pytest.mark.slow
+def test_bench_rig_chip_prints_the_chip_figures(capsys):
+    from armtwin.scripts.cli import main
+    assert main(["bench", "rig", "--chip", "--seconds", "1", "--json"]) == 0
+    import json
+    r = json.loads(capsys.readouterr().out)
+    assert r["control_hz"] > 900 and 0 < r["cpu_headroom"] < 1 and r["answered"] > 0.9
+    assert 99.0 <= r["watchdog_ms"] <= 101.5 and 99.0 <= r["watchdog_wrap_ms"] <= 101.5
+    assert 0 < r["flash_share"] <= 0.5 and 0 < r["ram_share"] <= 0.5 and r["stack_headroom_bytes"] > 256
+
+
+def test_bench_rig_chip_refuses_other_bauds_in_one_line(capsys):
+    from armtwin.scripts.cli import main
+    assert main(["bench", "rig", "--chip", "--baud", "9600"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--baud 9600" in err[0]

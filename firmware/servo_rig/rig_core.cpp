@@ -275,6 +275,7 @@ RigCore::RigCore(const RigConfig& cfg)
   // everything a tick needs in integers, computed once here
   duty_per_volt_ = 255.0f / cfg.supply_nominal;
   float period_s = 1.0f / (float)cfg.control_hz;
+  period_us_ = 1000000UL / cfg.control_hz;
   power_min_mv_ = (uint16_t)(cfg.power_min_v * 1000.0f + 0.5f);
   // duty·2^14 per (pulses/µs·2^20): (1e6 / 2^20) pulses/s · duty/(pulses/s) · 2^14
   ff_q0_ = fixed(1e6f / 1048576.0f * duty_per_volt_ / cfg.ff_pulses_per_s_per_volt * 16384.0f, 1.0f, 30000.0f);
@@ -447,7 +448,9 @@ void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint
   for (int i = 0; i < N_MOTORS; ++i) pos_[i] = pos[i];
   uint8_t live = 0;
   if (supply_mv < power_min_mv_) live |= FAULT_POWER;
-  bool silent = !have_rx_ || (uint32_t)(now_us - last_rx_us_) >= cfg_.watchdog_us;
+  // silent: by the next tick watchdog_us would have passed, so the motors stop within watchdog_us
+  // of the last frame (plus this tick's own run time), not up to a period later
+  bool silent = !have_rx_ || (uint32_t)(now_us - last_rx_us_) + period_us_ >= cfg_.watchdog_us;
   if (silent && mode_ != MODE_IDLE) watchdog_latched_ = true;  // stays stopped until the next MODE
   if (silent || watchdog_latched_) live |= FAULT_WATCHDOG;
   bool demo = mode_ == MODE_REAL_TO_VIRTUAL && (mode_flags_ & MODE_FLAG_LOCAL_DEMO);

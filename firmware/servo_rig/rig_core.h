@@ -298,6 +298,7 @@ class RigCore {
   int16_t pwm_[N_MOTORS];
   // constants derived from cfg_ once (no float arithmetic in a tick)
   uint16_t power_min_mv_;
+  uint32_t period_us_;      // the control period, µs
   int32_t ff_q0_;           // velocity feed-forward: duty·2^14 per (pulses/µs·2^20)
   int32_t ff_static_q14_;   // friction feed-forward, duty·2^14
   float duty_per_volt_;
