@@ -76,7 +76,9 @@ def test_the_control_tick_keeps_its_period_with_cpu_to_spare(targets_run):
     nominal = control_period_ms(ev)
     print(f"tick period median {nominal:.3f} ms, p99 {np.percentile(per, 99):.3f}, max {per.max():.3f}; duration "
           f"median {np.median(dur):.3f}, max {dur.max():.3f} ms; busy {ev.busy_share():.1%}")
-    assert np.percentile(per, 99) <= 1.05 * nominal  # ticks come on time, not whenever the loop gets to them
+    # ticks come on time, not whenever the loop gets to them: a tick waits at most for one frame's
+    # encoding or one batch of received bytes (< 0.1 ms)
+    assert np.percentile(per, 99) <= 1.10 * nominal
     assert per.max() <= 1.3 * nominal
     assert dur.max() <= 0.7 * nominal  # >= 30 % headroom in the worst tick
     assert ev.busy_share() <= 0.7

@@ -11,6 +11,8 @@
 // no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
 // passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
+//   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
+//                                                integer pulses at a fixed period, prints u in volts)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
 // exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
@@ -136,6 +138,16 @@ static int motor_trace(double volts, double seconds) {
   return 0;
 }
 
+// The chip's fixed-point PID on lines of stdin ("setpoint measurement", integer pulses) at a fixed
+// period; prints its output in volts (duty·2^14 / 2^14 · 12 V / 255), for the Python comparison.
+static int pid_trace_fixed(double period_s) {
+  rig::PIDFixed pid;
+  pid.configure(rig::rig_gains(), 255.0f / 12.0f, (float)period_s);
+  long sp, m;
+  while (scanf("%ld %ld", &sp, &m) == 2) printf("%.9g\n", pid.update((int32_t)(sp - m)) / 16384.0 * 12.0 / 255.0);
+  return 0;
+}
+
 // The firmware PID on lines of stdin (for the Python/C++ parity test).
 static int pid_trace(bool published) {
   rig::PIDGains g = rig::rig_gains();
@@ -202,6 +214,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--boot-id") && i + 1 < argc) boot_id = atol(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
     else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
+    else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
+      return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else if (!bad_arg) bad_arg = argv[i];

@@ -191,7 +191,8 @@ int32_t PIDFixed::update(int32_t e) {
   e = clamp32(e, e_max_);
   int32_t p = e * kp_q14_;
   if (!first_) {  // the first call has no dt: no derivative, no integration (as the float PID)
-    int32_t d_raw = clamp32(clamp32(e - e_prev_, de_max_) * kd_q14_, 2 * lim_q14_);
+    // |d_raw| <= 2^29 (32 768 duty): the filter's difference then fits, and so does p + i + d
+    int32_t d_raw = clamp32(clamp32(e - e_prev_, de_max_) * kd_q14_, 1L << 29);
     d_q14_ += ((d_raw - d_q14_) >> 8) * a_q8_;  // the filter step in 1/64-duty resolution: no overflow
     int32_t cand = i_q22_ + e * ki_q22_;
     int32_t un = p + (cand >> 8) + d_q14_;
