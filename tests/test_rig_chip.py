@@ -206,3 +206,36 @@ def test_bench_rig_chip_refuses_other_bauds_in_one_line(capsys):
     assert main(["bench", "rig", "--chip", "--baud", "9600"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--baud 9600" in err[0]
+
+
+def test_the_emulator_and_the_chip_run_the_core_bit_for_bit_alike(harness, tmp_path):
+    """The same deterministic RigCore session (firmware/servo_rig/chip/core_trace.h: targets, 200 ms
+    of silence and a new MODE, a supply dip, a corrupt frame, across the micros() wrap) on the
+    simulated chip and in the host emulator: the CRC of every tick's PWM and faults and of every
+    frame sent is the same."""
+    import os
+    import select
+    import subprocess
+
+    from armtwin.envs.rig import build_emulator
+    img = build_firmware("uno", sketch="chip/core_trace.ino")
+    chip = SimChip(img.elf, events=tmp_path / "events.txt", seconds=10.0, fast=True, exe=harness)
+    fd = os.open(chip.device, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    text = b""
+    try:
+        deadline = time.monotonic() + 120
+        while b"\n" not in text.partition(b"TRACE")[2] and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    text += os.read(fd, 256)
+                except BlockingIOError:
+                    pass
+    finally:
+        os.close(fd)
+        chip.stop()
+    line = (b"TRACE" + text.partition(b"TRACE")[2]).split(b"\n")[0].decode().strip()
+    ticks, start = line.split()[1:3]
+    host = subprocess.run([build_emulator(), "--core-trace", ticks, start], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert line.startswith("TRACE 3000 ") and int(start) + 3000 * 1000 > 2**32  # the session crosses the wrap
+    assert line == host, (line, host)

@@ -133,7 +133,7 @@ def firmware_size(elf: str) -> tuple[int, int]:
 
 
 def build_firmware(board: Board | str = Board.UNO, cache_dir: str | os.PathLike | None = None,
-                   *, defines: tuple[str, ...] = ()) -> FirmwareImage:
+                   *, defines: tuple[str, ...] = (), sketch: str = "servo_rig.ino") -> FirmwareImage:
     """Build the servo-rig sketch for ``board`` with avr-gcc and the Arduino AVR core (cached).
 
     The build goes to ``<cache_dir>/servo_rig-<board>-<hash>/`` (default cache
@@ -144,6 +144,8 @@ def build_firmware(board: Board | str = Board.UNO, cache_dir: str | os.PathLike 
         board: a :class:`Board` or its name (``uno``, ``nano``, ``mega2560``).
         cache_dir: where builds are kept.
         defines: extra ``-D`` macros for the firmware files (``NAME`` or ``NAME=VALUE``).
+        sketch: the sketch, relative to ``firmware/servo_rig`` (the tests build
+            ``chip/core_trace.ino``, the chip side of the emulator/chip agreement test).
 
     Returns:
         The image: ELF, HEX and its footprint.
@@ -162,8 +164,8 @@ def build_firmware(board: Board | str = Board.UNO, cache_dir: str | os.PathLike 
                            f"(apt-get install arduino-core-avr)")
     gcc, gxx = _need("avr-gcc"), _need("avr-g++")
     objcopy = _need("avr-objcopy")
-    h = hashlib.sha256(f"{board.value}\0{spec}\0{defines}\0".encode())
-    for name in _FW_SOURCES:
+    h = hashlib.sha256(f"{board.value}\0{spec}\0{defines}\0{sketch}\0".encode())
+    for name in dict.fromkeys((sketch, *_FW_SOURCES, "chip/core_trace.h")):
         p = os.path.join(FIRMWARE_DIR, name)
         if not os.path.exists(p):
             raise RigLinkError(f"firmware source {p} is missing")
@@ -174,12 +176,13 @@ def build_firmware(board: Board | str = Board.UNO, cache_dir: str | os.PathLike 
     if cache_dir is None:
         cache_dir = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "armtwin")
     os.makedirs(cache_dir, exist_ok=True)
-    out = os.path.join(os.fspath(cache_dir), f"servo_rig-{board.value}-{h.hexdigest()[:16]}")
+    stem = os.path.splitext(os.path.basename(sketch))[0]
+    out = os.path.join(os.fspath(cache_dir), f"{stem}-{board.value}-{h.hexdigest()[:16]}")
     elf, hexf = os.path.join(out, "servo_rig.elf"), os.path.join(out, "servo_rig.hex")
     if not (os.path.exists(elf) and os.path.exists(hexf)):
         tmp = tempfile.mkdtemp(prefix=f"servo_rig-{board.value}.", dir=cache_dir)
         try:
-            _compile(tmp, spec, core, variant, gcc, gxx, objcopy, defines)
+            _compile(tmp, spec, core, variant, gcc, gxx, objcopy, defines, sketch)
             try:
                 os.rename(tmp, out)  # atomic: a concurrent build of the same sources may have won
             except OSError:
@@ -198,7 +201,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 def _compile(build: str, spec: BoardSpec, core: str, variant: str, gcc: str, gxx: str, objcopy: str,
-             defines: tuple[str, ...]) -> None:
+             defines: tuple[str, ...], sketch: str = "servo_rig.ino") -> None:
     """The Arduino IDE's recipe (platform.txt: the core in an archive), without link-time optimisation: the ELF keeps the
     symbols a simulator harness looks up (``main``, ``timer0_overflow_count``)."""
     arch = [f"-mmcu={spec.mcu}", f"-DF_CPU={spec.f_cpu}L", f"-DARDUINO={ARDUINO_VERSION}",
@@ -223,8 +226,8 @@ def _compile(build: str, spec: BoardSpec, core: str, variant: str, gcc: str, gxx
     _run([_need("avr-ar"), "rcs", core_a, *objs], "core.a")
     objs = []
     fw_defs = [f"-D{d}" for d in defines]
-    for name, lang in (("servo_rig.ino", ["-x", "c++"]), ("rig_core.cpp", [])):
-        obj = os.path.join(build, name + ".o")
+    for name, lang in ((sketch, ["-x", "c++"]), ("rig_core.cpp", [])):
+        obj = os.path.join(build, os.path.basename(name) + ".o")
         _run([gxx, *cxxflags, *FIRMWARE_WARNINGS, *arch, *fw_defs, "-I", FIRMWARE_DIR, *lang,
               os.path.join(FIRMWARE_DIR, name), "-o", obj], name)
         objs.append(obj)

@@ -11,6 +11,7 @@
 // no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
 // passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
+//   ./rig_emulator --core-trace TICKS START_US  (chip/core_trace.h: prints "TRACE ticks start crc")
 //   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
 //                                                integer pulses at a fixed period, prints u in volts)
 //
@@ -40,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chip/core_trace.h"
 #include "rig_core.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -214,6 +216,11 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--boot-id") && i + 1 < argc) boot_id = atol(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
     else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
+    else if (!strcmp(argv[i], "--core-trace") && i + 2 < argc) {  // the chip/emulator agreement session
+      unsigned long ticks = strtoul(argv[i + 1], nullptr, 0), start = strtoul(argv[i + 2], nullptr, 0);
+      printf("TRACE %lu %lu %u\n", ticks, start, (unsigned)rig_trace::run((uint32_t)ticks, (uint32_t)start));
+      return 0;
+    }
     else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
       return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
