@@ -239,3 +239,14 @@ def test_the_emulator_and_the_chip_run_the_core_bit_for_bit_alike(harness, tmp_p
                           check=True).stdout.strip()
     assert line.startswith("TRACE 3000 ") and int(start) + 3000 * 1000 > 2**32  # the session crosses the wrap
     assert line == host, (line, host)
+
+
+def test_at_1_mbaud_the_stream_reaches_1_khz_and_replies_come_within_1_5_ms(harness, tmp_path):
+    """250 k, 500 k and 1 M baud are exact on a 16 MHz AVR (U2X): the firmware built with
+    RIG_BAUD=1000000 streams 1000 states/s and answers 500 targets/s in about a millisecond."""
+    elf = build_firmware("uno", defines=("RIG_BAUD=1000000",)).elf
+    ev = run(elf, harness, tmp_path, 2.0, baud=1_000_000, drive={"stream": 1000})
+    assert ev.state_rate_hz(0.3, 2.0) >= 990
+    ev = run(elf, harness, tmp_path, 2.0, baud=1_000_000, drive={"targets": 500})
+    lat, n = ev.replies(0.3)
+    assert len(lat) >= 0.99 * n and np.percentile(lat, 50) <= 1.5
