@@ -1,4 +1,5 @@
-"""``armtwin rig emulate [--baud 115200]``: build and run the servo-rig emulator.
+"""``armtwin rig emulate [--baud 115200]``: build and run the servo-rig emulator;
+``armtwin rig build [--board uno]``: build the firmware for AVR boards (avr-gcc), print its footprint.
 
 The emulator is the rig's firmware core (``firmware/servo_rig``) compiled on the host with
 g++ behind a pseudo-terminal; it prints the device path to pass to ``armtwin sync --port``.
@@ -36,6 +37,10 @@ def register(sub) -> None:
     e.add_argument("--seconds", type=float, default=None,
                    help=f"stop after this many seconds, 0.1..{SECONDS_MAX:g} (default: until Ctrl-C)")
     e.set_defaults(func=run)
+    b = rs.add_parser("build", help="build the rig firmware for AVR boards with avr-gcc; print flash and static RAM")
+    b.add_argument("--board", action="append", default=None, metavar="BOARD",
+                   help="uno, nano or mega2560 (repeatable; default: all three)")
+    b.set_defaults(func=run_build)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
@@ -71,4 +76,24 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, old)
         emu.stop()
     print("armtwin: rig emulator stopped", file=sys.stderr)
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Build for each board; one line per board with flash and static RAM (exit 2 on a bad board or a failed build)."""
+    from ..envs.rig.chip import Board, build_firmware
+    from ..envs.rig.link import RigLinkError
+    names = args.board or [b.value for b in Board]
+    boards = []
+    for n in names:
+        try:
+            boards.append(Board(n))
+        except ValueError:
+            raise CliError(f"--board {n}: unknown board; choose from {', '.join(b.value for b in Board)}") from None
+    for b in boards:
+        try:
+            img = build_firmware(b)
+        except RigLinkError as exc:
+            raise CliError(str(exc)) from None
+        print(f"{img.summary()}  {img.elf}")
     return 0

@@ -17,7 +17,7 @@ __all__ = ["FIRMWARE_DIR", "build_emulator", "Emulator"]
 #: the firmware sources (package data of a non-editable install too)
 FIRMWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "firmware",
                             "servo_rig")
-_EMU_SOURCES = ("emulator.cpp", "rig_core.cpp", "rig_core.h")
+_EMU_SOURCES = ("emulator.cpp", "rig_core.cpp", "rig_core.h", "chip/core_trace.h")
 
 
 def build_emulator(cache_dir: str | os.PathLike | None = None, *, compiler: str = "g++") -> str:

@@ -11,6 +11,9 @@
 // no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
 // passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
+//   ./rig_emulator --core-trace TICKS START_US  (chip/core_trace.h: prints "TRACE ticks start crc")
+//   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
+//                                                integer pulses at a fixed period, prints u in volts)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
 // exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
@@ -38,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chip/core_trace.h"
 #include "rig_core.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -136,6 +140,16 @@ static int motor_trace(double volts, double seconds) {
   return 0;
 }
 
+// The chip's fixed-point PID on lines of stdin ("setpoint measurement", integer pulses) at a fixed
+// period; prints its output in volts (duty·2^14 / 2^14 · 12 V / 255), for the Python comparison.
+static int pid_trace_fixed(double period_s) {
+  rig::PIDFixed pid;
+  pid.configure(rig::rig_gains(), 255.0f / 12.0f, (float)period_s);
+  long sp, m;
+  while (scanf("%ld %ld", &sp, &m) == 2) printf("%.9g\n", pid.update((int32_t)(sp - m)) / 16384.0 * 12.0 / 255.0);
+  return 0;
+}
+
 // The firmware PID on lines of stdin (for the Python/C++ parity test).
 static int pid_trace(bool published) {
   rig::PIDGains g = rig::rig_gains();
@@ -202,6 +216,13 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--boot-id") && i + 1 < argc) boot_id = atol(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
     else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
+    else if (!strcmp(argv[i], "--core-trace") && i + 2 < argc) {  // the chip/emulator agreement session
+      unsigned long ticks = strtoul(argv[i + 1], nullptr, 0), start = strtoul(argv[i + 2], nullptr, 0);
+      printf("TRACE %lu %lu %u\n", ticks, start, (unsigned)rig_trace::run((uint32_t)ticks, (uint32_t)start));
+      return 0;
+    }
+    else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
+      return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else if (!bad_arg) bad_arg = argv[i];
@@ -302,8 +323,8 @@ int main(int argc, char** argv) {
       if (pc >= 0) for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].powered = (pc == 1);
       int32_t pos[rig::N_MOTORS];
       for (int i = 0; i < rig::N_MOTORS; ++i) pos[i] = motor[i].pulses();
-      float supply = motor[0].powered ? (float)motor[0].supply : 0.0f;
-      core.control_tick(pos, supply, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
+      uint16_t supply_mv = motor[0].powered ? (uint16_t)(motor[0].supply * 1000.0 + 0.5) : 0;
+      core.control_tick(pos, supply_mv, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
       next_tick += period;
       ++ticks;
     }
