@@ -92,11 +92,11 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(args.plot, traces, reports, simulate_loop)
     if args.json:
-        print_json({"log": args.log, "model": args.model, "joints": [_report_dict(r) for r in reports],
+        print_json({"log": args.log, "model": args.model, "joints": [report_dict(r) for r in reports],
                     "saved": saved, "plot": args.plot})
         return 0
     for rep in reports:
-        _print_report(rep)
+        print_report(rep)
     for name in saved:
         print(f"wrote {name}")
     if args.plot:
@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_dict(rep) -> dict:
+def report_dict(rep) -> dict:
+    """One joint's :class:`~armtwin.controllers.ident.FitReport` as JSON data (also ``rig identify``'s)."""
     return {"joint": rep.label, "fit_seconds": rep.seconds, "simulations": rep.evaluations,
             "split_time_s": rep.split_time,
             "held_out_deg": {"rms_before": rep.rms_before, "max_before": rep.max_before,
@@ -121,7 +122,8 @@ def _fmt(v: float | None, factor: float) -> str:
     return f"{v * factor:.4g}"
 
 
-def _print_report(rep) -> None:
+def print_report(rep) -> None:
+    """One joint's fit for people: each parameter, then the held-out prediction (also ``rig identify``'s)."""
     print(f"joint {rep.label}: fitted on t <= {rep.split_time:.1f} s in {rep.seconds:.1f} s ({rep.evaluations} simulations)")
     print(f"  {'parameter':15s} {'unit':>10s} {'data sheet':>11s} {'fitted':>11s} {'± 95 %':>10s}")
     for p in rep.params:

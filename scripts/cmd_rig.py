@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 
+from . import rig_identify
 from .cli import CliError
 from .options import BAUD_MAX, BAUD_MIN, check_baud
 
@@ -27,7 +28,7 @@ def check_range(value: float, opt: str, lo: float, hi: float, unit: str, hint: s
 
 
 def register(sub) -> None:
-    p = sub.add_parser("rig", help="servo rig tools (emulator)")
+    p = sub.add_parser("rig", help="servo rig tools: the emulator, identification of the motors")
     rs = p.add_subparsers(dest="rig_command", metavar="ACTION")
     e = rs.add_parser("emulate", help="build (if needed) and run the rig emulator on a pseudo-terminal")
     e.add_argument("--baud", type=int, default=115200,
@@ -36,6 +37,7 @@ def register(sub) -> None:
     e.add_argument("--seconds", type=float, default=None,
                    help=f"stop after this many seconds, 0.1..{SECONDS_MAX:g} (default: until Ctrl-C)")
     e.set_defaults(func=run)
+    rig_identify.register(rs)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 

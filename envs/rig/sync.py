@@ -436,7 +436,8 @@ class TwinSync:
             virtual: Callable[[], np.ndarray] | None = None, stop: threading.Event | None = None,
             power_schedule: dict[int, bool] | None = None, max_samples: int | None = None,
             on_sample: Callable[[SyncSample], None] | None = None,
-            on_ramp: Callable[[RampInfo], None] | None = None) -> SyncReport:
+            on_ramp: Callable[[RampInfo], None] | None = None,
+            source_power: dict[float, bool] | None = None) -> SyncReport:
         """Run the loop at ``config.rate_hz`` until ``seconds``, ``max_samples`` or ``stop``.
 
         Samples follow a fixed tick schedule (tick k at k / rate_hz after the start). A sample
@@ -467,6 +468,10 @@ class TwinSync:
             max_samples: stop once ``stt`` reaches this (the total sample count of this sync).
             on_sample: called with every sample (progress display); it may set ``stop``.
             on_ramp: called once with the planned ramp (to say so).
+            source_power: with a ``source``: {time on the source's clock, s: power on?} — each
+                POWER goes out at the first sample at or after its time once the source runs
+                (an excitation's coast-downs, which must fall where the source is fastest,
+                whatever the wait and the ramp took); recorded like ``power_schedule``'s.
         """
         v2r = self.config.direction is Direction.VIRTUAL_TO_REAL
         drive = v2r and source is not None  # this loop commands the robot and steps its world
@@ -474,6 +479,7 @@ class TwinSync:
         period = 1.0 / self.config.rate_hz
         max_late_ticks = int(self.config.max_late_s / period)
         sched = dict(power_schedule or {})
+        timed = sorted((source_power or {}).items())  # (source time, on), sent in order
         report = SyncReport()
         self.start()
         t_start = time.monotonic()  # tick 0 of this run
@@ -518,6 +524,10 @@ class TwinSync:
                         on_ramp(report.ramp)
                 if phase == "ramp" and now - t_ramp >= ramp.duration:
                     phase, t_src = "go", t_ramp + ramp.duration
+                while phase == "go" and drive and timed and now - t_src >= timed[0][0]:
+                    on = timed.pop(0)[1]
+                    seq = self.link.power(on)
+                    report.power_commands.append(PowerCommand(self.stt, now - self._t0, seq, on, time.monotonic()))
                 if phase == "wait":  # no rig state yet: log the sample, send nothing
                     report.waited_samples += 1
                     world.step()

@@ -9,7 +9,9 @@
 // --motor-params FILE (before --motor-trace, if both): "name = value" lines ('#' starts a comment)
 // setting the MotorParams fields rotor_inertia, load_inertia, coulomb_friction, viscous_friction,
 // no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
-// passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
+// passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py). Its
+// delay_down and delay_up (s, >= 0) are the fitted link's delays: the host's virtual rig uses them;
+// the emulator has its own link (the pty at the baud rate) and ignores them.
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
@@ -113,6 +115,7 @@ static bool load_motor_params(const char* path) {
     else if (!strcmp(key, "encoder_cpr")) g_motor.encoder_cpr = (int)v;
     else if (!strcmp(key, "nominal_voltage")) g_motor.nominal_voltage = v;
     else if (!strcmp(key, "dead_band")) g_dead_band = v;
+    else if (!strcmp(key, "delay_down") || !strcmp(key, "delay_up")) ok = v >= 0;  // the host link's: not emulated
     else ok = false;
   }
   fclose(f);
