@@ -680,7 +680,11 @@ def _read_params(path) -> tuple[MotorParams, float, tuple[float, float]]:
     if min(delays) < 0 or max(delays) > 1.0:
         raise ValueError(f"{path}: delay_down and delay_up must be from 0 to 1 s, got {delays[0]}, {delays[1]}")
     kwargs: dict = {k: (int(v) if k == "encoder_cpr" else float(v)) for k, v in data.items()}
-    return replace(RIG_MOTOR, **kwargs), dead, delays
+    try:
+        motor = replace(RIG_MOTOR, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return motor, dead, delays
 
 
 # ----- the excitation (``armtwin rig identify``) --------------------------------------------------

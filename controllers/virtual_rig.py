@@ -27,7 +27,7 @@ from .ident import LoopConfig, MotorFit
 from .pid import PID
 from .servo import DCMotor, volts_to_pwm
 
-__all__ = ["VirtualServo"]
+__all__ = ["VirtualServo", "VirtualRig"]
 
 
 class VirtualServo:
@@ -112,3 +112,68 @@ class VirtualServo:
         if abs(self._target_vel) > 1.0:
             u += self._target_vel / loop.ff_pulses_per_s_per_volt + math.copysign(loop.ff_static_v, self._target_vel)
         self._volts = volts_to_pwm(u) * loop.supply / 255.0
+
+
+class VirtualRig:
+    """The rig's mapped motors on the host, one :class:`VirtualServo` each, beside the real rig.
+
+    It starts at the rig's first measured joints (:meth:`start`); from then on it is sent what the
+    rig is sent (:meth:`targets`, :meth:`power`) and says what the rig should report
+    (:meth:`angles_at`). :meth:`observe` keeps the prediction error against what the rig did
+    report. The rig's watchdog and reboots are not modelled.
+
+    Args:
+        fits: one fitted motor per mapped joint (the rig's motors 1, 2 …).
+        loop: the firmware's position loop.
+    """
+
+    def __init__(self, fits, loop: LoopConfig = LoopConfig()) -> None:
+        self.fits = tuple(fits)
+        if not self.fits:
+            raise ValueError("VirtualRig needs one motor per mapped joint, got none")
+        self.loop = loop
+        self.servos: list[VirtualServo] = []
+        self._sq = [0.0] * len(self.fits)
+        self._max = [0.0] * len(self.fits)
+        self._n = [0] * len(self.fits)
+
+    @property
+    def started(self) -> bool:
+        return bool(self.servos)
+
+    def start(self, measured_deg, t: float) -> None:
+        """Start at the rig's measured joints (deg, as read: whole pulses) at time ``t``, s."""
+        ppd = self.loop.pulses_per_deg
+        self.servos = [VirtualServo(f, self.loop, start_deg=float(a) + 0.5 / ppd, t0=t)
+                       for f, a in zip(self.fits, measured_deg)]
+
+    def targets(self, pulses, t: float) -> None:
+        """The targets (pulses, one per motor) the host sends at ``t`` (ignored before :meth:`start`)."""
+        for s, p in zip(self.servos, pulses):
+            s.target(p, t)
+
+    def power(self, on: bool, t: float) -> None:
+        """The host switches the rig's supply at ``t``."""
+        for s in self.servos:
+            s.power(on, t)
+
+    def angles_at(self, t: float):
+        """(k,) the angles the rig should report at ``t``, deg (NaN before :meth:`start`)."""
+        import numpy as np
+        if not self.servos:
+            return np.full(len(self.fits), np.nan)
+        return np.array([s.angle_at(t) for s in self.servos])
+
+    def observe(self, predicted, measured) -> None:
+        """Count one sample's prediction error (joints without both values are skipped)."""
+        for i, (p, m) in enumerate(zip(predicted, measured)):
+            if math.isfinite(p) and math.isfinite(m):
+                d = abs(p - m)
+                self._sq[i] += d * d
+                self._max[i] = max(self._max[i], d)
+                self._n[i] += 1
+
+    def errors(self) -> list[tuple[float, float, int]]:
+        """Per motor (RMS, max, samples) of predicted − measured, deg (NaN without samples)."""
+        return [(math.sqrt(sq / n) if n else math.nan, mx if n else math.nan, n)
+                for sq, mx, n in zip(self._sq, self._max, self._n)]

@@ -1,7 +1,10 @@
-"""``armtwin rig emulate [--baud 115200]``: build and run the servo-rig emulator.
+"""``armtwin rig emulate [--baud 115200] [--motor-params FILE [FILE2]]``: build and run the servo-rig
+emulator; ``armtwin rig identify`` (:mod:`.rig_identify`): identify the rig's motors.
 
 The emulator is the rig's firmware core (``firmware/servo_rig``) compiled on the host with
 g++ behind a pseudo-terminal; it prints the device path to pass to ``armtwin sync --port``.
+With ``--motor-params`` its motors are identified ones (one file for both, or one per motor):
+a virtual copy of a measured rig.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 
 from . import rig_identify
 from .cli import CliError
-from .options import BAUD_MAX, BAUD_MIN, check_baud
+from .options import BAUD_MAX, BAUD_MIN, add_motor_params, check_baud, motor_params
 
 #: longest timed run of the emulator and of ``bench rig``, s (without --seconds the emulator runs until Ctrl-C)
 SECONDS_MAX = 3600.0
@@ -36,6 +39,7 @@ def register(sub) -> None:
     e.add_argument("--link", default=None, help="also expose the pty under this stable path (symlink)")
     e.add_argument("--seconds", type=float, default=None,
                    help=f"stop after this many seconds, 0.1..{SECONDS_MAX:g} (default: until Ctrl-C)")
+    add_motor_params(e, "the emulated motors instead of the data sheet's (a virtual copy of an identified rig)")
     e.set_defaults(func=run)
     rig_identify.register(rs)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -47,14 +51,18 @@ def run(args: argparse.Namespace) -> int:
     check_baud(args.baud)
     if args.seconds is not None:
         check_range(args.seconds, "--seconds", 0.1, SECONDS_MAX, "s", " (leave it out to run until Ctrl-C)")
+    motor_params(args, 2)      # checked here: one line naming the file, before anything is built
+    files = args.motor_params or [None]
     try:
         print("armtwin: building the rig emulator (if needed)…", file=sys.stderr)
         exe = build_emulator()
-        emu = Emulator(args.baud, link=args.link, exe=exe)
+        emu = Emulator(args.baud, link=args.link, exe=exe, motor_params=files[0],
+                       motor2_params=files[1] if len(files) > 1 else None)
     except RigLinkError as exc:
         raise CliError(str(exc)) from None
     print(emu.device, flush=True)
-    print(f"armtwin: rig emulator at {args.baud} baud on {emu.device} — Ctrl-C to stop", file=sys.stderr)
+    motors = f" with the motors of {' and '.join(files)}" if args.motor_params else ""
+    print(f"armtwin: rig emulator at {args.baud} baud on {emu.device}{motors} — Ctrl-C to stop", file=sys.stderr)
     stop = {"flag": False}
 
     def _term(*_):

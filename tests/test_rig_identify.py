@@ -138,3 +138,72 @@ def test_identify_on_the_emulator_recovers_its_motor_and_predicts_a_held_out_run
     (rms_sheet, _), (rms_fit, _) = (prediction_error(held, p, known) for p in pred)
     print(f"held-out run: data sheet {rms_sheet:.3f} deg RMS, fitted {rms_fit:.3f} deg RMS")
     assert rms_fit < rms_sheet
+
+
+def _emulate(tmp_path, *files):
+    """``armtwin rig emulate --motor-params …`` as its own process, reachable at a stable link."""
+    import subprocess
+    import sys
+    link = str(tmp_path / "rig")
+    proc = subprocess.Popen([sys.executable, "-m", "armtwin.scripts.cli", "rig", "emulate", "--link", link,
+                             "--seconds", "120", *(["--motor-params", *map(str, files)] if files else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    device = proc.stdout.readline().strip()
+    if device != link:
+        proc.kill()
+        raise AssertionError(f"rig emulate did not start: {device!r} {proc.stderr.read()}")
+    return proc, link
+
+
+def test_rig_emulate_runs_the_identified_motors_and_the_virtual_rig_predicts_them(exe, tmp_path):
+    """``rig emulate --motor-params TRUTH`` emulates that motor: a twin whose virtual rig has the same
+    motor predicts what the rig reports far better than one with the data sheet's motor."""
+    from armtwin import robots
+    from armtwin.controllers.virtual_rig import VirtualRig
+    from armtwin.envs.rig import RigLink, SyncConfig, TwinSync
+    from armtwin.envs.sim import PhysicsConfig, World
+    delays = {"delay_down": 0.0015, "delay_up": 0.0015}
+    truth, sheet = dataclasses.replace(TRUTH, **delays), dataclasses.replace(MotorFit.of(RIG_MOTOR), **delays)
+    write_params_file(tmp_path / "truth.toml", truth)
+    exc = excitation(20.0, max_speed_deg_s=250.0, max_accel_deg_s2=5000.0)
+    spec = robots.get("irb120")
+
+    def source(t):
+        q = spec.home.copy()
+        q[0] += np.radians(np.interp(t, exc.t, exc.angle))
+        return q
+
+    proc, link = _emulate(tmp_path, tmp_path / "truth.toml")
+    try:
+        rms = {}
+        for name, fit in (("truth", truth), ("sheet", sheet)):
+            vr = VirtualRig([fit])
+            with World(PhysicsConfig(dt=1 / 500)) as world, RigLink(link) as rig:
+                TwinSync(world.add_robot(spec), rig, SyncConfig((0,)), virtual_rig=vr).run(8.0, source=source)
+            rms[name] = vr.errors()[0][0]
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    print("virtual rig predicted - measured RMS, deg:", rms)
+    assert rms["truth"] < 0.5 * rms["sheet"]
+
+
+def test_sync_motor_params_reports_the_virtual_rigs_prediction(emu, tmp_path, capsys):
+    write_params_file(tmp_path / "m.toml", MotorFit.of(RIG_MOTOR, delay_down=0.0015, delay_up=0.0015))
+    argv = ["sync", "--port", emu.device, "--robot", "irb120", "--seconds", "3", "--log", str(tmp_path / "t.csv")]
+    assert main(argv + ["--motor-params", str(tmp_path / "m.toml")]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("virtual rig"))
+    assert "J1 RMS" in line and "J2 RMS" in line
+    rms = [float(part.split("RMS ")[1].split()[0]) for part in line.split(";")]
+    assert all(0 <= r < 1.0 for r in rms)             # the data sheet motor is the emulator's: it predicts it
+    (tmp_path / "bad.toml").write_text("rotor_inertia = -1\n")
+    for extra, msg in ((["--motor-params", str(tmp_path / "bad.toml")], "bad.toml"),
+                       (["--motor-params", str(tmp_path / "none.toml")], "none.toml"),
+                       (["--motor-params", *[str(tmp_path / "m.toml")] * 3], "one per motor"),
+                       (["--motor-params", str(tmp_path / "m.toml"), "--direction", "real-to-virtual"], "virtual-to-real")):
+        assert main(argv + extra) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], (extra, err)
+    assert main(["rig", "emulate", "--seconds", "1", "--motor-params", str(tmp_path / "bad.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "bad.toml" in err[-1]
