@@ -145,6 +145,9 @@ class Trace:
         servo: (K,) measured angle, deg (NaN: none).
         powered: (K,) whether the motor supply was on (no ``POWER`` fault).
         label: the joint's name in the log.
+        t_servo: (K,) when each servo angle reached the host, s on ``t``'s clock (a sample reports
+            the newest state, which may be up to a state period old; NaN: not known), or None:
+            the sample times (a twin log does not keep them; ``armtwin rig identify`` does).
     """
 
     t: np.ndarray
@@ -152,10 +155,11 @@ class Trace:
     servo: np.ndarray
     powered: np.ndarray
     label: str = ""
+    t_servo: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(self.t)
-        for name in ("virtual", "servo", "powered"):
+        for name in ("virtual", "servo", "powered") + (("t_servo",) if self.t_servo is not None else ()):
             if len(getattr(self, name)) != k:
                 raise ValueError(f"Trace.{name} has {len(getattr(self, name))} samples, t has {k}")
         if k < 2 or not np.all(np.diff(self.t) > 0):
@@ -163,7 +167,8 @@ class Trace:
 
     def cut(self, a: int, b: int) -> "Trace":
         """Samples a..b-1."""
-        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label)
+        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label,
+                     None if self.t_servo is None else self.t_servo[a:b])
 
 
 def _kernel():
@@ -358,9 +363,12 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
          g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
          0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), out)
-    # the logged angle: the rig's, delay_up before the log's time (linear between ticks), less the half
-    # pulse the encoder's floor loses on average
-    when = (t[None, :] - P[:, 6:7]) / h                                   # (N, K) in ticks
+    # the logged angle: the rig's, delay_up before it reached the host (the sample's time when not known;
+    # linear between ticks), less the half pulse the encoder's floor loses on average
+    t_read = t
+    if trace.t_servo is not None:
+        t_read = np.where(np.isfinite(trace.t_servo), np.minimum(trace.t_servo - trace.t[0], t), t)
+    when = (t_read[None, :] - P[:, 6:7]) / h                              # (N, K) in ticks
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]

@@ -142,7 +142,6 @@ def save_paths(save: str, labels: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
 
     _check(args)
     spec = get_robot(args.robot)
@@ -156,74 +155,43 @@ def run(args: argparse.Namespace) -> int:
             import scipy  # noqa: F401
         except ModuleNotFoundError as exc:
             raise missing_extra(exc.name or "scipy", "fit") from None
-    from ..controllers.ident import excitation
     from ..envs.rig.link import LinkConfig, RigLink, RigLinkError
-    from ..envs.rig.sync import RigNoAnswer, SyncConfig, TwinSync, connect
-    from ..envs.sim import PhysicsConfig, World
+    from ..envs.rig.sync import RigNoAnswer, connect
     from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED
     say = (lambda *a: None) if args.json else (lambda msg: print(f"armtwin: identify: {msg}", file=sys.stderr, flush=True))
+    settings = Settings(args.seconds, args.rate, args.amplitude, args.max_speed, args.max_accel, args.power_cuts)
     try:
         link = RigLink(args.port, LinkConfig(baudrate=args.baud)).open()
     except RigLinkError as exc:
         raise CliError(str(exc)) from None
-    world = World(PhysicsConfig(dt=1.0 / args.rate))
     log = None
     stopped_by: list[int] = []
     stop = threading.Event()
     old: dict = {}
+
+    def on_signal(signum, _frame):
+        stopped_by.append(signum)
+        stop.set()
+
     try:
         try:
             connect(link, 5.0, bounded=True)
         except RigLinkError as exc:
             print(f"armtwin: error: {exc}; nothing was logged", file=sys.stderr)
             return 1 if isinstance(exc, RigNoAnswer) else 2
-        robot = world.add_robot(spec)
-        sync = TwinSync(robot, link, SyncConfig(joints, rate_hz=args.rate))
-        sync.start()
-        deadline = time.monotonic() + 5.0
-        while (state := link.latest()) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if state is None:
-            print(f"armtwin: error: {args.port}: the rig answered but sent no state within 5 s; nothing was logged",
-                  file=sys.stderr)
-            return 1
-        plans = [plan_joint(spec, j, float(state.degrees[k]), args.amplitude, args.max_speed, args.max_accel)
-                 for k, j in enumerate(joints)]
-        excs = [excitation(args.seconds, rate_hz=args.rate, amplitude_deg=p.amplitude_deg,
-                           max_speed_deg_s=p.max_speed_deg_s, max_accel_deg_s2=p.max_accel_deg_s2,
-                           power_cuts=args.power_cuts) for p in plans]
-        t_exc = excs[0].t
-        power = {float(t_exc[i]): on for i, on in excs[0].power.items()}  # the supply is the rig's: one schedule
-        home = np.asarray(spec.home, dtype=float).copy()
-
-        def source(t: float) -> np.ndarray:
-            q = home.copy()
-            for p, e in zip(plans, excs):
-                q[p.joint] = math.radians(p.centre_deg + float(np.interp(t, e.t, e.angle)))
-            return q
-
-        robot.reset(source(0.0))
-        for p in plans:
-            say(f"J{p.joint + 1}: measured {p.measured_deg:+.1f}°, excitation {p.centre_deg:+.1f}° ± "
-                f"{p.amplitude_deg:.1f}°, at most {p.max_speed_deg_s:.0f}°/s and {p.max_accel_deg_s2:.0f}°/s²")
-
-        def on_signal(signum, _frame):
-            stopped_by.append(signum)
-            stop.set()
-
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         log = open_log(args.log, joints, "--log")
-        sync.log = log
-        say(f"driving the rig for {args.seconds:g} s ({len(power) // 2} power cuts); logging to {args.log}")
-        rep = sync.run(args.seconds, source=source, stop=stop, source_power=power,
-                       on_ramp=lambda r: say(r.describe()))
+        try:
+            _, rep, received = drive(link, spec, joints, settings, log, stop=stop, say=say)
+        except RigLinkError as exc:
+            print(f"armtwin: error: {args.port}: {exc}; nothing was logged", file=sys.stderr)
+            return 1
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
         if log is not None:
             log.close()
         link.close()
-        world.close()
     if rep.power_restored:
         say("the rig's power was cut when the run ended; it has been restored")
     if stopped_by:
@@ -239,30 +207,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(args.log)
         return 0
-    return _fit(args, rep, save, len(excs[0].t) / args.rate)
-
-
-def _fit(args: argparse.Namespace, rep, save: str, seconds: float) -> int:
-    """Fit every joint of the run's log from the ramp on: the first pass fitted, the second checked."""
-    from ..controllers.ident import fit_motor, traces_of, write_params_file
-    from ..envs.rig import read_twin_log
+    from ..controllers.ident import write_params_file
     from .cmd_fit import print_report, report_dict
-    data = read_twin_log(args.log)
-    start = rep.ramp.stt if rep.ramp is not None else 0     # before it no target went out
-    traces = [tr.cut(int(start), len(tr.t)) for tr in traces_of(data)]
-    ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
-    reports = []
-    for tr in traces:
-        # the split falls where the excitation's first pass ends (after the ramp)
-        t0, t1 = float(tr.t[0]), float(tr.t[-1])
-        frac = min(max((ramp_s + 0.7 * seconds) / max(t1 - t0, 1e-9), 0.1), 0.95)
-        if not args.json:
-            print(f"armtwin: identify: fitting {tr.label}: {len(tr.t)} samples over {t1 - t0:.1f} s …",
-                  file=sys.stderr, flush=True)
-        try:
-            reports.append(fit_motor(tr, fit_fraction=frac, generations=args.generations))
-        except ValueError as exc:
-            raise CliError(f"{args.log}: {exc}", 1) from None
+    try:
+        reports = fit_log(args.log, rep, settings, args.generations, received=received, say=say)
+    except ValueError as exc:
+        raise CliError(f"{args.log}: {exc}", 1) from None
     paths = save_paths(save, [r.label for r in reports])
     for r, path in zip(reports, paths):
         write_params_file(path, r.fitted, comment=f"identified by armtwin rig identify on {args.port}, joint "
@@ -276,6 +226,121 @@ def _fit(args: argparse.Namespace, rep, save: str, seconds: float) -> int:
     for p in paths:
         print(f"wrote {p}")
     return 0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The excitation of an identification run (the command's options, SI-free: s, Hz, deg).
+
+    Attributes:
+        seconds: the excitation's length, s.
+        rate: sample rate, Hz.
+        amplitude: largest excursion from the centre, deg.
+        max_speed: speed limit, deg/s (None: each joint's, at most :data:`RIG_SPEED_MAX`).
+        max_accel: acceleration limit, deg/s² (None: the speed limit in :data:`ACCEL_TIME_S`).
+        power_cuts: coast-downs in the fitted pass.
+    """
+
+    seconds: float = 60.0
+    rate: float = 500.0
+    amplitude: float = 45.0
+    max_speed: float | None = None
+    max_accel: float | None = None
+    power_cuts: int = 3
+
+
+def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event | None = None,
+          say=lambda msg: None):
+    """Drive the rig on ``link`` (open, answering) through the excitation, logging every sample.
+
+    Waits up to 5 s for the rig's first state, plans each joint from it (:func:`plan_joint`) and
+    runs :meth:`~armtwin.envs.rig.TwinSync.run` with the excitation as its source (the ramp from the
+    measured joints first) and the power cuts at the excitation's times.
+
+    Returns:
+        (the joints' plans, the run's :class:`~armtwin.envs.rig.SyncReport`, (samples,) when each
+        sample's rig state reached the host on the samples' clock, s — NaN without one).
+
+    Raises:
+        RigLinkError: no state came within 5 s (nothing logged).
+    """
+    import numpy as np
+
+    from ..controllers.ident import excitation
+    from ..envs.rig.link import RigLinkError
+    from ..envs.rig.sync import SyncConfig, TwinSync
+    from ..envs.sim import PhysicsConfig, World
+    with World(PhysicsConfig(dt=1.0 / settings.rate)) as world:
+        robot = world.add_robot(spec)
+        sync = TwinSync(robot, link, SyncConfig(tuple(joints), rate_hz=settings.rate))
+        sync.start()
+        deadline = time.monotonic() + 5.0
+        while (state := link.latest()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if state is None:
+            raise RigLinkError("the rig answered but sent no state within 5 s")
+        plans = [plan_joint(spec, j, float(state.degrees[k]), settings.amplitude, settings.max_speed, settings.max_accel)
+                 for k, j in enumerate(joints)]
+        excs = [excitation(settings.seconds, rate_hz=settings.rate, amplitude_deg=p.amplitude_deg,
+                           max_speed_deg_s=p.max_speed_deg_s, max_accel_deg_s2=p.max_accel_deg_s2,
+                           power_cuts=settings.power_cuts) for p in plans]
+        power = {float(excs[0].t[i]): on for i, on in excs[0].power.items()}  # the supply is the rig's: one schedule
+        home = np.asarray(spec.home, dtype=float).copy()
+
+        def source(t: float) -> np.ndarray:
+            q = home.copy()
+            for p, e in zip(plans, excs):
+                q[p.joint] = math.radians(p.centre_deg + float(np.interp(t, e.t, e.angle)))
+            return q
+
+        robot.reset(source(0.0))
+        for p in plans:
+            say(f"J{p.joint + 1}: measured {p.measured_deg:+.1f}°, excitation {p.centre_deg:+.1f}° ± "
+                f"{p.amplitude_deg:.1f}°, at most {p.max_speed_deg_s:.0f}°/s and {p.max_accel_deg_s2:.0f}°/s²")
+        sync.log = log
+        say(f"driving the rig for {settings.seconds:g} s ({len(power) // 2} power cuts); logging to {log.path}")
+        received: list[float] = []
+
+        def on_sample(s) -> None:
+            st = s.rig_state
+            received.append(math.nan if st is None else st.t - sync.clock_origin)
+
+        rep = sync.run(settings.seconds, source=source, stop=stop, source_power=power,
+                       on_ramp=lambda r: say(r.describe()), on_sample=on_sample)
+    return plans, rep, np.array(received)
+
+
+def fit_log(log_path, rep, settings: Settings, generations: int, *, received=None, say=lambda msg: None) -> list:
+    """Fit every joint of an identification run's log from the ramp on (before it no target went
+    out): the excitation's first pass fitted, the second checked. ``received`` (from
+    :func:`drive`, one per log row) tells the fit when each servo angle reached the host, instead
+    of the sample's time (a state can be up to a state period older than the sample).
+
+    Returns:
+        One :class:`~armtwin.controllers.ident.FitReport` per joint.
+
+    Raises:
+        ValueError: the log is too short to fit.
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    from ..controllers.ident import fit_motor, traces_of
+    from ..envs.rig import read_twin_log
+    start = rep.ramp.stt if rep.ramp is not None else 0
+    traces = traces_of(read_twin_log(log_path))
+    if received is not None and len(received) == len(traces[0].t):
+        traces = [replace(tr, t_servo=np.asarray(received, dtype=float)) for tr in traces]
+    traces = [tr.cut(int(start), len(tr.t)) for tr in traces]
+    ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
+    reports = []
+    for tr in traces:
+        t0, t1 = float(tr.t[0]), float(tr.t[-1])
+        frac = min(max((ramp_s + 0.7 * settings.seconds) / max(t1 - t0, 1e-9), 0.1), 0.95)
+        say(f"fitting {tr.label}: {len(tr.t)} samples over {t1 - t0:.1f} s …")
+        reports.append(fit_motor(tr, fit_fraction=frac, generations=generations))
+    return reports
 
 
 def _ramp_dict(ramp) -> dict | None:

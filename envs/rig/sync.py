@@ -331,6 +331,12 @@ class TwinSync:
         """True once :meth:`start` ran (the clock is running)."""
         return self._t0 is not None
 
+    @property
+    def clock_origin(self) -> float | None:
+        """The host monotonic time of the samples' ``time`` 0, s (None before :meth:`start`): a rig
+        state's reception time ``RigState.t`` is at ``t − clock_origin`` on the samples' clock."""
+        return self._t0
+
     def _targets(self, want: np.ndarray, state, seen: rp.Fault, now: float) -> np.ndarray | None:
         """The targets to send (rad, mapped joints) for the wanted ``want``: through the limiter
         when there is one — started (again) from the measured joints whenever the rig was not
@@ -424,7 +430,8 @@ class TwinSync:
                 servo = np.full(k, np.nan)
         predicted = None
         if self.virtual_rig is not None and self.config.direction is Direction.VIRTUAL_TO_REAL:
-            predicted = self.virtual_rig.angles_at(now - self._t0)
+            # what the rig should report in the state this sample shows: when that state arrived
+            predicted = self.virtual_rig.angles_at((state.t if state is not None else now) - self._t0)
             if not faults & rp.Fault.LINK:
                 self.virtual_rig.observe(predicted, servo)
         sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm, state,
