@@ -166,9 +166,9 @@ def _identify(args: argparse.Namespace) -> int:
                     drive_s = time.perf_counter() - t0
         except RigLinkError as exc:
             raise CliError(f"the rig emulator: {exc}", 1) from None
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         reports = fit_log(log_path, rep, settings, 60, received=received, say=say)
-        fit_s = time.perf_counter() - t0
+        fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
     rows = []
     for r, truth in zip(reports, truths):
         errs = {n: (None if r.param(n).value is None else 100.0 * (r.param(n).value - getattr(truth, n)) / getattr(truth, n))
@@ -178,12 +178,14 @@ def _identify(args: argparse.Namespace) -> int:
                      "held_out_rms_after": r.rms_after, "held_out_max_after": r.max_after,
                      "error_percent": errs, "fitted_value_error_percent": values})
     out = {"seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "samples": rep.samples,
-           "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s, "joints": rows}
+           "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s,
+           "fit_cpu_seconds": fit_cpu, "joints": rows}
     if args.json:
         print_json(out)
         return 0
     print(f"rig identify on the emulator (motors drawn from seed {args.seed}), {args.seconds:g} s at {args.rate:g} Hz: "
-          f"drove {drive_s:.1f} s ({rep.samples} samples, {rep.ticks_skipped} ticks skipped), fitted in {fit_s:.1f} s")
+          f"drove {drive_s:.1f} s ({rep.samples} samples, {rep.ticks_skipped} ticks skipped), fitted in {fit_s:.1f} s "
+          f"(CPU {fit_cpu:.1f} s, all threads)")
     for r in rows:
         e = ", ".join(f"{k} {'n/i' if v is None else f'{v:+.1f}%'} ({r['fitted_value_error_percent'][k]:+.1f}%)"
                       for k, v in r["error_percent"].items())

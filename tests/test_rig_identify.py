@@ -208,3 +208,22 @@ def test_sync_motor_params_reports_the_virtual_rigs_prediction(emu, tmp_path, ca
     assert main(["rig", "emulate", "--seconds", "1", "--motor-params", str(tmp_path / "bad.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "bad.toml" in err[-1]
+
+
+@pytest.mark.slow
+def test_bench_fit_identify_reports_the_fit_time_and_every_parameters_error(capsys):
+    """``bench fit --identify``: rig identify against the emulator with two drawn motors (20 s)."""
+    assert main(["bench", "fit", "--identify", "--seconds", "20", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fit_seconds"] > 0 and out["samples"] > 0.9 * 20 * 500
+    assert [j["joint"] for j in out["joints"]] == ["j1", "j2"]
+    for j in out["joints"]:
+        assert set(j["error_percent"]) == {"inertia", "viscous", "coulomb", "motor_constant", "dead_band"}
+        assert j["error_percent"]["motor_constant"] is not None          # always identifiable
+        assert abs(j["fitted_value_error_percent"]["motor_constant"]) < 30.0
+        assert j["held_out_rms_after"] < j["held_out_rms_before"]
+
+
+def test_bench_fit_refuses_a_short_run(capsys):
+    assert main(["bench", "fit", "--identify", "--seconds", "5"]) == 2
+    assert "--seconds 5" in capsys.readouterr().err
