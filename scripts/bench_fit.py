@@ -147,7 +147,7 @@ def _identify(args: argparse.Namespace) -> int:
     from .. import robots
     from ..controllers.ident import write_params_file
     from ..envs.rig import Emulator, RigLink, RigLinkError, TwinLog, connect
-    from .rig_identify import Settings, drive, fit_log
+    from .rig_identify import Settings, drive, fit_log, run_timing
     truths = drawn_motors(args.seed)
     spec = robots.get("irb120")
     settings = Settings(seconds=args.seconds, rate=args.rate)
@@ -169,6 +169,7 @@ def _identify(args: argparse.Namespace) -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         reports = fit_log(log_path, rep, settings, 60, received=received, say=say)
         fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
+        timing = run_timing(log_path, rep, received)
     rows = []
     for r, truth in zip(reports, truths):
         errs = {n: (None if r.param(n).value is None else 100.0 * (r.param(n).value - getattr(truth, n)) / getattr(truth, n))
@@ -179,7 +180,8 @@ def _identify(args: argparse.Namespace) -> int:
                      "error_percent": errs, "fitted_value_error_percent": values})
     out = {"seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "samples": rep.samples,
            "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s,
-           "fit_cpu_seconds": fit_cpu, "joints": rows}
+           "fit_cpu_seconds": fit_cpu, "joints": rows, "timing_disturbed": timing.disturbed,
+           "state_age_sd_ms": timing.age_sd_ms}
     if args.json:
         print_json(out)
         return 0
@@ -193,4 +195,5 @@ def _identify(args: argparse.Namespace) -> int:
               f"{r['held_out_rms_after']:.3f} deg (max {r['held_out_max_after']:.3f}); {e}")
     print("  parameter errors against the emulator's motors; n/i: reported as not identifiable (in brackets: the "
           "value the fitted model keeps)")
+    print(f"  timing: {timing.describe()}")
     return 0

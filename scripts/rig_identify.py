@@ -33,7 +33,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .cli import CliError, add_json_flag, get_robot, missing_extra, output_file, print_json
@@ -213,16 +213,19 @@ def run(args: argparse.Namespace) -> int:
         reports = fit_log(args.log, rep, settings, args.generations, received=received, say=say)
     except ValueError as exc:
         raise CliError(f"{args.log}: {exc}", 1) from None
+    timing = run_timing(args.log, rep, received)
     paths = save_paths(save, [r.label for r in reports])
     for r, path in zip(reports, paths):
         write_params_file(path, r.fitted, comment=f"identified by armtwin rig identify on {args.port}, joint "
                                                   f"{r.label} (log {args.log})")
     if args.json:
         print_json({"log": args.log, "samples": rep.samples, "fitted": True, "ramp": _ramp_dict(rep.ramp),
-                    "joints": [report_dict(r) for r in reports], "saved": [str(p) for p in paths]})
+                    "joints": [report_dict(r) for r in reports], "saved": [str(p) for p in paths],
+                    "timing": {**asdict(timing), "disturbed": timing.disturbed}})
         return 0
     for r in reports:
         print_report(r)
+    print(f"timing: {timing.describe()}")
     for p in paths:
         print(f"wrote {p}")
     return 0
@@ -308,6 +311,53 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
         rep = sync.run(settings.seconds, source=source, stop=stop, source_power=power,
                        on_ramp=lambda r: say(r.describe()), on_sample=on_sample)
     return plans, rep, np.array(received)
+
+
+#: a run whose states' age at the samples varies by more than this (s, standard deviation) had its
+#: timing disturbed: a 500 Hz state stream alone gives 0.6 ms
+AGE_SD_MAX = 1.5e-3
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How well the host kept time during an identification run (the fit assumes it did).
+
+    Attributes:
+        age_mean_ms, age_sd_ms, age_max_ms: age of the state each sample showed (sample time −
+            the state's arrival), ms.
+        ticks_skipped: control ticks the sync loop skipped after host stalls.
+    """
+
+    age_mean_ms: float
+    age_sd_ms: float
+    age_max_ms: float
+    ticks_skipped: int
+
+    @property
+    def disturbed(self) -> bool:
+        return self.ticks_skipped > 0 or not (self.age_sd_ms <= 1e3 * AGE_SD_MAX)
+
+    def describe(self) -> str:
+        text = (f"states {self.age_mean_ms:.1f} ms old on average at the samples (sd {self.age_sd_ms:.1f} ms, "
+                f"max {self.age_max_ms:.1f} ms), {self.ticks_skipped} ticks skipped")
+        if self.disturbed:
+            text += (" — the host's timing was disturbed (a busy machine?): the fit's confidence intervals assume it "
+                     "was not; rerun on a quiet machine before trusting the values")
+        return text
+
+
+def run_timing(log_path, rep, received) -> Timing:
+    """The :class:`Timing` of a run from its log's sample times and ``received`` (from :func:`drive`)."""
+    import numpy as np
+
+    from ..envs.rig import read_twin_log
+    t = np.asarray(read_twin_log(log_path)["Time"], dtype=float)
+    start = rep.ramp.stt if rep.ramp is not None else 0
+    age = (t - np.asarray(received, dtype=float))[start:] if len(received) == len(t) else np.array([math.nan])
+    age = age[np.isfinite(age)] * 1e3
+    if age.size == 0:
+        return Timing(math.nan, math.nan, math.nan, rep.ticks_skipped)
+    return Timing(float(age.mean()), float(age.std()), float(age.max()), rep.ticks_skipped)
 
 
 def fit_log(log_path, rep, settings: Settings, generations: int, *, received=None, say=lambda msg: None) -> list:

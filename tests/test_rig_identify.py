@@ -115,12 +115,15 @@ def test_identify_on_the_emulator_recovers_its_motor_and_predicts_a_held_out_run
                      "--seconds", "30", "--log", str(tmp_path / "id.csv"), "--save", str(tmp_path / "motor.toml"),
                      "--generations", "20", "--json"])
         assert code == 0
-        rep = json.loads(capsys.readouterr().out)["joints"][0]
+        out = json.loads(capsys.readouterr().out)
+        rep = out["joints"][0]
+        timing = out["timing"]
         # another run: shorter (a faster chirp), smaller, slower
         assert main(["rig", "identify", "--port", emu.device, "--robot", "irb120", "--joints", "1", "--seconds", "20",
                      "--amplitude", "30", "--max-speed", "200", "--log", str(tmp_path / "held.csv"), "--no-fit",
                      "--json"]) == 0
         first = json.loads(capsys.readouterr().out)["ramp"]["stt"]
+    print("timing:", timing)
     fitted = read_motor_fit(tmp_path / "motor.toml")
     params = rep["parameters"]
     errors = {n: getattr(fitted, n) / getattr(TRUTH, n) - 1 for n in ("inertia", "coulomb", "motor_constant")}
