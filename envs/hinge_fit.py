@@ -36,7 +36,11 @@ import numpy as np
 
 from ..robots.spec import DriveGains, RobotSpec
 
-__all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin"]
+__all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
+           "write_hinge_gains", "read_hinge_gains"]
+
+#: the keys of a hinge gains file, one value per joint each
+GAIN_KEYS = ("stiffness", "damping", "joint_damping")
 
 
 class Target:
@@ -273,3 +277,41 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: str = Target.MEASURED
     rfh, mfh = errors(full_fit, held_rows)
     return HingeFitReport(rule, fitted, target, float(trace.t[split]), rr, rf, rrh, rfh, mrh, mfh,
                           margin.eigenvalue(rule), margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved)
+
+
+def write_hinge_gains(path, drive: DriveGains, *, comment: str = "") -> None:
+    """Write the hinge gains as TOML lists, one value per joint (N·m/rad, N·m·s/rad; N/m, N·s/m for
+    prismatic joints): the file ``armtwin run --hinge-gains`` reads."""
+    lines = [f"# {c}" for c in comment.splitlines()]
+    for name in GAIN_KEYS:
+        lines.append(f"{name} = [{', '.join(repr(float(v)) for v in getattr(drive, name))}]")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
+    """``spec``'s drive with the hinge gains of a file :func:`write_hinge_gains` wrote.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not such a file, a key missing or unknown, or not ``spec.dof`` finite values
+            >= 0 (stiffness > 0) per key (the message names the file).
+    """
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not a hinge gains file ({exc})") from None
+    if set(data) != set(GAIN_KEYS):
+        raise ValueError(f"{path}: a hinge gains file has exactly {', '.join(GAIN_KEYS)}; it has "
+                         f"{', '.join(sorted(data)) or 'nothing'}")
+    values = {}
+    for k in GAIN_KEYS:
+        v = data[k]
+        ok = (isinstance(v, list) and len(v) == spec.dof
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 for x in v))
+        if not ok or (k == "stiffness" and min(v) <= 0):
+            raise ValueError(f"{path}: {k} must be {spec.dof} finite values >= 0 (stiffness > 0) for {spec.name}")
+        values[k] = tuple(float(x) for x in v)
+    return replace(spec.drive, **values)

@@ -28,6 +28,7 @@ from ..controllers.gcode.compile import CompiledProgram
 from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
+from ..robots.spec import DriveGains
 from .sim import Camera, JointMode, PhysicsConfig, World
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
@@ -48,6 +49,8 @@ class RunConfig:
         video_size: (width, height) pixels, even (yuv420p), 16x16 to 7680x4320.
         camera: camera name (:data:`CAMERAS`): "work" (default) frames the program's feed moves
             from beyond them; "iso", "front", "side", "top" frame the whole robot.
+        drive: drive data overriding the robot's (e.g. hinge gains fitted by ``armtwin fit
+            --model hinge``), or None.
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -59,6 +62,7 @@ class RunConfig:
     video_fps: float = 30.0
     video_size: tuple[int, int] = (640, 480)
     camera: str = "work"
+    drive: DriveGains | None = None
 
     def __post_init__(self) -> None:
         """Checks every field (ValueError naming it); ``mode`` may be given as text."""
@@ -226,7 +230,7 @@ class _RunLoop:
         # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
         self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
         closing.callback(self.world.close)
-        self.robot = self.world.add_robot(spec, mode, q0=q0)
+        self.robot = self.world.add_robot(spec, mode, q0=q0, drive=config.drive)
         self.log: RunLog | None = None
         if log_path:
             self.log = RunLog(log_path, spec)

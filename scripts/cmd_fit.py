@@ -200,7 +200,7 @@ def _run_hinge(args: argparse.Namespace) -> int:
         import scipy  # noqa: F401
     except ModuleNotFoundError as exc:
         raise missing_extra(exc.name or "scipy", "fit") from None
-    from ..envs.hinge_fit import fit_hinge, read_run_log
+    from ..envs.hinge_fit import fit_hinge, read_run_log, write_hinge_gains
     try:
         trace = read_run_log(args.log, spec)
     except OSError as exc:
@@ -224,15 +224,6 @@ def _run_hinge(args: argparse.Namespace) -> int:
     if args.save:
         print(f"wrote {args.save}")
     return 0
-
-
-def write_hinge_gains(path, drive, *, comment: str = "") -> None:
-    """The hinge gains as TOML lists, one value per joint (N·m/rad, N·m·s/rad; N/m, N·s/m prismatic)."""
-    lines = [f"# {c}" for c in comment.splitlines()]
-    for name in ("stiffness", "damping", "joint_damping"):
-        lines.append(f"{name} = [{', '.join(repr(float(v)) for v in getattr(drive, name))}]")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def hinge_dict(rep) -> dict:

@@ -70,3 +70,24 @@ def test_cli_fit_hinge_reports_saves_and_refuses_bad_input(articulation_log, tmp
         assert main(["fit", str(articulation_log), *argv]) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and msg in err[0], (argv, err)
+
+
+def test_run_with_the_fitted_hinge_gains_follows_the_path_no_worse_than_the_rule(articulation_log, tmp_path, capsys):
+    """The gains ``fit --model hinge --save`` wrote, used by ``armtwin run --hinge-gains``: the whole
+    program's flange path error is no worse than with the rule's gains."""
+    assert main(["fit", str(articulation_log), "--model", "hinge", "--robot", "irb120", "--max-fit-seconds", "1",
+                 "--save", str(tmp_path / "hinge.toml"), "--json"]) == 0
+    capsys.readouterr()
+    err = {}
+    for name, extra in (("rule", []), ("fitted", ["--hinge-gains", str(tmp_path / "hinge.toml")])):
+        assert main(["run", "examples/irb120_pick_place.ngc", "--robot", "irb120", "--joint-mode", "hinge", *extra,
+                     "--json"]) == 0
+        err[name] = json.loads(capsys.readouterr().out)["rms_error_mm"]
+    print("path error RMS, mm:", err)
+    assert err["fitted"] <= err["rule"]
+    (tmp_path / "bad.toml").write_text("stiffness = [1, 2]\ndamping = [1, 2]\njoint_damping = [0, 0]\n")
+    for extra, msg in ((["--joint-mode", "hinge", "--hinge-gains", str(tmp_path / "bad.toml")], "6 finite values"),
+                       (["--hinge-gains", str(tmp_path / "hinge.toml")], "--joint-mode hinge")):
+        assert main(["run", "examples/irb120_pick_place.ngc", "--robot", "irb120", *extra]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert msg in lines[-1], lines
