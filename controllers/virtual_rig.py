@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+import numpy as np
+
 from .ident import LoopConfig, MotorFit
 from .pid import PID
 from .servo import DCMotor, volts_to_pwm
@@ -157,9 +159,8 @@ class VirtualRig:
         for s in self.servos:
             s.power(on, t)
 
-    def angles_at(self, t: float):
+    def angles_at(self, t: float) -> np.ndarray:
         """(k,) the angles the rig should report at ``t``, deg (NaN before :meth:`start`)."""
-        import numpy as np
         if not self.servos:
             return np.full(len(self.fits), np.nan)
         return np.array([s.angle_at(t) for s in self.servos])

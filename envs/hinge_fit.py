@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
 
 __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
@@ -43,12 +44,13 @@ __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", 
 GAIN_KEYS = ("stiffness", "damping", "joint_damping")
 
 
-class Target:
+class Target(Choice):
     """What the fitted hinge model should follow."""
 
-    MEASURED = "measured"
-    COMMANDED = "commanded"
-    ALL = (MEASURED, COMMANDED)
+    __label__ = "hinge fit target"
+
+    MEASURED = "measured"      # the joints the run's model reached (e.g. the articulation model)
+    COMMANDED = "commanded"    # the commanded trajectory: the reference
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class HingeFitReport:
     Attributes:
         rule: the gains of the rule (the robot's data file).
         fitted: the fitted gains (the rule's when the fit did not beat them).
-        target: what was followed (:class:`Target`).
+        target: what was followed.
         split_time: fitted before this time, checked after, s.
         rms_rule, rms_fit: (n,) per joint RMS tracking error on the fitted part, deg (mm prismatic).
         rms_rule_held, rms_fit_held: the same after ``split_time`` (NaN when nothing is left).
@@ -124,7 +126,7 @@ class HingeFitReport:
 
     rule: DriveGains
     fitted: DriveGains
-    target: str
+    target: Target
     split_time: float
     rms_rule: np.ndarray
     rms_fit: np.ndarray
@@ -211,7 +213,7 @@ class _HingeSim:
         self.world.close()
 
 
-def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: str = Target.MEASURED, fit_fraction: float = 0.7,
+def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target.MEASURED, fit_fraction: float = 0.7,
               max_fit_seconds: float = 6.0, physics_step: float = 1e-3, max_evaluations: int = 120) -> HingeFitReport:
     """Fit the hinge model's stiffness and damping per joint to ``trace`` (see the module docstring).
 
@@ -229,8 +231,7 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: str = Target.MEASURED
     """
     from scipy.optimize import least_squares
 
-    if target not in Target.ALL:
-        raise ValueError(f"target must be one of {', '.join(Target.ALL)}, got {target!r}")
+    target = Target.parse(target)
     if not (0.1 <= fit_fraction < 1.0):
         raise ValueError(f"fit_fraction must be in [0.1, 1), got {fit_fraction}")
     t0 = time.perf_counter()
@@ -238,7 +239,7 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: str = Target.MEASURED
     split = int(min(fit_fraction * K, max_fit_seconds / trace.period))
     if split < 20 or K - split < 5:
         raise ValueError(f"the run log is too short to fit ({split} samples) and check ({K - split}); run a longer program")
-    goal = trace.q if target == Target.MEASURED else trace.q_cmd
+    goal = trace.q if target is Target.MEASURED else trace.q_cmd
     unit = np.where(spec.prismatic, 1e3, 180.0 / math.pi)         # rad, m -> deg, mm
     margin = _Margin(spec)
     rule = spec.drive

@@ -25,6 +25,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..envs.hinge_fit import Target
 from .cli import CliError, add_json_flag, missing_extra, output_file, print_json
 
 _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb": ("mN·m", 1e3),
@@ -41,7 +42,7 @@ def register(sub) -> None:
                    help="what to fit: motor (the rig's DC motor, H-bridge and link delays, from a twin log; default) "
                         "or hinge (the hinge joint model's stiffness and damping per joint, from a run log)")
     p.add_argument("--robot", help="--model hinge: the robot of the run log (required)")
-    p.add_argument("--target", choices=["measured", "commanded"], default="measured",
+    p.add_argument("--target", choices=[t.value for t in Target], default=Target.MEASURED.value,
                    help="--model hinge: follow the run's joints (measured: e.g. a run of the articulation model; "
                         "default) or its commanded trajectory (commanded: the reference)")
     p.add_argument("--max-fit-seconds", type=float, default=6.0, metavar="S",
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.plot, "--plot", (".png",))
     if args.model == "hinge":
         return _run_hinge(args)
-    for opt, given in (("--robot", args.robot), ("--target", args.target != "measured"),
+    for opt, given in (("--robot", args.robot), ("--target", args.target != Target.MEASURED.value),
                        ("--max-fit-seconds", args.max_fit_seconds != 6.0)):
         if given:
             raise CliError(f"{opt} belongs to --model hinge")
@@ -229,7 +230,7 @@ def _run_hinge(args: argparse.Namespace) -> int:
 def hinge_dict(rep) -> dict:
     """A :class:`~armtwin.envs.hinge_fit.HingeFitReport` as JSON data."""
     lst = lambda a: [None if not math.isfinite(float(v)) else float(v) for v in a]  # noqa: E731
-    return {"target": rep.target, "split_time_s": rep.split_time, "fit_seconds": rep.seconds,
+    return {"target": rep.target.value, "split_time_s": rep.split_time, "fit_seconds": rep.seconds,
             "simulations": rep.simulations, "improved": rep.improved,
             "rule": {n: list(getattr(rep.rule, n)) for n in ("stiffness", "damping", "joint_damping")},
             "fitted": {n: list(getattr(rep.fitted, n)) for n in ("stiffness", "damping", "joint_damping")},
@@ -240,7 +241,7 @@ def hinge_dict(rep) -> dict:
 
 
 def _print_hinge(spec, rep) -> None:
-    print(f"{spec.name}: hinge gains fitted to the {rep.target} joints on t <= {rep.split_time:.2f} s in "
+    print(f"{spec.name}: hinge gains fitted to the {rep.target.value} joints on t <= {rep.split_time:.2f} s in "
           f"{rep.seconds:.1f} s ({rep.simulations} simulations)"
           + ("" if rep.improved else " — no better than the rule: the rule's gains are kept"))
     print(f"  {'joint':5s} {'K rule':>9s} {'K fitted':>9s} {'D+d rule':>9s} {'D+d fit':>9s}   "
