@@ -142,7 +142,6 @@ def save_paths(save: str, labels: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     _check(args)
     spec = get_robot(args.robot)
     joints = parse_joints(args.joints, spec)
