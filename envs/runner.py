@@ -26,6 +26,7 @@ import numpy as np
 
 from ..controllers.gcode.compile import CompiledProgram
 from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
+from ..controllers.gcode.outputs import OUTPUT_COLUMNS, OutputTimeline, move_feeds
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
 from ..robots.spec import DriveGains
@@ -92,13 +93,14 @@ class RunResult:
         lines_executed: program lines that moved the robot or dwelt.
         program_time: s of simulated time.
         samples: control periods run.
-        rms_error_mm, max_error_mm: distance between the actual flange (from the engine) and
-            the commanded point, mm.
+        rms_error_mm, max_error_mm: distance between the actual controlled point (the active
+            tool's TCP on the engine's flange) and the commanded point, mm.
         log_path, video_path: files written, or None.
         stable: False if the dynamic model became unstable (the run stopped there).
         message: the instability, or "".
         wall_time: s.
         pauses: lines of M0 program pauses passed (the simulation does not wait at them).
+        tool_changes: lines of M6 tool changes passed (the arm rests; the simulation does not wait).
         interrupted: the run was stopped (``run_program``'s ``stop`` was set) before the end;
             everything up to ``samples`` was logged.
     """
@@ -115,16 +117,20 @@ class RunResult:
     wall_time: float
     pauses: tuple[int, ...] = ()
     interrupted: bool = False
+    tool_changes: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def log_columns(spec) -> list[str]:
-    """CSV header of the run log."""
+    """CSV header of the run log: time and line, the commanded and the actual controlled point
+    (the active tool's TCP), the commanded and actual joints, the actual flange, then the outputs
+    (:data:`~armtwin.controllers.gcode.outputs.OUTPUT_COLUMNS`)."""
     n = spec.dof
     return (["time_s", "line", "x_cmd_mm", "y_cmd_mm", "z_cmd_mm", "x_mm", "y_mm", "z_mm"]
-            + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)])
+            + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)]
+            + ["flange_x_mm", "flange_y_mm", "flange_z_mm", *OUTPUT_COLUMNS])
 
 
 class RunLog:
@@ -206,7 +212,8 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         return _RunLoop.result_of_nothing(report, traj, t_wall)
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
-                        video_path=video_path, source_lines=source_lines, progress=progress, name=name)
+                        video_path=video_path, source_lines=source_lines, progress=progress, name=name,
+                        outputs=program.outputs, tool=program.body_tool)
         loop.run(stopped)
     return loop.result(report, t_wall)
 
@@ -220,8 +227,15 @@ class _RunLoop:
 
     def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
                  log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
-                 progress: Callable[[float], None] | None, name: str = "") -> None:
+                 progress: Callable[[float], None] | None, name: str = "", outputs: OutputTimeline | None = None,
+                 tool=None) -> None:
         self.traj, self.spec = traj, spec
+        self.outputs = outputs
+        plan = traj.plan
+        #: per motion block the controlled point in the flange frame (None: the flange throughout)
+        self.tcp_of_block = (None if plan.flange_of_block is None
+                             else np.array([m.tcp for m in plan.motions]))
+        self.feed_of_block, self.rapid_of_block = move_feeds(plan.motions, np.arange(len(plan.motions)))
         self.log_path, self.video_path = log_path, video_path
         self.source_lines, self.progress = source_lines, progress
         period = traj.period
@@ -230,7 +244,8 @@ class _RunLoop:
         # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
         self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
         closing.callback(self.world.close)
-        self.robot = self.world.add_robot(spec, mode, q0=q0, drive=config.drive)
+        self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool,    # the tool's mass is a payload
+                                          drive=config.drive)
         self.log: RunLog | None = None
         if log_path:
             self.log = RunLog(log_path, spec)
@@ -266,28 +281,60 @@ class _RunLoop:
         """Joints as the log writes them: deg, mm for prismatic joints."""
         return [f"{v:.4f}" for v in np.where(self.spec.prismatic, q * 1000, np.degrees(q))]
 
+    def _block_at(self, t: float) -> int:
+        """The motion block the path is on at ``t`` s (at a node: the one before it)."""
+        plan = self.traj.plan
+        seg = int(np.searchsorted(plan.t_start, t, side="right")) - 1
+        return int(plan.block[min(max(seg, 0), plan.segment_count - 1)])
+
+    def _output_text(self, t: float, level: float) -> tuple[list, str]:
+        """The log's output columns and the overlay's text at ``t`` s."""
+        if self.outputs is None:
+            return [], ""
+        st = self.outputs.at(t)
+        tool = self.outputs.tools.get(st.tool)
+        parts = [f"T{st.tool}" + (f" {tool.kind.value}" if tool is not None and st.tool else "")]
+        if st.tool_on:
+            parts.append(f"ON S{st.s:g}" + (f" {level * 100:.0f}%" if level < 0.9995 else ""))
+        else:
+            parts.append("off")
+        if st.mist or st.flood:
+            parts.append("+".join(n for n, on in (("M7", st.mist), ("M8", st.flood)) if on))
+        if st.digital:
+            parts.append("out " + ",".join(str(n) for n in sorted(st.digital)))
+        return st.log_row(level), "  ".join(parts)
+
     def step(self, k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
-             cmd_text: tuple[list[str], list[str]] | None) -> bool:
+             cmd_text: tuple[list[str], list[str]] | None, block: int = -1, level: float = 0.0) -> bool:
         """Control period ``k`` at ``t`` s: command, step the world, log, film; False when the dynamic
-        model became unstable."""
+        model became unstable. ``block``: the motion block (-1: look it up), ``level``: the tool
+        output's effective level."""
         robot = self.robot
         robot.command(q, qd)
         self.world.step(1)
-        a = robot.flange_pose()[:3, 3]
+        F = robot.flange_pose()
+        if self.tcp_of_block is None:
+            a = F[:3, 3]
+        else:
+            a = (F @ self.tcp_of_block[block if block >= 0 else self._block_at(t)])[:3, 3]
         e = float(np.linalg.norm(a - pos)) * 1000.0
         if math.isfinite(e):
             self.err_sq += e * e
             self.err_max = max(self.err_max, e)
             self.err_n += 1
+        out_row, out_text = self._output_text(t, level) if self.log is not None or self.recorder is not None else ([], "")
         if self.log is not None:
             if cmd_text is None:
                 cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
             self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
-                           + self._joints_text(robot.q))
+                           + self._joints_text(robot.q) + [f"{v * 1000:.4f}" for v in F[:3, 3]] + out_row)
         if self.recorder is not None:
             src = self.source_lines
             text = src[line - 1].strip() if src and 0 < line <= len(src) else ""
-            self.recorder.maybe_capture({"line": f"{line}: {text}" if text else str(line)})
+            info = {"line": f"{line}: {text}" if text else str(line)}
+            if out_text:
+                info["tool"] = out_text
+            self.recorder.maybe_capture(info)
         if self.progress is not None and k % self.step_report == 0:
             self.progress(k / self.traj.count)
         self.done, self.t_done, self.last_line = k + 1, t, line
@@ -310,18 +357,27 @@ class _RunLoop:
             if isinstance(piece, HoldPiece):
                 self.lines.add(piece.line)
                 held = ([f"{v * 1000:.4f}" for v in piece.position], self._joints_text(piece.q))
+                block = self._block_at(piece.start * traj.period)
                 for k in range(piece.start, piece.stop):
-                    if not self.step(k, k * traj.period, piece.line, piece.position, piece.q, zero_qd, held):
+                    level = 0.0
+                    if self.outputs is not None:
+                        level = float(self.outputs.levels([k * traj.period], [0.0], [self.feed_of_block[block]],
+                                                          [self.rapid_of_block[block]])[0])
+                    if not self.step(k, k * traj.period, piece.line, piece.position, piece.q, zero_qd, held, block,
+                                     level):
                         return
                     if stopped():
                         break
             else:
                 ps = piece.samples
+                levels = (self.outputs.levels(ps.t, ps.speed, self.feed_of_block[ps.block],
+                                              self.rapid_of_block[ps.block])
+                          if self.outputs is not None else np.zeros(len(piece)))
                 for i in range(len(piece)):
                     ln = int(ps.line[i])
                     self.lines.add(ln)
                     if not self.step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i],
-                                     None):
+                                     None, int(ps.block[i]), float(levels[i])):
                         return
                     if stopped():
                         break
@@ -336,10 +392,12 @@ class _RunLoop:
         passed = lambda b: finished or (self.done and b.line <= self.last_line)   # noqa: E731
         lines = self.lines | {b.line for b in blocks if isinstance(b, Dwell) and passed(b)}
         pauses = tuple(b.line for b in blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE and passed(b))
+        changes = tuple(b.line for b in blocks
+                        if isinstance(b, Stop) and b.kind is StopKind.TOOL_CHANGE and passed(b))
         n = self.err_n
         return RunResult(len(lines), float(self.t_done), self.done, math.sqrt(self.err_sq / n) if n else 0.0,
                          self.err_max if n else 0.0, self.log_path, self.video_path, not self.message, self.message,
-                         time.perf_counter() - t_wall, pauses, self.interrupted)
+                         time.perf_counter() - t_wall, pauses, self.interrupted, changes)
 
     @staticmethod
     def result_of_nothing(report: PreflightReport, traj: ControlTrajectory, t_wall: float) -> RunResult:

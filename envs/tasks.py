@@ -394,6 +394,10 @@ def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> Time
     ``dt`` s: the preflight (IK along the path, limits) and the control trajectory, so the
     path's samples and joints are those the runner commands every ``dt`` (sample k at k·dt, and
     one at the end). A program that cannot run raises ValueError naming its first fault.
+
+    The path is the **flange's** (the envs observe and steer the flange): a program that mounts a
+    tool (``T n M6``, G43) moves its TCP, and the path here is that TCP path less the tool — the
+    flange poses its joints put the TCP on the program.
     """
     from pathlib import Path
 
@@ -406,8 +410,12 @@ def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> Time
         raise ValueError(f"G-code program {program if len(program) < 80 else '(text)'}: {compiled.refusal}")
     samples, q, _ = compiled.trajectory.arrays()
     name = Path(program).name if len(program) < 260 and "\n" not in program else "gcode"
-    return TimedPath(np.asarray(samples.t, float), np.asarray(samples.position, float),
-                     np.asarray(samples.rotation, float), name, q)
+    if samples.flange_of_block is None:
+        position, rotation = samples.position, samples.rotation
+    else:   # the program moves a tool's TCP: the flange that carries it
+        flange = samples.poses()
+        position, rotation = flange[:, :3, 3], flange[:, :3, :3]
+    return TimedPath(np.asarray(samples.t, float), np.asarray(position, float), np.asarray(rotation, float), name, q)
 
 
 PATH_SHAPES = ("circle", "lemniscate", "segments")

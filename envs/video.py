@@ -28,11 +28,11 @@ Frames: frame k shows the world at simulated time ``t0 + k / fps`` (``t0`` the w
 time when the recorder was made); when one control step spans several frame periods
 the frame is repeated, so ``frames = floor(duration * fps) + 1``.
 
-Drawing: the programmed path (``add_planned_path``) in cyan and the followed flange path
-in magenta are projected with :meth:`Camera.project` and rasterised as anti-aliased
-polylines (numpy, sub-pixel splats); they are drawn over the scene (no occlusion). The
+Drawing: the programmed path (``add_planned_path``) in cyan and the followed path of the tool
+centre point (the flange without a tool) in magenta are projected with :meth:`Camera.project`
+and rasterised as anti-aliased polylines (numpy, sub-pixel splats); they are drawn over the scene (no occlusion). The
 overlay is drawn with Pillow: time, G-code line, joint values (deg; mm for prismatic
-joints) and the flange pose (mm, URDF RPY deg) in the robot's reporting frame.
+joints) and the tool centre point's pose (mm, URDF RPY deg) in the robot's reporting frame.
 
 Drawing and encoding run in a helper process (:mod:`armtwin.envs.frames`: H.264 through
 imageio-ffmpeg, yuv420p, so width and height are made even; GIF with Pillow, palette per
@@ -335,7 +335,7 @@ class VideoRecorder:
             return self.result  # type: ignore[return-value]
         try:
             if self._frames == 0 and self._error is None:
-                self._emit(1, None, self.robot.flange_pose())  # never leave an empty file
+                self._emit(1, None, self.robot.tcp_pose())  # never leave an empty file
         except (RuntimeError, OSError):
             pass  # reported below
         finally:
@@ -386,9 +386,9 @@ class VideoRecorder:
         return RuntimeError(f"video encoding failed: {self._error}")
 
     def _sample(self, trail: bool = True) -> np.ndarray:
-        """The flange pose now (report frame); adds its position to the followed path (or, with
-        ``trail`` False, breaks it)."""
-        T = self.robot.flange_pose()
+        """The tool centre point's pose now (report frame; the flange without a tool); adds its
+        position to the followed path (or, with ``trail`` False, breaks it)."""
+        T = self.robot.tcp_pose()
         if self.trail and not trail:
             if self._last_trail_pt is not None:
                 self.break_trail()

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..controllers.ik.geometry import OffsetWristGeometry
 from .reference import ReferenceModel, RefJoint, RefLink
+from .shapes import Paint, Shell, cylinder
 from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_modified_origins, revolute_joints
 
 D_MM = (98.5, 121.5, 0.0, 0.0, 102.5, 94.0)
@@ -78,22 +79,90 @@ _ARM = (0.95, 0.95, 0.95, 1.0)     # white arm tubes
 _JOINT = (0.10, 0.35, 0.75, 1.0)   # AUBO blue joint rings
 _WRIST = (0.80, 0.82, 0.86, 1.0)
 
+# What people see (robots/shapes.py), at the zero pose (the arm upright), from the user manual's
+# dimension drawing and the DH offsets: UR-like joint modules (grey housings, blue end caps, dark seal
+# rings) on the axes — Ø124 mm for J1–J3, Ø92 mm for the wrist — joined by the two arm tubes; the
+# upper arm tube in the shoulder's plane (121.5 mm out), the forearm tube 94 mm back towards the base
+# axis (where AUBO's centre of mass puts it). Sizes the drawing does not give are read off its proportions.
+_GREY = Paint("aubo_grey", (0.78, 0.80, 0.83, 1.0))
+_TUBE = Paint("aubo_white", (0.93, 0.94, 0.95, 1.0))
+_BLUE = Paint("aubo_blue", _JOINT)
+_DARK = Paint("aubo_dark", (0.20, 0.21, 0.23, 1.0))
+_STEEL = Paint("steel", (0.55, 0.56, 0.58, 1.0))
+_Y2, _Y4, _Z5, _Z6 = -0.1215, -0.0275, 0.906, 1.008   # m: upper arm plane, forearm plane, J4 and J6 heights
+
+
+def _on_y(y0: float, y1: float, z: float, r: float, paint: Paint, **kw) -> Shell:
+    """A cylinder along the base y axis from y0 to y1 at height z (a horizontal joint module part)."""
+    return cylinder((0, y0, z), (0, y1, z), r, paint, **kw)
+
+
+def _on_z(z0: float, z1: float, y: float, r: float, paint: Paint, **kw) -> Shell:
+    """A cylinder along the base z axis from z0 to z1 at (0, y) (a vertical joint module part)."""
+    return cylinder((0, y, z0), (0, y, z1), r, paint, **kw)
+
+
+_VISUAL = {
+    "base_link": (
+        _on_z(0.0, 0.012, 0.0, 0.082, _DARK, fillet=0.003),
+        _on_z(0.012, 0.05, 0.0, 0.062, _GREY, fillet=0.004),
+        _on_z(0.05, 0.057, 0.0, 0.060, _DARK),
+    ),
+    "shoulder_link": (
+        _on_z(0.057, 0.175, 0.0, 0.062, _GREY, fillet=0.012),
+        _on_z(0.175, 0.181, 0.0, 0.052, _BLUE, fillet=0.002, dome=0.007),
+        _on_y(-0.03, -0.088, 0.122, 0.062, _GREY, fillet=0.006),
+        _on_y(-0.088, -0.094, 0.122, 0.060, _DARK),
+    ),
+    "upper_arm_link": (
+        _on_y(-0.094, -0.158, 0.122, 0.062, _GREY, fillet=0.012),
+        _on_y(-0.158, -0.164, 0.122, 0.052, _BLUE, fillet=0.002, dome=0.007),
+        _on_z(0.122, 0.53, _Y2, 0.045, _TUBE),
+        _on_y(-0.158, -0.088, 0.53, 0.058, _GREY, fillet=0.012),
+        _on_y(-0.158, -0.164, 0.53, 0.048, _BLUE, fillet=0.002, dome=0.006),
+        _on_y(-0.088, -0.082, 0.53, 0.056, _DARK),
+    ),
+    "forearm_link": (
+        _on_y(-0.082, 0.004, 0.53, 0.056, _GREY, fillet=0.012),
+        _on_y(0.004, 0.010, 0.53, 0.047, _BLUE, fillet=0.002, dome=0.006),
+        _on_z(0.53, _Z5, _Y4, 0.037, _TUBE),
+        _on_y(0.002, -0.07, _Z5, 0.046, _GREY, fillet=0.01),
+        _on_y(0.002, 0.008, _Z5, 0.038, _BLUE, fillet=0.002, dome=0.005),
+        _on_y(-0.07, -0.075, _Z5, 0.044, _DARK),
+    ),
+    "wrist1_link": (
+        _on_y(-0.075, -0.166, _Z5, 0.046, _GREY, fillet=0.01),
+        _on_y(-0.166, -0.172, _Z5, 0.038, _BLUE, fillet=0.002, dome=0.005),
+        _on_z(_Z5, 0.962, _Y2, 0.046, _GREY),
+        _on_z(0.962, 0.967, _Y2, 0.044, _DARK),
+    ),
+    "wrist2_link": (
+        _on_z(0.967, 1.056, _Y2, 0.046, _GREY, fillet=0.01),
+        _on_z(1.056, 1.062, _Y2, 0.038, _BLUE, fillet=0.002, dome=0.005),
+        _on_y(_Y2, -0.196, _Z6, 0.045, _GREY, fillet=0.006),
+        _on_y(-0.196, -0.2, _Z6, 0.042, _DARK),
+    ),
+    "wrist3_link": (
+        _on_y(-0.2, -0.215, _Z6, 0.032, _STEEL, fillet=0.002),
+    ),
+}
+
 SPEC = RobotSpec(
     name="aubo_i5",
     title="AUBO-i5",
     maker="AUBO Robotics",
     reference=f"AUBO-i5 user manual (DH, limits); link dynamics from {REFERENCE.citation}",
     links=REFERENCE.apply((
-        LinkSpec("base_link", 1.53902, 0.075, _BASE, path=((0, 0, 0), (0, 0, 0.07))),
-        LinkSpec("shoulder_link", 4.848581, 0.065, _ARM, path=((0, 0, -0.05), (0, 0, 0.0)), housing=0.12, accent=_JOINT),
-        LinkSpec("upper_arm_link", 10.836261, 0.055, _ARM, housing=0.13, accent=_JOINT),
+        LinkSpec("base_link", 1.53902, 0.075, _BASE, path=((0, 0, 0), (0, 0, 0.07)), visual=_VISUAL["base_link"]),
+        LinkSpec("shoulder_link", 4.848581, 0.065, _ARM, path=((0, 0, -0.05), (0, 0, 0.0)), housing=0.12, accent=_JOINT, visual=_VISUAL["shoulder_link"]),
+        LinkSpec("upper_arm_link", 10.836261, 0.055, _ARM, housing=0.13, accent=_JOINT, visual=_VISUAL["upper_arm_link"]),
         # the forearm tube runs 94 mm along the elbow axis from the DH line (towards the base axis),
         # where AUBO's centre of mass puts it (93.6 mm); the stubs at its ends stand for the joint housings
         LinkSpec("forearm_link", 2.849168, 0.042, _ARM, housing=0.11, accent=_JOINT,
-                 path=((0, 0, 0), (0, 0, 0.094), (0.376, 0, 0.094), (0.376, 0, 0))),
-        LinkSpec("wrist1_link", 1.628022, 0.040, _WRIST, housing=0.09, accent=_JOINT),
-        LinkSpec("wrist2_link", 1.628022, 0.040, _WRIST, housing=0.09, accent=_JOINT),
-        LinkSpec("wrist3_link", 0.1978, 0.032, _BASE, path=((0, 0, -0.02), (0, 0, 0.0))),
+                 path=((0, 0, 0), (0, 0, 0.094), (0.376, 0, 0.094), (0.376, 0, 0)), visual=_VISUAL["forearm_link"]),
+        LinkSpec("wrist1_link", 1.628022, 0.040, _WRIST, housing=0.09, accent=_JOINT, visual=_VISUAL["wrist1_link"]),
+        LinkSpec("wrist2_link", 1.628022, 0.040, _WRIST, housing=0.09, accent=_JOINT, visual=_VISUAL["wrist2_link"]),
+        LinkSpec("wrist3_link", 0.1978, 0.032, _BASE, path=((0, 0, -0.02), (0, 0, 0.0)), visual=_VISUAL["wrist3_link"]),
     ), _joints, _tool),
     joints=tuple(_joints),
     tool=_tool,

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..controllers.ik.geometry import SphericalWristGeometry
 from .reference import ReferenceModel, RefJoint, RefLink
+from .shapes import Paint, cylinder, slab
 from .spec import DriveGains, LinkSpec, Origin, RobotSpec, WorkCell, dh_standard_origins, revolute_joints
 
 A_MM = (0.0, 270.0, 70.0, 0.0, 0.0, 0.0)
@@ -79,19 +80,68 @@ _ARM = (0.93, 0.93, 0.91, 1.0)      # ABB graphite white
 _WRIST = (0.98, 0.45, 0.08, 1.0)    # orange wrist group, to tell the wrist from the arm
 _FLANGE = (0.15, 0.15, 0.15, 1.0)
 
+# What people see (robots/shapes.py): the product specification's dimension drawing at the zero pose
+# (mm): a 180 x 180 foot, the J1 column, the flat upper arm beside the shoulder and elbow housings (its
+# side face 47 mm left of the kinematic plane, so it overlaps the collision cylinder there), the
+# forearm housing over the elbow with its motor covers, the round forearm tube ending in a fork, and
+# the round wrist in ABB orange. Sizes not given in the drawing are read off its proportions.
+_WHITE = Paint("abb_white", _ARM)
+_GREY = Paint("abb_grey", (0.70, 0.71, 0.72, 1.0))
+_ORANGE = Paint("abb_orange", _WRIST)
+_DARK = Paint("graphite", _BASE)
+_STEEL = Paint("steel", (0.45, 0.46, 0.48, 1.0))
+_X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+_VISUAL = {
+    "base_link": (
+        slab((0, 0, 0.008), _X, _Y, [(sx * 0.07, sy * 0.07, 0.02) for sx in (-1, 1) for sy in (-1, 1)], 0.016,
+             _DARK, fillet=0.004),
+        slab((0, 0, 0.057), _X, _Y, [(sx * 0.042, sy * 0.042, 0.04) for sx in (-1, 1) for sy in (-1, 1)], 0.082,
+             _WHITE, fillet=0.02),
+        slab((-0.083, 0, 0.045), _Y, _Z, [(-0.02, 0.0, 0.012), (0.02, 0.0, 0.012)], 0.012, _DARK, fillet=0.003),
+    ),
+    "link_1": (
+        cylinder((0, 0, 0.098), (0, 0, 0.2), 0.074, _WHITE, fillet=0.006),
+        slab((0, 0.0125, 0.0), _X, _Z, [(0, 0.29, 0.072), (0, 0.18, 0.074)], 0.115, _WHITE, fillet=0.025),
+        cylinder((0, 0.07, 0.29), (0, 0.095, 0.29), 0.052, _GREY, fillet=0.008, dome=0.006),
+    ),
+    "link_2": (
+        slab((0, -0.076, 0), _X, _Z, [(0, 0.29, 0.068), (0, 0.56, 0.052)], 0.058, _WHITE, fillet=0.016),
+        cylinder((0, -0.104, 0.29), (0, -0.11, 0.29), 0.045, _GREY, fillet=0.003, dome=0.004),
+        cylinder((0, -0.104, 0.56), (0, -0.11, 0.56), 0.034, _GREY, fillet=0.003, dome=0.003),
+    ),
+    "link_3": (
+        slab((0, 0.0115, 0), _X, _Z, [(0, 0.56, 0.06), (-0.055, 0.625, 0.052), (0.05, 0.63, 0.058)], 0.113, _WHITE,
+             fillet=0.024),
+        cylinder((0, 0.068, 0.56), (0, 0.088, 0.56), 0.045, _GREY, fillet=0.006, dome=0.005),
+        cylinder((-0.105, 0, 0.63), (-0.118, 0, 0.63), 0.04, _GREY, fillet=0.005, dome=0.004),
+    ),
+    "link_4": (
+        cylinder((0.1, 0, 0.63), (0.215, 0, 0.63), 0.048, _WHITE, fillet=0.004, end_radius=0.04),
+        slab((0.0, 0.041, 0), _X, _Z, [(0.21, 0.63, 0.036), (0.302, 0.63, 0.035)], 0.014, _WHITE, fillet=0.005),
+        slab((0.0, -0.041, 0), _X, _Z, [(0.21, 0.63, 0.036), (0.302, 0.63, 0.035)], 0.014, _WHITE, fillet=0.005),
+    ),
+    "link_5": (
+        cylinder((0.302, -0.034, 0.63), (0.302, 0.034, 0.63), 0.033, _ORANGE, fillet=0.008),
+        cylinder((0.302, 0, 0.63), (0.352, 0, 0.63), 0.03, _ORANGE, fillet=0.004, end_radius=0.026),
+    ),
+    "link_6": (
+        cylinder((0.352, 0, 0.63), (0.374, 0, 0.63), 0.02, _STEEL, fillet=0.002),
+    ),
+}
+
 SPEC = RobotSpec(
     name="irb120",
     title="ABB IRB120",
     maker="ABB",
     reference=f"ABB IRB 120 product specification; link dynamics from {REFERENCE.citation}",
     links=REFERENCE.apply((
-        LinkSpec("base_link", 6.215, 0.09, _BASE, path=((0, 0, 0), (0, 0, 0.10))),
-        LinkSpec("link_1", 3.067, 0.075, _ARM, path=((0, 0, 0.10), (0, 0, 0.29))),
-        LinkSpec("link_2", 3.909, 0.05, _ARM, housing=0.17, accent=_BASE),
-        LinkSpec("link_3", 2.944, 0.055, _ARM, housing=0.15, accent=_BASE),
-        LinkSpec("link_4", 1.328, 0.04, _ARM, path=((0, 0, -0.03), (0, 0, 0.302)), housing=0.0),
-        LinkSpec("link_5", 0.546, 0.035, _WRIST, housing=0.09),
-        LinkSpec("link_6", 0.137, 0.022, _FLANGE, path=((0, 0, 0.045), (0, 0, 0.072))),
+        LinkSpec("base_link", 6.215, 0.09, _BASE, path=((0, 0, 0), (0, 0, 0.10)), visual=_VISUAL["base_link"]),
+        LinkSpec("link_1", 3.067, 0.075, _ARM, path=((0, 0, 0.10), (0, 0, 0.29)), visual=_VISUAL["link_1"]),
+        LinkSpec("link_2", 3.909, 0.05, _ARM, housing=0.17, accent=_BASE, visual=_VISUAL["link_2"]),
+        LinkSpec("link_3", 2.944, 0.055, _ARM, housing=0.15, accent=_BASE, visual=_VISUAL["link_3"]),
+        LinkSpec("link_4", 1.328, 0.04, _ARM, path=((0, 0, -0.03), (0, 0, 0.302)), housing=0.0, visual=_VISUAL["link_4"]),
+        LinkSpec("link_5", 0.546, 0.035, _WRIST, housing=0.09, visual=_VISUAL["link_5"]),
+        LinkSpec("link_6", 0.137, 0.022, _FLANGE, path=((0, 0, 0.045), (0, 0, 0.072)), visual=_VISUAL["link_6"]),
     ), _joints, _tool),
     joints=tuple(_joints),
     tool=_tool,

@@ -22,6 +22,7 @@ import numpy as np
 # ToolOrientation belongs to the IK geometry (the family fixes it); robots re-export it as data
 from ..controllers.ik.geometry import IKGeometry, KinematicFamily, ToolOrientation
 from ..controllers.transforms import matrix_to_rpy, rot_x, rot_z, rpy_to_matrix, transform
+from .shapes import Shell
 
 _T = TypeVar("_T")
 
@@ -140,6 +141,9 @@ class LinkSpec:
         inertial: centre of mass and inertia in the link frame (a maker's published data,
             :mod:`armtwin.robots.reference`); None: both derived from the drawing shapes at
             uniform density (a plausible choice, not a fact).
+        visual: the shells people see (:mod:`armtwin.robots.shapes`, in the root frame at the
+            zero pose), written as meshes by :mod:`armtwin.robots.meshgen`; empty: the link is
+            drawn with its primitives. Mass, inertia and collision never depend on them.
     """
 
     name: str
@@ -150,6 +154,7 @@ class LinkSpec:
     housing: float = 0.0
     accent: tuple[float, float, float, float] | None = None
     inertial: Inertial | None = None
+    visual: tuple[Shell, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Generate the URDF files under ``robots/urdf/`` from the robot specs.
 
 Run ``python -m armtwin.robots.urdfgen`` after changing a spec; a test checks that the
-committed files equal what this module generates. Shapes are primitives (cylinders
-and spheres) placed along each link's path, so the arms are recognisable in renders.
+committed files equal what this module generates. Collision shapes are primitives (cylinders
+and spheres) placed along each link's path; a link's visual geometry is its shells' meshes
+(:mod:`armtwin.robots.meshgen`, written by the same command) where it has shells, else the same
+primitives in the link's colours.
 Inertials are the link's data (:attr:`LinkSpec.inertial <armtwin.robots.spec.LinkSpec>`: a
 maker's published centre of mass and inertia, turned into the link frame) where the robot has
 them, with their source in a comment; otherwise they are computed from the drawing shapes at
@@ -19,6 +21,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from ..controllers.transforms import matrix_to_rpy
+from . import meshgen
 from .spec import JointType, RobotSpec
 
 FLANGE_MASS = 1e-3  # kg, tool0 is a frame, not a body; payloads are attached to it at run time
@@ -140,13 +143,19 @@ def _link_xml(spec: RobotSpec, i: int) -> str:
     out.append('      <inertia ixx="{}" ixy="{}" ixz="{}" iyy="{}" iyz="{}" izz="{}"/>'.format(
         *(_f(inertia[a, b]) for a, b in ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)))))
     out.append("    </inertial>")
+    shells = meshgen.link_meshes(spec, i)
+    for paint, _ in shells:
+        out.append('    <visual>\n      <origin xyz="0 0 0" rpy="0 0 0"/>\n'
+                   f'      <geometry><mesh filename="{meshgen.mesh_name(spec, i, paint)}"/></geometry>\n'
+                   f'      <material name="{paint.name}"><color rgba="{_vec(paint.rgba)}"/></material>\n    </visual>')
     for p in link_pieces(spec, i):
         origin = f'<origin xyz="{_vec(p.center)}" rpy="{_vec(matrix_to_rpy(p.rotation))}"/>'
-        accent = bool(p.accent and link.accent)
-        material = f"{link.name}_accent" if accent else f"{link.name}_body"
-        rgba = _vec(link.accent if accent else link.color)
-        out.append(f"    <visual>\n      {origin}\n      <geometry>{_geometry(p)}</geometry>\n"
-                   f'      <material name="{material}"><color rgba="{rgba}"/></material>\n    </visual>')
+        if not shells:
+            accent = bool(p.accent and link.accent)
+            material = f"{link.name}_accent" if accent else f"{link.name}_body"
+            rgba = _vec(link.accent if accent else link.color)
+            out.append(f"    <visual>\n      {origin}\n      <geometry>{_geometry(p)}</geometry>\n"
+                       f'      <material name="{material}"><color rgba="{rgba}"/></material>\n    </visual>')
         out.append(f"    <collision>\n      {origin}\n      <geometry>{_geometry(p)}</geometry>\n    </collision>")
     out.append("  </link>")
     return "\n".join(out)
@@ -183,23 +192,28 @@ def urdf_text(spec: RobotSpec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write every registered robot's URDF; ``--check`` only compares."""
+    """Write every registered robot's URDF and visual meshes; ``--check`` only compares."""
     from . import get, names
 
     check = "--check" in (argv if argv is not None else sys.argv[1:])
+    specs = [get(name) for name in names()]
     stale = []
-    for name in names():
-        spec = get(name)
+    for spec in specs:
         text = urdf_text(spec)
         current = spec.urdf_path.read_text() if spec.urdf_path.exists() else None
         if current != text:
-            stale.append(name)
+            stale.append(spec.urdf_path.name)
             if not check:
                 spec.urdf_path.parent.mkdir(parents=True, exist_ok=True)
                 spec.urdf_path.write_text(text)
                 print(f"wrote {spec.urdf_path}")
+    meshes = meshgen.sync(specs, check=check)
+    if not check:
+        for rel in meshes:
+            print(f"{'wrote' if (meshgen.URDF_DIR / rel).exists() else 'removed'} {meshgen.URDF_DIR / rel}")
+    stale += meshes
     if check and stale:
-        print(f"stale URDF files: {', '.join(stale)}")
+        print(f"stale robot files: {', '.join(stale)}")
         return 1
     return 0
 

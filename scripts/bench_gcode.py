@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def generate_program(lines: int = LINES, seed: int = 0) -> str:
-    """A program of ``lines`` lines: square-ish strokes, arcs (I/J and R), rapids, comments.
+    """A program of ``lines`` lines: square-ish strokes, arcs (I/J and R), rapids, comments, tool outputs.
 
     Everything stays within ±40 mm of the work origin and 0..10 mm above it.
     """
@@ -53,8 +53,10 @@ def generate_program(lines: int = LINES, seed: int = 0) -> str:
     x = y = 0.0
     while len(out) < lines - 2:
         r = int(rng.integers(0, 10))
-        if r == 0:
-            out.append(f"(stroke {len(out)})")
+        if r == 0:   # a comment, or the outputs a CAM program switches (spindle, coolant, a digital output)
+            k = len(out) % 4
+            out.append(f"(stroke {len(out)})" if k == 0 else "M3 S12000 M8" if k == 1 else "M62 P1" if k == 2
+                       else "M5 M9")
         elif r <= 5:
             x = float(np.clip(x + rng.uniform(-8, 8), -40, 40))
             y = float(np.clip(y + rng.uniform(-8, 8), -40, 40))

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
+from .options import add_tool_options, tool_settings
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -32,11 +33,12 @@ def register(sub) -> None:
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:
-    """PROGRAM, --robot and --origin (shared with ``armtwin run``)."""
+    """PROGRAM, --robot, --origin and the tool options (shared with ``armtwin run``)."""
     p.add_argument("program", help="G-code file (.ngc, .gcode, .nc)")
     p.add_argument("--robot", required=True, help="robot id (see `armtwin robots`)")
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
+    add_tool_options(p)
     _own_extra_arguments(p)
 
 
@@ -65,8 +67,9 @@ def load(args: argparse.Namespace):
     """(spec, machine, text) from the shared arguments, with CLI errors for bad input."""
     from ..controllers.gcode import machine_for
     spec = get_robot(args.robot)
+    tools = tool_settings(args)
     try:
-        machine = machine_for(spec, args.origin)
+        machine = machine_for(spec, args.origin, **tools)
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
     return spec, machine, read_program(args.program)
@@ -132,7 +135,19 @@ def report_dict(rep, spec, machine, strict: bool) -> dict:
         "origin_mm": [v * 1000 for v in machine.origin],
         "faults": [f.to_dict() for f in rep.faults],
         "truncated": rep.truncated,
+        "tool_changes": tool_changes(rep),
     }
+
+
+def tool_changes(rep) -> list[dict]:
+    """The program's M6 tool changes (stops: the arm rests): line and tool number."""
+    from ..controllers.gcode.blocks import OutputChange, Stop, StopKind
+    out, blocks = [], rep.program.blocks
+    for i, b in enumerate(blocks):
+        if isinstance(b, Stop) and b.kind is StopKind.TOOL_CHANGE:
+            nxt = blocks[i + 1] if i + 1 < len(blocks) else None
+            out.append({"line": b.line, "tool": nxt.outputs.tool if isinstance(nxt, OutputChange) else None})
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,6 +166,10 @@ def print_report(name: str, rep, spec, machine, strict: bool) -> None:
     o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
     n_err = len(rep.errors(False))
     n_warn = len(rep.faults) - n_err
+    changes = tool_changes(rep)
+    if changes:
+        print(f"{name}: tool change(s): " + ", ".join(f"line {c['line']} T{c['tool']}" for c in changes)
+              + " (M6: the arm rests while the tool is changed)")
     if rep.clean(strict):
         extra = f", {n_warn} warning(s)" if n_warn else ""
         print(f"{name}: clean for {spec.name} (origin {o} mm): {rep.program.line_count} lines, "

@@ -164,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
         if res.pauses:
             print(f"  M0 pause at line(s) {', '.join(map(str, res.pauses))}: passed without waiting (simulation)")
+        if res.tool_changes:
+            print(f"  M6 tool change at line(s) {', '.join(map(str, res.tool_changes))}: the arm rested; the "
+                  f"simulated flange carries the first tool only")
         if not res.stable:
             print(f"  STOPPED: {res.message}")
         if res.interrupted:

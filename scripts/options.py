@@ -20,7 +20,8 @@ from .cli import CliError, output_file
 
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
-           "parse_joints", "check_log_file", "open_log", "add_motor_params", "motor_params"]
+           "parse_joints", "check_log_file", "open_log", "add_tool_options", "tool_settings", "add_motor_params",
+           "motor_params"]
 
 #: the file name endings of CSV logs
 LOG_SUFFIXES = (".csv",)
@@ -101,6 +102,44 @@ def video_settings(args: argparse.Namespace) -> VideoSettings:
         except ValueError as exc:
             raise CliError(f"{opt} {fields[name]}: {exc}") from None
     return VideoSettings(**fields)
+
+
+# ----- tools ---------------------------------------------------------------------------------------
+
+def add_tool_options(p: argparse.ArgumentParser) -> None:
+    """``--tools FILE`` (the tool table), ``--tool N`` (mounted at the start) and ``--pen-servo``
+    (the M300 dialect option); read them with :func:`tool_settings`."""
+    p.add_argument("--tools", metavar="FILE.toml",
+                   help="tool table (TOML, [tool.N] entries; docs/GCODE.md \"Tools\"); default the built-in table")
+    p.add_argument("--tool", type=int, default=0, metavar="N",
+                   help="the tool mounted when the program starts; its TCP follows the program until an M6 "
+                        "(default 0: the bare flange)")
+    p.add_argument("--pen-servo", action="store_true",
+                   help="dialect option: M300 S drives a servo pen (S below 40: pen down), as Inkscape's "
+                        "pen-plotter writers mean it")
+
+
+def tool_settings(args: argparse.Namespace) -> dict:
+    """The tool options as :class:`~armtwin.controllers.gcode.config.MachineConfig` fields
+    (``tools``, ``tool``, ``pen_servo``); CliError naming the option at fault."""
+    from ..controllers.tools import ToolTableError, default_tools, load_tools
+    path = getattr(args, "tools", None)
+    if path:
+        if not os.path.isfile(path):
+            raise CliError(f"--tools {path}: no such file" if not os.path.exists(path)
+                           else f"--tools {path}: not a regular file")
+        try:
+            tools = load_tools(path)
+        except ToolTableError as exc:
+            raise CliError(f"--tools {exc}") from None
+        except OSError as exc:
+            raise CliError(f"--tools {path}: cannot read ({exc.strerror or exc})") from None
+    else:
+        tools = default_tools()
+    n = getattr(args, "tool", 0) or 0
+    if n not in tools:
+        raise CliError(f"--tool {n}: the tool table ({tools.source}) has T{', T'.join(str(k) for k in tools)}")
+    return {"tools": tools, "tool": n, "pen_servo": bool(getattr(args, "pen_servo", False))}
 
 
 # ----- output files ---------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_a_second_n_word_is_named_where_it_stands_issue_reproduction():
 
 
 @pytest.mark.parametrize("line,col", [("G0 X1 X1", 7), ("G0 G0 X1", 4), ("M2 M2", 4), ("G1 G21 G20 X1", 8),
-                                      ("X1 S2 S3", 4), ("G28.1 G38.2", 1), ("G0 G38.2", 4)])
+                                      ("X1 E2 E3", 4), ("G28.1 G38.2", 1), ("G0 G38.2", 4)])
 def test_repeated_and_unsupported_words_point_at_the_one_at_fault(line, col):
     with pytest.raises(GcodeError) as e:
         parse_line(line)
@@ -104,7 +104,8 @@ _SEEDS = [
     "G2 X10 R5 I5 F100", "G17 G2 X10 K5 F100", "G91 G2 X10 Y0 I3 J0 F100", "G91 G2 X10 R2 F100",
     "G91 G2 X0 R5 F100", "G4", "G4 P-1", "G10 L3 P1 X0", "G10 P1 X0", "G10 L2 X0", "G10 L20 P7 X0", "G0 X900000",
     "G4 P3600.5", "G2 I999999 J0 F100", "G2 X10 R-999999 F100", "G2 I0 J0 F100", "G1 A10 F100", "G0 B5",
-    "G2 I1 F100", "G19 G3 J0 K-9999 X5 F100", "G0 X2000000", "S1000", "G38.2 X1", "M3", "G0 X1 X2", "G0 G1 X1",
+    "G2 I1 F100", "G19 G3 J0 K-9999 X5 F100", "G0 X2000000", "E1000", "G38.2 X1", "M98", "T77 M6", "M3 S-5", "M62",
+    "M300 S30", "G0 X1 X2", "G0 G1 X1",
     "M2 M30", "G1 N10 X1", "N1.5 G1", "N1 G0 X1 N1", "G0 X1e5", "G0 X", "G0 X1.2.3", "G0 12", "G0 (abc", "G0 X1 )",
     "(a (b) c)", "G0 X1 # Y2", "G28 G1 X1 F100", "G2 X1 Y1 R0.1 F100", "G3 X5 Y0 J3 F100",
 ]

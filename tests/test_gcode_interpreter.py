@@ -87,7 +87,7 @@ def test_g28_retract_at_the_end_of_a_cam_job_issue_reproduction():
 
 
 def test_dwell_pause_end_and_lines_after_the_end():
-    prog = load_program("G4 P1.5\nM0\nG0 X1\nM30\nG0 X2\nS100\n", IRB, M)
+    prog = load_program("G4 P1.5\nM0\nG0 X1\nM30\nG0 X2\nE100\n", IRB, M)
     kinds = [type(b).__name__ for b in prog.blocks]
     assert kinds == ["Dwell", "Stop", "Motion", "Stop"]
     assert prog.blocks[0] == Dwell(1, 1.5) and prog.blocks[1].kind is StopKind.PAUSE

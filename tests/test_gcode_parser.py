@@ -40,7 +40,7 @@ def test_a_clean_file_gives_lines_that_behave_as_a_sequence_of_parsed_lines():
     slow = parse_program(text + "G1 X1 @\n").lines           # the checking path: a tuple of ParsedLine
     assert lines == slow[:3] and list(lines) == list(slow[:3])
     assert isinstance(lines[0], ParsedLine) and lines[0].n == 5 and lines[0].words == {"X": 1.0, "Y": 2.0, "F": 600.0}
-    assert lines[-1].m == 30.0 and lines[-1].lineno == 4 and lines[1].text == "g0 z3"
+    assert lines[-1].m == {"stop": 30.0} and lines[-1].lineno == 4 and lines[1].text == "g0 z3"
     assert isinstance(lines[1:], Lines) and [p.lineno for p in lines[1:]] == [3, 4]
     assert lines == slow and lines != slow[:2] and lines != "not lines"   # the faulty line is left out
 
@@ -93,9 +93,9 @@ PARSE_FAULTS = [
     ("G0 X1e999", ErrorCode.EXPONENT_NOT_ALLOWED, 6),
     ("G0 X2000000", ErrorCode.NUMBER_OUT_OF_RANGE, 4),
     ("G0 X" + "9" * 250, ErrorCode.NUMBER_OUT_OF_RANGE, 4),
-    ("S1000", ErrorCode.UNSUPPORTED_WORD, 1),
+    ("E1000", ErrorCode.UNSUPPORTED_WORD, 1),
     ("G38.2 X1", ErrorCode.UNSUPPORTED_G_CODE, 1),
-    ("M3", ErrorCode.UNSUPPORTED_M_CODE, 1),
+    ("M98", ErrorCode.UNSUPPORTED_M_CODE, 1),
     ("G0 X1 X2", ErrorCode.REPEATED_WORD, 7),
     ("G0 G1 X1", ErrorCode.MODAL_GROUP_VIOLATION, 4),
     ("M2 M30", ErrorCode.MODAL_GROUP_VIOLATION, 4),
@@ -133,6 +133,10 @@ SEMANTIC_FAULTS = [
     (SCARA, "G0 A10", ErrorCode.ORIENTATION_NOT_SUPPORTED),
     (IRB, "G0 X900000", ErrorCode.TARGET_OUT_OF_RANGE),
     (IRB, "G4 P3600.5", ErrorCode.DWELL_TOO_LONG),
+    (IRB, "T77 M6", ErrorCode.UNKNOWN_TOOL),
+    (IRB, "M3 S-5", ErrorCode.BAD_SPINDLE_SPEED),
+    (IRB, "M62", ErrorCode.BAD_OUTPUT_NUMBER),
+    (IRB, "M300 S30", ErrorCode.DIALECT_OPTION_OFF),
 ]
 
 
@@ -181,19 +185,19 @@ def test_every_code_is_tested_and_documented():
 
 
 def test_all_faults_of_a_file_in_one_pass_and_the_cap():
-    text = "G0 X1\nG0 X1 X2\nS5\nG1 X2 F100\nG2 X3\nG0 @\n"
+    text = "G0 X1\nG0 X1 X2\nE5\nG1 X2 F100\nG2 X3\nG0 @\n"
     res = parse_program(text)
     assert [(f.line, f.code) for f in res.faults] == [(2, ErrorCode.REPEATED_WORD), (3, ErrorCode.UNSUPPORTED_WORD),
                                                       (6, ErrorCode.UNEXPECTED_CHARACTER)]
     assert [p.lineno for p in res.lines] == [1, 4, 5]
     prog = load_program(text, IRB)
     assert [f.line for f in prog.faults] == [2, 3, 5, 6]  # line 5: arc without offsets, from the interpreter
-    capped = parse_program("S1\n" * 50, max_faults=10)
+    capped = parse_program("E1\n" * 50, max_faults=10)
     assert len(capped.faults) == 10 and capped.truncated
 
 
 def test_fault_cap():
-    rep = preflight("S1\n" * 200, IRB, max_faults=5)
+    rep = preflight("E1\n" * 200, IRB, max_faults=5)
     assert len(rep.faults) == 5 and rep.truncated
     assert ErrorCode.TOO_MANY_FAULTS.message
 

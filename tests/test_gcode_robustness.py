@@ -274,23 +274,23 @@ def test_long_programs_show_progress_but_not_under_json(tmp_path, capsys, monkey
 def test_too_many_faults_is_reported_once_at_the_first_fault_not_shown():
     from armtwin.controllers.gcode import load_program, parse_program
     # parser alone
-    res = parse_program("S1\n" * 50, max_faults=10)
+    res = parse_program("E1\n" * 50, max_faults=10)
     assert [int(f.code) for f in res.faults] == [11] * 9 + [119] and res.truncated
     assert res.faults[-1].line == 10 and "error 11 (unsupported_word) on line 10" in res.faults[-1].message
     # exactly the cap: everything shown, no notice
-    res = parse_program("S1\n" * 10, max_faults=10)
+    res = parse_program("E1\n" * 10, max_faults=10)
     assert [int(f.code) for f in res.faults] == [11] * 10 and not res.truncated
     # parser and interpreter faults interleaved: the first ones in line order, whichever stage found them
-    text = "".join("G1 X1\n" if i % 2 == 0 else "S1\n" for i in range(40))
+    text = "".join("G1 X1\n" if i % 2 == 0 else "E1\n" for i in range(40))
     prog = load_program(text, IRB, max_faults=10)
     assert [(f.line, int(f.code)) for f in prog.faults] == [(i + 1, 20 if i % 2 == 0 else 11) for i in range(9)] + [
         (10, 119)]
     assert prog.truncated
     # parser faults first in the file, interpreter faults later: the cap still counts in line order
-    prog = load_program("S1\n" * 8 + "G1 X1\n" * 8, IRB, max_faults=10)
+    prog = load_program("E1\n" * 8 + "G1 X1\n" * 8, IRB, max_faults=10)
     assert [(f.line, int(f.code)) for f in prog.faults][-2:] == [(9, 20), (10, 119)]
     assert [int(f.code) for f in prog.faults].count(119) == 1
-    assert load_program("S1\n" * 5 + "G1 X1\n" * 5, IRB, max_faults=10).truncated is False
+    assert load_program("E1\n" * 5 + "G1 X1\n" * 5, IRB, max_faults=10).truncated is False
 
 
 def test_too_many_faults_among_preflight_findings():
@@ -305,7 +305,7 @@ def test_too_many_faults_among_preflight_findings():
     assert [(f.line, int(f.code)) for f in rep.faults][:2] == [(2, 11), (3, 100)]
     assert rep.faults[-1].code is ErrorCode.TOO_MANY_FAULTS and rep.faults[-1].line == 11
     # the parser and interpreter alone reach the cap: no planning, the notice is there
-    rep = preflight("S1\n" * 200, IRB, max_faults=5)
+    rep = preflight("E1\n" * 200, IRB, max_faults=5)
     assert rep.plan is None and [int(f.code) for f in rep.faults] == [11] * 4 + [119] and rep.faults[-1].line == 5
     # exactly at the cap: every finding and no notice
     text = "G21 G90 F600\n" + "".join(f"G1 X{5000 + i} Y0 Z0\n" for i in range(10))

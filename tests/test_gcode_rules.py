@@ -19,9 +19,11 @@ IRB = robots.get("irb120")
 
 def test_the_parsers_code_tables_are_the_enums():
     assert M.G_CODES == {m.value: grp.value for grp, codes in M.G_GROUPS.items() for m in codes}
-    assert set(M.G_CODES) == {0, 1, 2, 3, 4, 10, 17, 18, 19, 20, 21, 28, 40, 49, 54, 55, 56, 57, 58, 59, 80, 90,
-                              91, 92, 92.1, 94}
-    assert M.M_CODES == {0.0: "stop", 2.0: "stop", 30.0: "stop"}
+    assert set(M.G_CODES) == {0, 1, 2, 3, 4, 10, 17, 18, 19, 20, 21, 28, 40, 43, 43.1, 49, 54, 55, 56, 57, 58, 59,
+                              80, 90, 91, 92, 92.1, 94}
+    assert M.M_CODES == {0.0: "stop", 2.0: "stop", 30.0: "stop", 6.0: "toolchange", 3.0: "spindle", 4.0: "spindle",
+                         5.0: "spindle", 7.0: "coolant", 8.0: "coolant", 9.0: "coolant", 62.0: "digital",
+                         63.0: "digital", 64.0: "digital", 65.0: "digital", 300.0: "servo"}
 
 
 def test_the_unsupported_code_messages_list_exactly_the_supported_codes():

@@ -10,7 +10,21 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from armtwin.envs.gym_envs import ReachEnv, TrackEnv
+from armtwin import robots
 from armtwin.envs.randomize import Randomization
+
+
+def _hue_pixels(img: np.ndarray, rgba, tol_deg: float = 15.0) -> np.ndarray:
+    """(h, w) bool: saturated pixels of ``img`` within ``tol_deg`` of the hue of the colour ``rgba`` (0..1)."""
+    import colorsys
+    hue = 360.0 * colorsys.rgb_to_hsv(*rgba[:3])[0]
+    rgb = img[..., :3].astype(float) / 255.0
+    mx, mn = rgb.max(axis=2), rgb.min(axis=2)
+    c = np.where(mx - mn > 1e-9, mx - mn, 1.0)
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    h = np.where(mx == r, ((g - b) / c) % 6, np.where(mx == g, (b - r) / c + 2, (r - g) / c + 4)) * 60.0
+    d = np.abs((h - hue + 180.0) % 360.0 - 180.0)
+    return (d < tol_deg) & ((mx - mn) / np.maximum(mx, 1e-9) > 0.5) & (mx > 0.3)
 
 
 # ----- image observations ---------------------------------------------------------------------
@@ -39,8 +53,8 @@ def test_rgb_image_shows_the_arm_and_the_goal_and_follows_the_arm():
         img = obs["image"].astype(int)
         red = (img[..., 0] > 200) & (img[..., 1] < 80) & (img[..., 2] < 80)
         assert red.sum() >= 4                                        # the goal marker
-        dark = img.sum(axis=2) < 150                                 # the arm's dark joint housings
-        assert dark.sum() > 30
+        wrist = next(s.paint for s in robots.get("irb120").links[5].visual)   # the arm's orange wrist
+        assert _hue_pixels(img, wrist.rgba).sum() >= 5
         for _ in range(10):
             obs, *_ = env.step(np.array([1.0, 0, 0, 0, 0, 0], np.float32))   # swing J1
         moved = np.abs(obs["image"].astype(int) - img).sum(axis=2) > 60

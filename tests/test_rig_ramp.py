@@ -114,7 +114,12 @@ def test_sync_ramps_from_the_measured_position_and_says_so(emu, tmp_path, capsys
     t, v1, s1, s2 = d["Time"], d["Virtual_j1"], d["Servo_j1"], d["Servo_j2"]
     assert abs(v1[0] - 60.0) < 0.5 and abs(s1[0] - 60.0) < 0.5 and abs(s2[0] + 40.0) < 0.5  # starts where the rig is
     ok = np.isfinite(s1)
-    speed = np.abs(np.diff(s1[ok])) / np.maximum(np.diff(t[ok]), 1e-3)
+    ts, ss = t[ok], s1[ok]
+    # speed over 50 ms windows: host time stamps jitter on a loaded machine (one late sample
+    # doubles a per-sample speed), a step to the target would still show ~600-870°/s here
+    j = np.searchsorted(ts, ts + 0.05)
+    inside = j < len(ts)
+    speed = np.abs(ss[j[inside]] - ss[inside]) / (ts[j[inside]] - ts[inside])
     # the ramp: 25 % of J1's 250°/s; a step would have driven the motor near its 870°/s
     assert np.percentile(speed, 99) < 100.0, np.percentile(speed, 99)
     assert np.max(np.abs(np.diff(v1)) / np.diff(t)) < 62.5 * 1.05  # the virtual joint ramps within the limit

@@ -42,6 +42,8 @@ TYPED = [
     "robots/reference.py",
     "robots/urdfcheck.py",
     "robots/tooling.py",
+    "robots/shapes.py",
+    "robots/meshgen.py",
     "scripts/options.py",
     "scripts/cmd_torque.py",
     "scripts/cmd_fit.py",

@@ -19,9 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
+
+from ..tools import default_tools
 from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, Fault
+from .outputs import OutputState, OutputTimeline, node_arrivals, output_timeline
 from .preflight import PreflightReport, Progress, preflight
 from .trajectory import ControlTrajectory
 
@@ -48,6 +53,27 @@ class CompiledProgram:
     def ok(self) -> bool:
         """The program can run (it has a trajectory)."""
         return self.trajectory is not None
+
+    @cached_property
+    def outputs(self) -> OutputTimeline:
+        """The tool and I/O outputs along the timed path (:class:`~.outputs.OutputTimeline`): what a
+        run logs, the video shows, and workcell code asks ("is the vacuum on at t?")."""
+        report, machine = self.report, self.report.machine
+        tools = machine.tools if machine is not None else default_tools()
+        start = OutputState(machine.tool if machine is not None else 0)
+        arrivals = node_arrivals(report.plan) if report.plan is not None else np.zeros(1)
+        return output_timeline(report.program.blocks, arrivals, tools, start)
+
+    @property
+    def body_tool(self):
+        """The tool the simulated arm carries (:class:`~armtwin.controllers.tools.Tool`): the first
+        one the program mounts besides the bare flange (a tool changer is not simulated: the TCP
+        of each later tool is still followed), or None for the bare flange."""
+        machine = self.report.machine
+        if machine is None:
+            return None
+        n = next((t for t in self.outputs.tools_mounted if t != 0), 0)
+        return machine.tools[n] if n else None
 
     @property
     def errors(self) -> list[Fault]:

@@ -13,9 +13,11 @@ Units: metres, seconds, radians inside; every field says its unit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from ..tools import ToolTable, default_tools
 
 __all__ = ["MachineConfig", "machine_for", "MAX_TARGET_DISTANCE", "MAX_PATH_SAMPLES"]
 
@@ -59,6 +61,11 @@ class MachineConfig:
             (more: fault 105 at the line that passes it, and nothing after it is planned).
             Bounds the memory of planning and checking whatever the input (see
             :data:`MAX_PATH_SAMPLES`).
+        tools: the tool table (``--tools FILE``; default the built-in
+            :func:`~armtwin.controllers.tools.default_tools`).
+        tool: the tool mounted when the program starts (its TCP is the controlled point until
+            an M6 or G43/G49 says otherwise); 0: the bare flange.
+        pen_servo: the M300 S (servo pen) dialect option.
     """
 
     origin: tuple[float, float, float]
@@ -74,6 +81,9 @@ class MachineConfig:
     max_dwell: float = 3600.0
     max_program_time: float = 86400.0
     max_path_samples: int = MAX_PATH_SAMPLES
+    tools: ToolTable = field(default_factory=default_tools, compare=False)
+    tool: int = 0
+    pen_servo: bool = False
 
     def __post_init__(self) -> None:
         o = tuple(float(v) for v in self.origin)
@@ -84,6 +94,11 @@ class MachineConfig:
             raise ValueError(f"origin ({', '.join(f'{v:g}' for v in o)}) m is {d:.6g} m from the robot base; "
                              f"at most {MAX_TARGET_DISTANCE:g} m")
         object.__setattr__(self, "origin", o)
+        if not isinstance(self.tools, ToolTable):
+            raise ValueError(f"tools must be a ToolTable, got {type(self.tools).__name__}")
+        if isinstance(self.tool, bool) or not isinstance(self.tool, (int, np.integer)) or self.tool not in self.tools:
+            raise ValueError(f"tool {self.tool!r} is not in the tool table ({self.tools.source}: "
+                             f"T{', T'.join(str(n) for n in self.tools)})")
         n = self.max_path_samples
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"max_path_samples must be a positive whole number, got {n!r}")
@@ -92,6 +107,11 @@ class MachineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")
+
+    @property
+    def start_tool(self):
+        """The :class:`~armtwin.controllers.tools.Tool` mounted at the start."""
+        return self.tools[int(self.tool)]
 
     @property
     def origin_array(self) -> np.ndarray:

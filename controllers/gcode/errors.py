@@ -67,6 +67,10 @@ class ErrorCode(enum.IntEnum):
     ORIENTATION_NOT_SUPPORTED = 35
     TARGET_OUT_OF_RANGE = 36
     DWELL_TOO_LONG = 37
+    UNKNOWN_TOOL = 44
+    BAD_SPINDLE_SPEED = 45
+    BAD_OUTPUT_NUMBER = 46
+    DIALECT_OPTION_OFF = 47
     # --- preflight (after planning and IK) --------------------------------------------
     UNREACHABLE = 100
     JOINT_LIMIT = 101
@@ -138,17 +142,19 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "meant for a robot arm and would overflow later arithmetic."),
     ErrorCode.UNSUPPORTED_WORD: (
         "unsupported word",
-        "Supported letters: G M N F X Y Z A B C I J K R P L. Others (S, T, E, H, D, O, Q, U, V, "
+        "Supported letters: G M N F X Y Z A B C I J K R P L S T H. Others (E, D, O, Q, U, V, "
         "W, ...) are rejected instead of being ignored, so that nothing in a program is "
         "silently dropped."),
     ErrorCode.UNSUPPORTED_G_CODE: (
         "unsupported G-code",
-        "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G49 G54-G59 G80 "
+        "Supported: G0 G1 G2 G3 G4 G10(L2/L20) G17 G18 G19 G20 G21 G28 G40 G43 G43.1 G49 G54-G59 G80 "
         "G90 G91 G92 G92.1 G94. Anything else (G28.1, G38.2, G41, G53, G93, ...) is a fault."),
     ErrorCode.UNSUPPORTED_M_CODE: (
         "unsupported M-code",
-        "Supported: M0 (pause), M2 and M30 (program end). Spindle, coolant and tool-change "
-        "codes have no meaning for the simulated arm and are faults."),
+        "Supported: M0 (pause), M2 and M30 (program end), M3 M4 M5 (the tool's output: spindle, "
+        "laser, pen, vacuum, gripper), M6 (tool change), M7 M8 M9 (auxiliary outputs), M62 M63 M64 "
+        "M65 (digital outputs) and M300 (servo pen, with the pen-servo dialect option). Other "
+        "codes are faults."),
     ErrorCode.REPEATED_WORD: (
         "word repeated",
         "A letter other than G and M may appear only once per line (e.g. X1 X2)."),
@@ -178,8 +184,9 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "After G80 no motion mode is active: axis words need G0, G1, G2 or G3."),
     ErrorCode.UNUSED_WORD: (
         "word not used by any command",
-        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4 or "
-        "G10, L only with G10, axis words only with motion, G10, G28 or G92."),
+        "Every word must be consumed (grbl's rule): I J K R only with G2/G3, P only with G4, G10 or "
+        "M62-M65, L only with G10, H only with G43, axis words only with motion, G10, G28, G92 or "
+        "G43.1. S (the tool output's set-point) and T (the next tool) are always taken."),
     ErrorCode.ARC_OFFSETS_MISSING: (
         "arc needs I/J/K or R",
         "G2/G3 need the centre as offsets in the active plane (I J for G17, I K for G18, J K "
@@ -226,6 +233,24 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "dwell too long",
         "G4 P may be at most 3600 s (1 h; MachineConfig.max_dwell). Longer dwells are almost "
         "always a unit mistake (P in milliseconds, as some controllers read it, is seconds here)."),
+    ErrorCode.UNKNOWN_TOOL: (
+        "unknown tool",
+        "T (select), M6 (mount) and G43 H (apply its TCP) name a tool of the tool table by its whole "
+        "number. The table is the built-in one (docs/GCODE.md) or the --tools file; add the tool "
+        "there or fix the number (docs/GCODE.md, \"Tools\")."),
+    ErrorCode.BAD_SPINDLE_SPEED: (
+        "bad S value",
+        "S is the tool output's set-point (spindle rpm, laser power) and cannot be negative, nor "
+        "above the mounted tool's s_max when its table entry gives one. M300 (servo pen) needs S, "
+        "the servo angle."),
+    ErrorCode.BAD_OUTPUT_NUMBER: (
+        "bad digital output",
+        "M62-M65 need P, the number of a digital output: a whole number from 0 to 31."),
+    ErrorCode.DIALECT_OPTION_OFF: (
+        "dialect option not enabled",
+        "M300 S (servo pen, Inkscape's pen-plotter writers) means a pen only with the pen-servo "
+        "dialect option (`--pen-servo`; MachineConfig.pen_servo): elsewhere M300 means other things "
+        "(Marlin: a beep)."),
     ErrorCode.UNREACHABLE: (
         "point unreachable",
         "Inverse kinematics found no joint solution for a point of this move (too far, too "

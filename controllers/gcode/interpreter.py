@@ -23,21 +23,23 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
 from ..kinematics import chain_of, fk
 from ..transforms import matrix_to_rpy, rot_x, rpy_to_matrix
-from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
+from .blocks import FLANGE, Block, Dwell, Motion, MotionKind, OutputChange, Stop, StopKind
 from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, cap_faults
 from .modal import MachineState, ModalState
+from .outputs import OutputState
 from .parser import ParseChunk, ParsedLine, ParseResult, count_lines, parse_chunks, parse_program
 from .rules import ARC_ABS_TOL_MM, ARC_REL_TOL, Context, apply, check
+from .tool_rules import controlled_point
 
-__all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "Block", "Program", "Interpreter",
+__all__ = ["MotionKind", "Motion", "Dwell", "Stop", "StopKind", "OutputChange", "Block", "Program", "Interpreter",
            "interpret", "load_program", "orientation_matrix", "abc_of", "ARC_ABS_TOL_MM", "ARC_REL_TOL"]
 
 _R_DOWN = rot_x(math.pi)
@@ -55,8 +57,9 @@ class Program:
             than the cap, the first ones and a TOO_MANY_FAULTS (119) notice.
         line_count: lines in the file.
         truncated: there were more faults than the cap (the faults end with the 119 notice).
-        start: (3,) flange position where the program starts (the robot's home), m.
-        rot_start: (3, 3) flange orientation at the start.
+        start: (3,) position of the controlled point (the start tool's TCP) where the program
+            starts (the robot's home), m.
+        rot_start: (3, 3) its orientation at the start.
         q_start: (n,) joints at the start, rad / m.
         ended_at: line of the M2/M30 that ended the program, or 0.
     """
@@ -112,14 +115,24 @@ class Interpreter:
         origin = tuple(v * 1000.0 for v in self.machine.origin)
         tilt = not spec.roll_only  # A and B (tool tilts) allowed
         abc = abc_of(T[:3, :3]) if tilt else (0.0, 0.0, float(np.degrees(math.atan2(T[1, 0], T[0, 0]))))
-        home = (T[0, 3] * 1000 - origin[0], T[1, 3] * 1000 - origin[1], T[2, 3] * 1000 - origin[2], *abc)
-        self.home: tuple[float, ...] = home  # machine coords of the G28 position (mm, deg)
-        self.start_position = T[:3, 3].copy()
-        self.start_rotation = orientation_matrix(*abc)
-        self._rot_cache: dict[tuple[float, float, float], np.ndarray] = {abc: self.start_rotation}
+        home: tuple[float, ...] = (T[0, 3] * 1000 - origin[0], T[1, 3] * 1000 - origin[1],
+                                   T[2, 3] * 1000 - origin[2], *abc)
+        flange = np.eye(4)
+        flange[:3, :3] = orientation_matrix(*abc)
+        flange[:3, 3] = T[:3, 3]
+        self._rot_cache: dict[tuple[float, float, float], np.ndarray] = {abc: flange[:3, :3].copy()}
         self.context = Context(spec.name, tilt, (origin[0], origin[1], origin[2]), home, self.machine,
-                               self._orientation)
-        self.state = MachineState(ModalState(), home, self.start_rotation)
+                               self._orientation, flange)
+        tool = self.machine.start_tool
+        tcp = tool.tcp if tool.number else FLANGE
+        if tcp is not FLANGE:     # the program moves the start tool's TCP (the flange stands at home)
+            home = tuple(controlled_point(flange, tcp, self.context))
+            self.context = replace(self.context, home=home)
+        self.home = home  # machine coords of the G28 position of the controlled point (mm, deg)
+        self.start_rotation = self._orientation((home[3], home[4], home[5]))
+        self.start_position = np.array([(home[k] + origin[k]) / 1000.0 for k in range(3)])
+        self.state = MachineState(ModalState(), home, self.start_rotation, tool=tool.number, selected=tool.number,
+                                  tcp=tcp, outputs=OutputState(tool.number))
         self.points = 0
 
     def _orientation(self, abc: tuple[float, float, float]) -> np.ndarray:

@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .blocks import FLANGE
+
+if TYPE_CHECKING:
+    from .outputs import OutputState
+
 __all__ = ["ModalGroup", "MotionMode", "Plane", "Units", "DistanceMode", "CoordSystem", "FeedMode", "CutterComp",
-           "ToolLengthOffset", "NonModal", "ProgramStop", "G_GROUPS", "M_GROUPS", "G_CODES", "M_CODES",
+           "ToolLengthOffset", "NonModal", "ProgramStop", "ToolChange", "SpindleMode", "Coolant", "DigitalOutput",
+           "PenServo", "G_GROUPS", "M_GROUPS", "G_CODES", "M_CODES",
            "ModalState", "MachineState", "AXES", "MM_PER_INCH"]
 
 MM_PER_INCH = 25.4
@@ -42,9 +49,14 @@ class ModalGroup(enum.Enum):
     FEED_MODE = "feedmode"       # group 5: G94
     UNITS = "units"              # group 6: G20 G21
     CUTTER = "cutter"            # group 7: G40
-    LENGTH = "length"            # group 8: G49
+    LENGTH = "length"            # group 8: G43 G43.1 G49
     COORD = "coord"              # group 12: G54-G59
     STOP = "stop"                # M group 4: M0 M2 M30
+    TOOL_CHANGE = "toolchange"   # M group 6: M6
+    SPINDLE = "spindle"          # M group 7: M3 M4 M5 (the tool's output)
+    COOLANT = "coolant"          # M group 8: M7 M8 M9 (auxiliary outputs)
+    DIGITAL = "digital"          # M62-M65 (LinuxCNC's digital outputs)
+    SERVO = "servo"              # M300 (servo pen, a dialect option)
 
 
 class MotionMode(enum.Enum):
@@ -115,9 +127,16 @@ class CutterComp(enum.Enum):
 
 
 class ToolLengthOffset(enum.Enum):
-    """Group 8: tool length offset (accepted off only)."""
+    """Group 8: which point of the tool the program moves (docs/GCODE.md, "Tools").
 
-    OFF = 49.0           # G49
+    On a robot arm the mounted tool's TCP is the controlled point (M6 makes it so, as a robot
+    controller does); G43 H names another table entry's TCP, G43.1 a length along the flange's z
+    axis, and G49 makes the bare flange the controlled point.
+    """
+
+    TOOL = 43.0          # G43 [H n]: tool n's TCP (without H: the mounted tool's)
+    DYNAMIC = 43.1       # G43.1 Z: a length of Z along the flange's z axis
+    OFF = 49.0           # G49: the flange
 
 
 class CoordSystem(enum.Enum):
@@ -154,6 +173,43 @@ class ProgramStop(enum.Enum):
     END_REWIND = 30.0    # M30
 
 
+class ToolChange(enum.Enum):
+    """M group 6: tool change."""
+
+    CHANGE = 6.0         # M6 [T n]: mount the selected tool (a stop: the arm rests)
+
+
+class SpindleMode(enum.Enum):
+    """M group 7: the mounted tool's output (spindle, laser, pen, vacuum, gripper)."""
+
+    CW = 3.0             # M3 [S]: on (spindle clockwise, laser constant power, pen down, suction, close)
+    CCW = 4.0            # M4 [S]: on (spindle counter-clockwise; laser: power scaled with speed, off in G0)
+    OFF = 5.0            # M5: off
+
+
+class Coolant(enum.Enum):
+    """M group 8: the auxiliary outputs (air, extraction)."""
+
+    MIST = 7.0           # M7: auxiliary output 1 (mist, air assist)
+    FLOOD = 8.0          # M8: auxiliary output 2 (flood, extraction)
+    OFF = 9.0            # M9: both off
+
+
+class DigitalOutput(enum.Enum):
+    """LinuxCNC's digital outputs (P n): with the next motion, or at once."""
+
+    ON_SYNC = 62.0       # M62 P: on when the next move starts
+    OFF_SYNC = 63.0      # M63 P: off when the next move starts
+    ON = 64.0            # M64 P: on now
+    OFF = 65.0           # M65 P: off now
+
+
+class PenServo(enum.Enum):
+    """M300 S: a servo pen (Inkscape's pen-plotter writers), a dialect option."""
+
+    SET = 300.0          # M300 S: S below the threshold puts the pen down, else up
+
+
 #: the modal groups of G codes and their codes
 G_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
     ModalGroup.NONMODAL: NonModal, ModalGroup.MOTION: MotionMode, ModalGroup.PLANE: Plane,
@@ -161,7 +217,10 @@ G_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
     ModalGroup.CUTTER: CutterComp, ModalGroup.LENGTH: ToolLengthOffset, ModalGroup.COORD: CoordSystem,
 }
 #: the modal groups of M codes and their codes
-M_GROUPS: dict[ModalGroup, type[enum.Enum]] = {ModalGroup.STOP: ProgramStop}
+M_GROUPS: dict[ModalGroup, type[enum.Enum]] = {
+    ModalGroup.STOP: ProgramStop, ModalGroup.TOOL_CHANGE: ToolChange, ModalGroup.SPINDLE: SpindleMode,
+    ModalGroup.COOLANT: Coolant, ModalGroup.DIGITAL: DigitalOutput, ModalGroup.SERVO: PenServo,
+}
 
 #: G number -> its group's key (what the parser checks a line against: one code per group)
 G_CODES: dict[float, str] = {m.value: grp.value for grp, codes in G_GROUPS.items() for m in codes}
@@ -180,7 +239,7 @@ class ModalState:
         feed_mode: group 5.
         units: group 6.
         cutter: group 7.
-        tool_length: group 8.
+        tool_length: group 8 (G43: the mounted tool's TCP is the controlled point; with T0 the flange).
         coord: group 12.
         feed: the feed rate, mm/min (converted from inch/min under G20), or None before the first F.
     """
@@ -191,7 +250,7 @@ class ModalState:
     feed_mode: FeedMode = FeedMode.UNITS_PER_MINUTE
     units: Units = Units.MM
     cutter: CutterComp = CutterComp.OFF
-    tool_length: ToolLengthOffset = ToolLengthOffset.OFF
+    tool_length: ToolLengthOffset = ToolLengthOffset.TOOL
     coord: CoordSystem = CoordSystem.G54
     feed: float | None = None
 
@@ -213,6 +272,11 @@ class MachineState:
         offsets: six (6,) work offsets, G54..G59 (G10), mm / deg.
         g92: (6,) the G92 offset, mm / deg.
         ended: line of the M2/M30 that ended the program, or 0.
+        tool: the mounted tool's number (M6).
+        selected: the tool the last T word selected (M6 mounts it).
+        tcp: (4, 4) the controlled point in the flange frame, m (the identity: the flange). The
+            ``position`` and ``rotation`` are the controlled point's.
+        outputs: the tool and I/O outputs (:class:`~.outputs.OutputState`; None: all off).
     """
 
     modal: ModalState
@@ -221,6 +285,10 @@ class MachineState:
     offsets: tuple[tuple[float, ...], ...] = field(default_factory=lambda: (_zeros(),) * len(CoordSystem))
     g92: tuple[float, ...] = field(default_factory=_zeros)
     ended: int = 0
+    tool: int = 0
+    selected: int = 0
+    tcp: np.ndarray = field(default_factory=lambda: FLANGE)
+    outputs: "OutputState | None" = None
 
     def program_position(self) -> tuple[float, ...]:
         """(6,) the position in program coordinates of the active system (mm, deg)."""

@@ -56,7 +56,7 @@ MAX_LINE_NUMBER = 99999
 CHUNK_BYTES = 1 << 18
 
 #: Value words accepted (besides G, M, N).
-WORD_LETTERS = frozenset("FXYZABCIJKRPL")
+WORD_LETTERS = frozenset("FXYZABCIJKRPLSTH")
 
 # One pass: a word | a ( ) comment | a ; comment | any other character (a fault).
 # Leading white space is eaten by each alternative so that only faults (and line breaks) reach
@@ -82,15 +82,15 @@ class ParsedLine(NamedTuple):
         lineno: 1-based line number in the file.
         n: the N word, or None.
         g: modal group name -> G-code value (e.g. {"motion": 1.0, "units": 21.0}).
-        m: the M-code (0.0, 2.0 or 30.0) or None.
-        words: upper-case letter -> value for F X Y Z A B C I J K R P L, in program units.
+        m: modal group name -> M-code (e.g. {"spindle": 3.0, "coolant": 8.0}); one code per group.
+        words: upper-case letter -> value for F X Y Z A B C I J K R P L S T H, in program units.
         text: the raw line (for locating later, semantic faults).
     """
 
     lineno: int
     n: int | None
     g: dict
-    m: float | None
+    m: dict
     words: dict
     text: str
 
@@ -106,8 +106,7 @@ class ParsedLine(NamedTuple):
         """Canonical G-code text of this line (round-trips through :func:`parse_line`)."""
         out = [] if self.n is None else [f"N{self.n}"]
         out += [f"G{_fmt(v)}" for v in self.g.values()]
-        if self.m is not None:
-            out.append(f"M{_fmt(self.m)}")
+        out += [f"M{_fmt(v)}" for v in self.m.values()]
         out += [f"{k}{_fmt(v)}" for k, v in self.words.items()]
         return " ".join(out)
 
@@ -453,8 +452,9 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1) -> Lines | Non
         lineno += 1
         if not letters:
             continue
-        n = m = None
+        n = None
         g: dict = {}
+        m: dict = {}
         words: dict = {}
         if letters[0] == "N":
             v = nextval()
@@ -474,9 +474,10 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1) -> Lines | Non
                     return None
                 g[grp] = v
             elif L == "M":
-                if v not in m_codes or m is not None:
+                grp = m_codes.get(v)
+                if grp is None or grp in m:
                     return None
-                m = v
+                m[grp] = v
             else:  # N not first, or an unsupported letter
                 return None
         a_line(lineno)
@@ -507,8 +508,9 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
     skip = lineno in bad
     if skip:
         faults.append(bad[lineno])
-    n = m = None
+    n = None
     g: dict = {}
+    m: dict = {}
     words: dict = {}
     first = True
     wordno = 0           # words of the current line so far (the one at fault is located by its index)
@@ -538,12 +540,13 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
                 else:
                     words[L] = v
             elif L == "M":
-                if v not in m_codes:
+                grp = m_codes.get(v)
+                if grp is None:
                     fault = (ErrorCode.UNSUPPORTED_M_CODE, L, num)
-                elif m is not None:
+                elif grp in m:
                     fault = (ErrorCode.MODAL_GROUP_VIOLATION, L, num)
                 else:
-                    m = v
+                    m[grp] = v
             elif L == "N":
                 if not first or v != int(v) or v < 0 or v > MAX_LINE_NUMBER:
                     fault = (ErrorCode.BAD_LINE_NUMBER, L, num)
@@ -560,8 +563,9 @@ def _scan(text: str, raw: list[str], first_lineno: int, max_faults: int, from_by
             if not first:
                 if not skip:
                     append(new(PL, (lineno, n, g, m, words, raw[lineno - first_lineno])))
-                n = m = None
+                n = None
                 g = {}
+                m = {}
                 words = {}
                 first = True
                 wordno = 0
@@ -604,7 +608,7 @@ def _locate(text: str, lineno: int, code: ErrorCode, letter: str, num: str, word
     elif code is ErrorCode.REPEATED_WORD:
         msg = f"{word}: {letter} appears twice on this line"
     elif code is ErrorCode.MODAL_GROUP_VIOLATION:
-        grp = G_CODES.get(float(num)) if letter == "G" else "stop"
+        grp = (G_CODES if letter == "G" else M_CODES).get(float(num))
         msg = f"{word} is a second code of the {grp} group on this line"
     elif code is ErrorCode.BAD_LINE_NUMBER:
         msg = (f"{word}: the N word must come first" if wordno > 1

@@ -38,11 +38,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
 
-from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
+from .blocks import FLANGE, Block, Dwell, Motion, MotionKind, Stop, StopKind
 from .config import MachineConfig
 
 __all__ = ["Plan", "PathSamples", "Chords", "BlockFrames", "Nodes", "Holds", "Timing", "plan", "retime",
@@ -71,12 +72,14 @@ class PathSamples:
     Attributes:
         t: (K,) times, s.
         s: (K,) path parameter (cumulative move length, m; rotation counted by rotation_scale).
-        position: (K, 3) flange positions, m.
-        rotation: (K, 3, 3) flange orientations.
+        position: (K, 3) positions of the controlled point (the active tool's TCP), m.
+        rotation: (K, 3, 3) its orientations.
         speed: (K,) path speed, m/s.
         segment: (K,) chord index.
         block: (K,) motion-block index.
         line: (K,) program line.
+        flange_of_block: (B, 4, 4) per motion block, the flange frame in the controlled point's
+            frame (the inverse of its TCP), or None when every block moves the flange itself.
     """
 
     t: np.ndarray
@@ -87,18 +90,27 @@ class PathSamples:
     segment: np.ndarray
     block: np.ndarray
     line: np.ndarray
+    flange_of_block: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.t)
 
-    def poses(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """(K, 4, 4) homogeneous flange poses (of the samples ``start … stop - 1``, default all)."""
+    def tcp_poses(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """(K, 4, 4) homogeneous poses of the controlled point (of the samples ``start … stop - 1``, default all)."""
         sl = slice(start, stop)
         rot = self.rotation[sl]
         T = np.zeros((len(rot), 4, 4))
         T[:, :3, :3] = rot
         T[:, :3, 3] = self.position[sl]
         T[:, 3, 3] = 1.0
+        return T
+
+    def poses(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """(K, 4, 4) homogeneous flange poses (what IK solves for) of the samples ``start … stop - 1``:
+        the controlled point's poses with its TCP taken off."""
+        T = self.tcp_poses(start, stop)
+        if self.flange_of_block is not None:
+            T = T @ self.flange_of_block[self.block[start:stop]]
         return T
 
 
@@ -221,6 +233,20 @@ class Plan:
     base_nominal: np.ndarray
     acceleration: float
     timing: Timing
+
+    @cached_property
+    def flange_of_block(self) -> np.ndarray | None:
+        """(B, 4, 4) per motion block the inverse of its TCP (the flange in the controlled point's
+        frame), or None when every block moves the flange itself."""
+        if all(m.tcp is FLANGE for m in self.motions):
+            return None
+        out = np.empty((len(self.motions), 4, 4))
+        for i, m in enumerate(self.motions):
+            R, p = m.tcp[:3, :3], m.tcp[:3, 3]
+            out[i] = np.eye(4)
+            out[i, :3, :3] = R.T
+            out[i, :3, 3] = -R.T @ p
+        return out
 
     # ----- the stages' arrays ----------------------------------------------------------------
     @property
@@ -415,7 +441,7 @@ class Plan:
             inside = (h >= 0) & (t > h0[hc]) & (t < h1[hc])
             if inside.any():
                 line = np.where(inside, hline[hc], line)
-        return PathSamples(t, self.s_start[seg] + s_loc, pos, rot, v, seg, b, line)
+        return PathSamples(t, self.s_start[seg] + s_loc, pos, rot, v, seg, b, line, self.flange_of_block)
 
     def _regular_count(self, period: float) -> int:
         if not (period > 0 and math.isfinite(period)):
@@ -491,7 +517,7 @@ class Plan:
             pos[a:a + EVAL_CHUNK], rot[a:a + EVAL_CHUNK] = self._points(sg, s_loc)
             v[a:a + EVAL_CHUNK] = self._s_of_t(sg, tt - t0)[1]
         b = self.block[seg]
-        return PathSamples(t, s_glob, pos, rot, v, seg, b, self.frames.lines[b])
+        return PathSamples(t, s_glob, pos, rot, v, seg, b, self.frames.lines[b], self.flange_of_block)
 
     def times_at(self, segment: np.ndarray, s: np.ndarray) -> np.ndarray:
         """(K,) times (s) of the path points at path parameter ``s`` (K,) m on chords ``segment`` (K,)."""

@@ -440,7 +440,8 @@ def _slow_rapids(pl: Plan, gs: PathSamples, q: np.ndarray, spec, machine: Machin
         scale[slow] *= 0.97 / worst[slow]
         pl = retime(pl, scale)
         t = pl.times_at(gs.segment, gs.s)
-        gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line)
+        gs = PathSamples(t, gs.s, gs.position, gs.rotation, gs.speed, gs.segment, gs.block, gs.line,
+                         gs.flange_of_block)
     return pl, gs, dq, qd, ratio
 
 
@@ -581,7 +582,8 @@ def _report_unreachable(spec, pl: Plan, gs: PathSamples, dist: np.ndarray, lines
         T[r, :3, :3] = m.rot_end
         T[r, :3, 3] = m.end
         T[r, 3, 3] = 1.0
-    d_target = np.asarray(solve_batch(spec, T, q_start).distance, dtype=float)
+    flange = T if pl.flange_of_block is None else T @ pl.flange_of_block[[last_block[ln] for ln in order]]
+    d_target = np.asarray(solve_batch(spec, flange, q_start).distance, dtype=float)
     for r, ln in enumerate(order):
         first, worst = lines[ln]
         target = T[r, :3, 3]

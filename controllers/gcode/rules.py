@@ -26,15 +26,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .blocks import Block, Dwell, Motion, MotionKind, Stop, StopKind
+from .blocks import FLANGE, Block, Dwell, Motion, MotionKind, Stop, StopKind
 from .config import MAX_TARGET_DISTANCE, MachineConfig
 from .errors import ErrorCode, GcodeError
 from .modal import (AXES, CoordSystem, CutterComp, DistanceMode, FeedMode, MachineState, ModalState, MotionMode,
                     NonModal, Plane, ProgramStop, ToolLengthOffset, Units)
 from .parser import ParsedLine, word_columns
+from .tool_rules import TOOLING_FAULTS, ToolEffect, apply_tooling, check_tooling, controlled_point, touches_tooling
 
 __all__ = ["Context", "LineEffect", "ArcGeometry", "Rule", "check", "apply", "LINE_RULES", "NONMODAL_RULES",
-           "MOTION_RULES", "STOP_RULES", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
+           "MOTION_RULES", "STOP_RULES", "TOOLING_RULE", "UNUSED_WORDS_RULE", "declared_faults", "ARC_ABS_TOL_MM", "ARC_REL_TOL",
            "ZERO_LENGTH_MM", "ZERO_ANGLE"]
 
 #: arc end-radius check: absolute (mm) and relative tolerance (both must be exceeded)
@@ -60,7 +61,8 @@ _STOP = {m.value: m for m in ProgramStop}
 #: codes of group 0 that take the axis words of their line (G10, G28, G92)
 _TAKES_AXES = frozenset({NonModal.SET_OFFSET, NonModal.HOME, NonModal.OFFSET})
 _WHY_UNUSED = {"I": "I/J/K belong to G2/G3 arcs", "J": "I/J/K belong to G2/G3 arcs", "K": "I/J/K belong to G2/G3 arcs",
-               "R": "R belongs to G2/G3 arcs", "P": "P belongs to G4 or G10", "L": "L belongs to G10"}
+               "R": "R belongs to G2/G3 arcs", "P": "P belongs to G4, G10 or M62-M65", "L": "L belongs to G10",
+               "H": "H belongs to G43"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Context:
         home: (6,) machine coordinates of the home pose (G28), mm / deg.
         machine: the machine settings.
         orientation: A B C (deg) -> (3, 3) tool orientation (cached by the interpreter).
+        home_flange: (4, 4) the flange pose at home, m, base frame (G28 sends the flange there,
+            whatever the controlled point); None: ``home`` is the flange's.
     """
 
     robot: str
@@ -82,6 +86,7 @@ class Context:
     home: tuple[float, ...]
     machine: MachineConfig
     orientation: Callable[[tuple[float, float, float]], np.ndarray]
+    home_flange: np.ndarray | None = None
 
 
 class ArcGeometry(NamedTuple):
@@ -117,9 +122,11 @@ class LineEffect:
         dwell: G4's time, s, or None.
         stop: the M code of the stop group, or None.
         used: the value words a command consumed (the others are fault 25).
+        tooling: the line's tools and outputs (:class:`~.tool_rules.ToolEffect`), or None.
     """
 
-    __slots__ = ("line", "modal", "units", "nonmodal", "motion", "target", "arc", "via", "dwell", "stop", "used")
+    __slots__ = ("line", "modal", "units", "nonmodal", "motion", "target", "arc", "via", "dwell", "stop", "used",
+                 "tooling")
 
     def __init__(self, line: ParsedLine, modal: ModalState, units: float, nonmodal: NonModal | None,
                  stop: ProgramStop | None) -> None:
@@ -134,6 +141,7 @@ class LineEffect:
         self.via: list[float] | None = None
         self.dwell: float | None = None
         self.used: set[str] = {"F"}
+        self.tooling: ToolEffect | None = None
 
 
 class Fail:
@@ -340,7 +348,7 @@ def _check_home(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Con
 
 
 def _apply_home(ap: _Applier, eff: LineEffect) -> None:
-    home = list(ap.ctx.home)
+    home = ap.home()
     if eff.via is not None:   # through the point, then home on the named axes only (grbl, LinuxCNC)
         ap.line_to(MotionKind.RAPID, eff.via, 0.0)
         w = eff.line.words
@@ -518,12 +526,15 @@ STOP_RULES: dict[ProgramStop, Rule] = {
     ProgramStop.END: Rule("M2 end", None, _apply_end),
     ProgramStop.END_REWIND: Rule("M30 end", None, _apply_end),
 }
+#: tools and outputs (S T M6 M3-M5 M7-M9 M62-M65 M300 G43 G43.1 G49), after F and before group 0
+TOOLING_RULE = Rule("tools and outputs", check_tooling, apply_tooling, TOOLING_FAULTS)
 UNUSED_WORDS_RULE = Rule("unused words", _check_unused, faults=(ErrorCode.UNUSED_WORD,))
 
 
 def declared_faults() -> set[ErrorCode]:
     """Every fault code some rule of the line may raise."""
-    rules = [*LINE_RULES, *NONMODAL_RULES.values(), *MOTION_RULES.values(), *STOP_RULES.values(), UNUSED_WORDS_RULE]
+    rules = [*LINE_RULES, TOOLING_RULE, *NONMODAL_RULES.values(), *MOTION_RULES.values(), *STOP_RULES.values(),
+             UNUSED_WORDS_RULE]
     return {c for r in rules for c in r.faults}
 
 
@@ -560,19 +571,22 @@ def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
     g = line.g
     modal, units = _modal_of(line, state.modal)
     nonmodal = _NONMODAL[g["nonmodal"]] if "nonmodal" in g else None
-    stop = _STOP[line.m] if line.m is not None else None
+    stop = _STOP[line.m["stop"]] if "stop" in line.m else None
     eff = LineEffect(line, modal, units, nonmodal, stop)
     fail = Fail(line)
     for rule in LINE_RULES:
         fail.allowed = rule.faults
         rule.check(line, state, eff, ctx, fail)   # type: ignore[misc]
+    if touches_tooling(line):
+        fail.allowed = TOOLING_FAULTS
+        check_tooling(line, state, eff, ctx, fail)
     if nonmodal is not None:
         rule = NONMODAL_RULES[nonmodal]
         if rule.check is not None:
             fail.allowed = rule.faults
             rule.check(line, state, eff, ctx, fail)
     w = line.words
-    has_axes = not _AXES_SET.isdisjoint(w)
+    has_axes = not _AXES_SET.isdisjoint(w) and g.get("length") != 43.1    # G43.1 takes them
     if has_axes and nonmodal not in _TAKES_AXES or (modal.motion.is_arc and not has_axes
                                                      and not _IJK_SET.isdisjoint(w)):   # a full circle
         rule = MOTION_RULES[modal.motion]
@@ -586,7 +600,8 @@ def check(line: ParsedLine, state: MachineState, ctx: Context) -> LineEffect:
 class _Applier:
     """The working copy of the state while a checked line is applied; makes the blocks."""
 
-    __slots__ = ("ctx", "line", "pos", "rot", "offsets", "g92", "ended", "out", "points")
+    __slots__ = ("ctx", "line", "pos", "rot", "offsets", "g92", "ended", "out", "points", "tool", "selected", "tcp",
+                 "outputs")
 
     def __init__(self, state: MachineState, ctx: Context, line: int) -> None:
         self.ctx = ctx
@@ -598,6 +613,30 @@ class _Applier:
         self.ended = state.ended
         self.out: list[Block] = []
         self.points = 0
+        self.tool, self.selected, self.tcp, self.outputs = state.tool, state.selected, state.tcp, state.outputs
+
+    def flange(self) -> np.ndarray:
+        """(4, 4) the flange pose of the current position, m, base frame."""
+        P = np.eye(4)
+        P[:3, :3] = self.rot
+        P[:3, 3] = self._m(self.pos)
+        return P @ _inverse(self.tcp)
+
+    def set_tcp(self, tcp: np.ndarray) -> None:
+        """Make ``tcp`` (4, 4, flange frame) the controlled point; the arm does not move."""
+        new = controlled_point(self.flange(), tcp, self.ctx)
+        if np.array_equal(tcp[:3, :3], self.tcp[:3, :3]):
+            new[3:] = self.pos[3:]      # the orientation is unchanged: keep its words and its matrix
+        else:
+            self.rot = self.ctx.orientation((new[3], new[4], new[5]))
+        self.pos = new
+        self.tcp = tcp
+
+    def home(self) -> list[float]:
+        """(6,) the controlled point's machine coordinates when the flange is at home (G28), mm / deg."""
+        if self.ctx.home_flange is None or self.tcp is FLANGE:
+            return list(self.ctx.home)
+        return controlled_point(self.ctx.home_flange, self.tcp, self.ctx)
 
     def _m(self, p) -> tuple[float, float, float]:
         o = self.ctx.origin_mm
@@ -621,7 +660,7 @@ class _Applier:
         self.pos = target
         if length <= ZERO_LENGTH_MM and angle <= ZERO_ANGLE:
             return   # no motion (e.g. G0 B0 where B is already 0 up to round-off): the tool keeps its pose
-        self.out.append(Motion(self.line, kind, self._m(pos), self._m(target), rot0, rot1, feed))
+        self.out.append(Motion(self.line, kind, self._m(pos), self._m(target), rot0, rot1, feed, tcp=self.tcp))
         self.rot = rot1
         self.points += 1 + self._samples(length * 0.001, angle)
 
@@ -637,7 +676,7 @@ class _Applier:
         rot1 = self.ctx.orientation((target[3], target[4], target[5])) if turn else rot0
         self.out.append(Motion(self.line, MotionKind.ARC, self._m(pos), self._m(target), rot0, rot1, feed,
                                centre=self._m(c), plane=arc.axes, sweep=arc.sweep, radius_start=arc.r0 * 0.001,
-                               radius_end=arc.r1 * 0.001))
+                               radius_end=arc.r1 * 0.001, tcp=self.tcp))
         self.pos = target
         self.rot = rot1
         # chords as the planner makes them (planner.plan), and the IK samples along the helix
@@ -647,6 +686,14 @@ class _Applier:
         chords = max(1, math.ceil(abs(arc.sweep) / dth - 1e-9))
         length = math.hypot(abs(arc.sweep) * r, (target[an] - pos[an]) * 0.001)
         self.points += chords + self._samples(length, _angle_between(rot0, rot1) if turn else 0.0)
+
+
+def _inverse(T: np.ndarray) -> np.ndarray:
+    """Inverse of a rigid transform (4, 4)."""
+    out = np.eye(4)
+    out[:3, :3] = T[:3, :3].T
+    out[:3, 3] = -T[:3, :3].T @ T[:3, 3]
+    return out
 
 
 def _angle_between(r0: np.ndarray, r1: np.ndarray) -> float:
@@ -663,6 +710,8 @@ def apply(eff: LineEffect, state: MachineState, ctx: Context) -> tuple[MachineSt
         chords and preflight IK samples, see :attr:`MachineConfig.max_path_samples`).
     """
     ap = _Applier(state, ctx, eff.line.lineno)
+    if eff.tooling is not None:
+        apply_tooling(ap, eff)
     if eff.nonmodal is not None:
         fn = NONMODAL_RULES[eff.nonmodal].apply
         if fn is not None:
@@ -675,10 +724,12 @@ def apply(eff: LineEffect, state: MachineState, ctx: Context) -> tuple[MachineSt
         fn = STOP_RULES[eff.stop].apply
         if fn is not None:
             fn(ap, eff)
-    if (ap.pos == list(state.position) and ap.rot is state.rotation and ap.g92 is state.g92
+    if (eff.tooling is None and ap.pos == list(state.position) and ap.rot is state.rotation and ap.g92 is state.g92
             and ap.ended == state.ended and ap.offsets == list(state.offsets)):
         new = state if eff.modal is state.modal else MachineState(eff.modal, state.position, state.rotation,
-                                                                  state.offsets, state.g92, state.ended)
+                                                                  state.offsets, state.g92, state.ended, state.tool,
+                                                                  state.selected, state.tcp, state.outputs)
     else:
-        new = MachineState(eff.modal, tuple(ap.pos), ap.rot, tuple(ap.offsets), ap.g92, ap.ended)
+        new = MachineState(eff.modal, tuple(ap.pos), ap.rot, tuple(ap.offsets), ap.g92, ap.ended, ap.tool,
+                           ap.selected, ap.tcp, ap.outputs)
     return new, ap.out, ap.points

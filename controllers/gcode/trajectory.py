@@ -43,7 +43,7 @@ class ControlTrajectoryError(ValueError):
     Attributes:
         line: program line of the first failing sample.
         time: its time, s.
-        position: (3,) its flange position, m (base frame).
+        position: (3,) its position (the controlled point), m (base frame).
         count: number of failing control samples.
     """
 
@@ -71,6 +71,8 @@ class _Span(NamedTuple):
 #: a failing control sample: (program line, time s, (3,) flange position m, why)
 _Failure = tuple[int, float, np.ndarray, str]
 
+#: the per-sample arrays of a PathSamples
+_FIELDS = ("t", "s", "position", "rotation", "speed", "segment", "block", "line")
 #: control samples evaluated (IK) at once
 CHUNK_SAMPLES = 4096
 #: control samples the validation pass keeps for the run (larger runs solve them again); ~0.3 kB each
@@ -113,7 +115,7 @@ class HoldPiece:
     Attributes:
         start, stop: control sample range (stop exclusive).
         line: program line of the dwell.
-        position: (3,) flange position held, m.
+        position: (3,) position of the controlled point held, m.
         q: (n,) joints held, rad / m.
     """
 
@@ -262,8 +264,7 @@ class ControlTrajectory:
         q, bad, why = self._solve(ps)
         qd = np.gradient(q, ps.t, axis=0) if len(q) > 1 else np.zeros_like(q)
         i0, i1 = a - lo, a - lo + (b - a)
-        cut = PathSamples(*(getattr(ps, f)[i0:i1] for f in ("t", "s", "position", "rotation", "speed", "segment",
-                                                            "block", "line")))
+        cut = PathSamples(**{f: getattr(ps, f)[i0:i1] for f in _FIELDS}, flange_of_block=ps.flange_of_block)
         piece = MotionPiece(a, cut, q[i0:i1], qd[i0:i1])
         badc = bad[i0:i1]
         if badc.any():
@@ -418,8 +419,8 @@ class ControlTrajectory:
             ref = self.plan.sample(t[:1])
             ps = PathSamples(t, np.repeat(ref.s, m), np.repeat(piece.position[None], m, axis=0),
                              np.repeat(ref.rotation, m, axis=0), np.zeros(m), np.repeat(ref.segment, m),
-                             np.repeat(ref.block, m), np.full(m, piece.line, dtype=np.int64))
+                             np.repeat(ref.block, m), np.full(m, piece.line, dtype=np.int64), ref.flange_of_block)
             parts.append((ps, np.repeat(piece.q[None], m, axis=0), np.zeros((m, len(piece.q)))))
-        fields = ("t", "s", "position", "rotation", "speed", "segment", "block", "line")
-        ps = PathSamples(*(np.concatenate([getattr(p[0], f) for p in parts]) for f in fields))
+        ps = PathSamples(**{f: np.concatenate([getattr(p[0], f) for p in parts]) for f in _FIELDS},
+                         flange_of_block=self.plan.flange_of_block)
         return ps, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
