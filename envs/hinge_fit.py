@@ -307,7 +307,7 @@ def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
     if set(data) != set(GAIN_KEYS):
         raise ValueError(f"{path}: a hinge gains file has exactly {', '.join(GAIN_KEYS)}; it has "
                          f"{', '.join(sorted(data)) or 'nothing'}")
-    values = {}
+    values: dict[str, tuple[float, ...]] = {}
     for k in GAIN_KEYS:
         v = data[k]
         ok = (isinstance(v, list) and len(v) == spec.dof
@@ -315,4 +315,5 @@ def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
         if not ok or (k == "stiffness" and min(v) <= 0):
             raise ValueError(f"{path}: {k} must be {spec.dof} finite values >= 0 (stiffness > 0) for {spec.name}")
         values[k] = tuple(float(x) for x in v)
-    return replace(spec.drive, **values)
+    return replace(spec.drive, stiffness=values["stiffness"], damping=values["damping"],
+                   joint_damping=values["joint_damping"])
