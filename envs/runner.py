@@ -29,6 +29,7 @@ from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.outputs import OUTPUT_COLUMNS, OutputTimeline, move_feeds
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
+from ..robots.spec import DriveGains
 from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
 
@@ -50,6 +51,8 @@ class RunConfig:
         video_size: (width, height) pixels, even (yuv420p), 16x16 to 7680x4320.
         camera: camera name (:data:`CAMERAS`): "work" (default) frames the program's feed moves
             from beyond them; "iso", "front", "side", "top" frame the whole robot.
+        drive: drive data overriding the robot's (e.g. hinge gains fitted by ``armtwin fit
+            --model hinge``), or None.
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -61,6 +64,7 @@ class RunConfig:
     video_fps: float = 30.0
     video_size: tuple[int, int] = (640, 480)
     camera: str = "work"
+    drive: DriveGains | None = None
 
     def __post_init__(self) -> None:
         """Checks every field (ValueError naming it); ``mode`` may be given as text."""
@@ -245,11 +249,13 @@ class _RunLoop:
         self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
         closing.callback(self.world.close)
         if cell is None:
-            self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool)   # the tool's mass is a payload
+            self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool,    # the tool's mass is a payload
+                                              drive=config.drive)
         else:
             from .workcell import mount_of, place_cell
             position, rotation = mount_of(cell)
-            self.robot = self.world.add_robot(spec, mode, q0=q0, position=position, orientation=rotation, tool=tool)
+            self.robot = self.world.add_robot(spec, mode, q0=q0, position=position, orientation=rotation, tool=tool,
+                                              drive=config.drive)
             #: the cell's bodies in the world, by name
             self.cell_bodies = place_cell(self.world, cell, self.robot).bodies
         self.log: RunLog | None = None

@@ -38,6 +38,9 @@ def register(sub) -> None:
                       video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
                                  "'work' frames the program's path, the others the whole robot")
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
+    p.add_argument("--hinge-gains", metavar="FILE.toml",
+                   help="with --joint-mode hinge: the hinge gains of this file (`armtwin fit RUN.csv --model hinge "
+                        "--save FILE.toml`) instead of the robot's")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -116,8 +119,20 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAULTY
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
+    drive = None
+    if args.hinge_gains:
+        from ..envs.config import JointMode
+        from ..envs.hinge_fit import read_hinge_gains
+        if mode is not JointMode.HINGE:
+            raise CliError(f"--hinge-gains: the gains are the hinge model's; add --joint-mode hinge (not {mode.value})")
+        try:
+            drive = read_hinge_gains(args.hinge_gains, spec)
+        except OSError as exc:
+            raise CliError(f"--hinge-gains {args.hinge_gains}: cannot read it: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise CliError(f"--hinge-gains {exc}") from None
     try:
-        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value)
+        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value, drive=drive)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
