@@ -570,8 +570,8 @@ def _scan_clean_lines(text: str, raw: list[str], first_lineno: int, notes: list[
     for letters in t.translate(_KEEP_LETTERS).split("\n"):
         lineno += 1
         if not letters:
-            if ready and ready.get(lineno) is not None:
-                pl = ready[lineno]
+            pl = ready.get(lineno) if ready else None
+            if pl is not None:
                 a_line(lineno)
                 a_n(pl.n)
                 a_g(pl.g)
