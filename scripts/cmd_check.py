@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
 from .options import add_tool_options, tool_settings
+from .placing import add_place_options, dialect, place, placement_json
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -27,6 +28,7 @@ PROGRESS_MIN_LINES = 50_000
 def register(sub) -> None:
     p = sub.add_parser("check", help="preflight a G-code program: parse, plan, IK, limits (no physics)")
     add_program_args(p)
+    add_place_options(p)
     p.add_argument("--strict", action="store_true", help="warnings (near singularity) also count as faults")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -114,6 +116,10 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     """Run the preflight with a short note on stderr; returns the report."""
     from ..controllers.gcode.preflight import preflight
     spec, machine, data = load(args)
+    machine = dialect(args, machine)
+    if getattr(args, "place", None) is not None:      # --place: the search checks its best origin in full
+        machine, rep = place(args, spec, machine, data, quiet=quiet)
+        return spec, machine, rep
     progress = None
     if not quiet:
         print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
@@ -154,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     clean = rep.clean(args.strict)
     if args.json:
-        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict)})
+        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict),
+                    **placement_json(args, spec)})
         return 0 if clean else EXIT_FAULTY
     print_report(args.program, rep, spec, machine, args.strict)
     return 0 if clean else EXIT_FAULTY
