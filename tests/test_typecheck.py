@@ -47,6 +47,7 @@ TYPED = [
     "scripts/options.py",
     "scripts/cmd_torque.py",
     "scripts/cmd_fit.py",
+    "scripts/placing.py",
 ]
 
 

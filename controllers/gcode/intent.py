@@ -44,7 +44,7 @@ def _g92_before_first_move(text, prog: Program) -> list[Fault]:
     first = next((b.line for b in prog.blocks if isinstance(b, Motion)), 0)
     if not first or not isinstance(text, (str, bytes, bytearray, memoryview)):
         return []
-    out = []
+    out: list[Fault] = []
     for chunk in parse_chunks(text):
         for pl in chunk.lines:
             if pl.lineno >= first:

@@ -353,8 +353,8 @@ def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstrain
             break
         if verified and time.perf_counter() - t0 > budget:
             break
-        mm = tuple(float(v) for v in np.round(origins[c] * 1000.0))
-        o = tuple(v / 1000.0 if f is None else f for v, f in zip(mm, fixed))
+        x, y, z = (float(v) / 1000.0 if f is None else f for v, f in zip(np.round(origins[c] * 1000.0), fixed))
+        o = (x, y, z)
         if o in seen:
             continue
         seen.add(o)
