@@ -3,7 +3,8 @@
 ``--place`` alone searches every origin; ``--place z=150`` or ``--place x=300,y=0`` (mm, base
 frame, comma-separated) fixes coordinates of the origin. ``--place`` and ``--origin`` exclude each
 other. A program that fits nowhere is one line naming why, exit code 1 (with ``--json`` the JSON
-says the same: ``"placement": null`` and ``"reason"``). The search itself is
+says the same: ``"placement": null`` and ``"reason"``); a program with errors of its own (parser,
+interpreter) lists them and is not placed, exit code 1. The search itself is
 :func:`armtwin.controllers.gcode.placement.place_program` (docs/GCODE.md, "Placing a job").
 
 Also ``--dwell-ms``, the dialect option that reads G4 P as milliseconds (Inkscape-style writers).
@@ -62,9 +63,16 @@ def place(args: argparse.Namespace, spec, machine, data: bytes, *, quiet: bool):
     res = place_program(data, spec, machine, args.place)
     args.placement = res
     if res.best is None:
-        line = f"{args.program}: fits nowhere for {spec.name}: {res.reason}"
+        if res.faults:     # the program's own errors: report them as check does, then say why nothing was searched
+            line = f"{args.program}: cannot be placed for {spec.name}: fix its error(s) first"
+            if not getattr(args, "json", False):
+                for f in res.faults:
+                    print(f"{args.program}:{f}" if f.line else f"{args.program}: {f}")
+        else:
+            line = f"{args.program}: fits nowhere for {spec.name}: {res.reason}"
         if getattr(args, "json", False):
-            print_json({"program": args.program, "robot": spec.name, "clean": False, **placement_json(args, spec)})
+            print_json({"program": args.program, "robot": spec.name, "clean": False,
+                        "faults": [f.to_dict() for f in res.faults], **placement_json(args, spec)})
         raise CliError(line, EXIT_FAULTY)
     machine = replace(machine, origin=res.best.origin)
     if not getattr(args, "json", False):

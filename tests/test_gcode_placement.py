@@ -87,6 +87,17 @@ def test_a_program_too_big_fits_nowhere():
     assert res.best is None and "no work origin" in res.reason
 
 
+def test_a_program_with_errors_of_its_own_is_not_placed(tmp_path, capsys):
+    res = place_program("G21\nG1 X1\nG0 X1 @\nG0 X9\n", IRB, machine_for(IRB))
+    assert res.best is None and [(f.line, f.code) for f in res.faults] == [(2, ErrorCode.UNDEFINED_FEED_RATE),
+                                                                             (3, ErrorCode.UNEXPECTED_CHARACTER)]
+    p = tmp_path / "bad.ngc"
+    p.write_text("G21\nG1 X1\nG0 X9\n")
+    assert main(["check", str(p), "--robot", "irb120", "--place"]) == 1
+    out, err = capsys.readouterr()
+    assert "line 2, column 1: error 20" in out and "cannot be placed" in err
+
+
 def test_a_program_tied_to_the_robot_by_g92_cannot_be_placed():
     res = place_program("G92 X0 Y0 Z0\nG1 X10 F600\nG1 Y10\n", IRB, machine_for(IRB))
     assert res.best is None and "G92" in res.reason

@@ -45,7 +45,7 @@ import numpy as np
 from ..ik import branch_labels, branch_of, solve_batch
 from .blocks import Motion
 from .config import MachineConfig
-from .errors import Severity
+from .errors import Fault, Severity
 from .interpreter import load_program
 from .planner import plan
 from .preflight import PreflightReport, preflight
@@ -160,6 +160,8 @@ class PlaceResult:
         clean: of those, the clean ones.
         seconds: wall time of the search, s.
         reason: why nothing was found ("" when ``best`` is set).
+        faults: the program's own errors (parser, interpreter), which no placement fixes; then
+            nothing was searched.
     """
 
     best: Placement | None
@@ -169,6 +171,7 @@ class PlaceResult:
     clean: int
     seconds: float
     reason: str = ""
+    faults: tuple[Fault, ...] = ()
 
 
 def _arm_part(label: str) -> str:
@@ -191,12 +194,12 @@ class _Job:
     lines: np.ndarray
 
 
-def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str:
+def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[Fault]:
     o0 = machine.origin_array
     prog0 = load_program(text, spec, machine)
     errs = [f for f in prog0.faults if f.severity is Severity.ERROR]
     if errs:
-        return f"the program has faults that no placement fixes (first: {errs[0]})"
+        return errs
     pl0 = plan(prog0.blocks, machine)
     if pl0.segment_count == 0:
         return "the program does not move the robot"
@@ -321,6 +324,9 @@ def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstrain
     job = _job(text, spec, machine, points)
     if isinstance(job, str):
         return PlaceResult(None, 0, 0, 0, 0, time.perf_counter() - t0, job)
+    if isinstance(job, list):
+        return PlaceResult(None, 0, 0, 0, 0, time.perf_counter() - t0, f"the program has {len(job)} error(s) that "
+                           f"no placement fixes (first: {job[0]})", tuple(job))
     axes = _axes(job, spec.reach, fixed, grid)
     if axes is None:
         return PlaceResult(None, 0, 0, 0, 0, time.perf_counter() - t0,
