@@ -211,3 +211,12 @@ def test_g92_before_the_first_move_is_a_warning_and_after_it_is_not():
     a = preflight(text, IRB, machine_for(IRB, (350, 0, 200)))
     b = preflight(text, IRB, machine_for(IRB, (300, 50, 150)))
     assert np.allclose(a.samples.position, b.samples.position)
+
+
+def test_bench_place_small(capsys):
+    assert main(["bench", "place", "--lines", "200", "--repeat", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = data["results"]
+    assert [r["lines"] > 0 for r in rows] == [True, True] and rows[1]["lines"] >= 199
+    for r in rows:   # each program is placed (it starts out of reach) and the time is measured
+        assert r["origin_mm"] is not None and r["wall_s"] > 0 and r["verified"] >= r["clean"] >= 1
