@@ -205,6 +205,8 @@ def test_g92_before_the_first_move_is_a_warning_and_after_it_is_not():
     assert [(f.line, f.column, f.severity) for f in w] == [(3, 1, Severity.WARNING)]
     assert "--origin" in w[0].message and rep.clean() and not rep.clean(strict=True)
     assert not _codes(preflight("G0 X10\nG92 X0 Y0\nG0 X5\n", IRB), ErrorCode.WORK_ZERO_AT_START)
+    as_lines = preflight(["G21 G90", "(start here)", "G92 X0 Y0 Z0", "G0 X10"], IRB)   # a program given as lines
+    assert [f.line for f in _codes(as_lines, ErrorCode.WORK_ZERO_AT_START)] == [3]
     # what it warns about: the origin no longer moves the program
     text = "G92 X0 Y0 Z0\nG1 X10 F600\n"
     a = preflight(text, IRB, machine_for(IRB, (350, 0, 200)))

@@ -42,8 +42,10 @@ def _long_dwells(prog: Program, machine: MachineConfig) -> list[Fault]:
 
 def _g92_before_first_move(text, prog: Program) -> list[Fault]:
     first = next((b.line for b in prog.blocks if isinstance(b, Motion)), 0)
+    if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text[:first]):
+        text = "\n".join(text[:first])          # a program given as lines: the ones before the first move
     if not first or not isinstance(text, (str, bytes, bytearray, memoryview)):
-        return []
+        return []                                # (a one-shot iterator has been read by the interpreter)
     out: list[Fault] = []
     for chunk in parse_chunks(text):
         for pl in chunk.lines:
