@@ -195,6 +195,7 @@ class _Job:
 
 
 def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[Fault]:
+    """The job of a program (see :class:`_Job`); the program's errors, or why there is no job (str)."""
     o0 = machine.origin_array
     prog0 = load_program(text, spec, machine)
     errs = [f for f in prog0.faults if f.severity is Severity.ERROR]
@@ -220,12 +221,10 @@ def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[F
     if not len(idx):
         return ("no move of the program follows the work origin (a G92 at its start, G53 or G28 ties it "
                 "to the robot's position)")
-    tcp = gs.tcp_poses()[idx] if len(gs) <= 200_000 else None
-    if tcp is None:       # a long program: the poses of the job's samples only
-        tcp = np.zeros((len(idx), 4, 4))
-        tcp[:, :3, :3] = gs.rotation[idx]
-        tcp[:, :3, 3] = gs.position[idx]
-        tcp[:, 3, 3] = 1.0
+    tcp = np.zeros((len(idx), 4, 4))         # the poses of the job's samples only
+    tcp[:, :3, :3] = gs.rotation[idx]
+    tcp[:, :3, 3] = gs.position[idx]
+    tcp[:, 3, 3] = 1.0
     fl = tcp @ gs.flange_of_block[gs.block[idx]] if gs.flange_of_block is not None else tcp
     fl[:, :3, 3] -= o0
     p = fl[:, :3, 3]
