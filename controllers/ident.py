@@ -44,7 +44,7 @@ from .pid import RIG_GAINS, PIDGains
 from .servo import RIG_MOTOR, SUPPLY_V, MotorParams
 
 __all__ = ["LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
-           "prediction_error", "NULL_RATIO", "read_params_file", "write_params_file", "Excitation", "excitation",
+           "prediction_error", "NULL_RATIO", "read_params_file", "read_motor_fit", "write_params_file", "Excitation", "excitation",
            "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES"]
 
 #: a singular value of the scaled Jacobian below this fraction of the largest marks a direction
@@ -145,6 +145,9 @@ class Trace:
         servo: (K,) measured angle, deg (NaN: none).
         powered: (K,) whether the motor supply was on (no ``POWER`` fault).
         label: the joint's name in the log.
+        t_servo: (K,) when each servo angle reached the host, s on ``t``'s clock (a sample reports
+            the newest state, which may be up to a state period old; NaN: not known), or None:
+            the sample times (a twin log does not keep them; ``armtwin rig identify`` does).
     """
 
     t: np.ndarray
@@ -152,10 +155,11 @@ class Trace:
     servo: np.ndarray
     powered: np.ndarray
     label: str = ""
+    t_servo: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(self.t)
-        for name in ("virtual", "servo", "powered"):
+        for name in ("virtual", "servo", "powered") + (("t_servo",) if self.t_servo is not None else ()):
             if len(getattr(self, name)) != k:
                 raise ValueError(f"Trace.{name} has {len(getattr(self, name))} samples, t has {k}")
         if k < 2 or not np.all(np.diff(self.t) > 0):
@@ -163,7 +167,8 @@ class Trace:
 
     def cut(self, a: int, b: int) -> "Trace":
         """Samples a..b-1."""
-        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label)
+        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label,
+                     None if self.t_servo is None else self.t_servo[a:b])
 
 
 def _kernel():
@@ -358,9 +363,12 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
          g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
          0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), out)
-    # the logged angle: the rig's, delay_up before the log's time (linear between ticks), less the half
-    # pulse the encoder's floor loses on average
-    when = (t[None, :] - P[:, 6:7]) / h                                   # (N, K) in ticks
+    # the logged angle: the rig's, delay_up before it reached the host (the sample's time when not known;
+    # linear between ticks), less the half pulse the encoder's floor loses on average
+    t_read = t
+    if trace.t_servo is not None:
+        t_read = np.where(np.isfinite(trace.t_servo), np.minimum(trace.t_servo - trace.t[0], t), t)
+    when = (t_read[None, :] - P[:, 6:7]) / h                              # (N, K) in ticks
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]
@@ -620,7 +628,7 @@ def _correlation_length(res: np.ndarray) -> float:
 
 # ----- parameter files (shared with the emulator's --motor-params) ------------------------------
 _FILE_KEYS = ("rotor_inertia", "load_inertia", "coulomb_friction", "viscous_friction", "no_load_rpm", "resistance",
-              "gear_ratio", "encoder_cpr", "nominal_voltage", "dead_band")
+              "gear_ratio", "encoder_cpr", "nominal_voltage", "dead_band", "delay_down", "delay_up")
 
 
 def write_params_file(path, fit: MotorFit, *, comment: str = "") -> None:
@@ -629,13 +637,25 @@ def write_params_file(path, fit: MotorFit, *, comment: str = "") -> None:
     values = {"rotor_inertia": m.rotor_inertia, "load_inertia": m.load_inertia, "coulomb_friction": m.coulomb_friction,
               "viscous_friction": m.viscous_friction, "no_load_rpm": m.no_load_rpm, "resistance": m.resistance,
               "gear_ratio": m.gear_ratio, "encoder_cpr": m.encoder_cpr, "nominal_voltage": m.nominal_voltage,
-              "dead_band": fit.dead_band}
+              "dead_band": fit.dead_band, "delay_down": fit.delay_down, "delay_up": fit.delay_up}
     lines = [f"# {line}" for line in comment.splitlines()] if comment else []
     lines += [f"{k} = {float(values[k])!r}" if k != "encoder_cpr" else f"{k} = {int(values[k])}" for k in _FILE_KEYS]
-    lines.append(f"# transport delays of the log it was fitted to: {fit.delay_down * 1000:.2f} ms down, "
-                 f"{fit.delay_up * 1000:.2f} ms up (not motor parameters)")
+    lines.insert(len(lines) - 2, "# the link's transport delays, s (the host's virtual rig uses them; the emulator has "
+                                 "its own link)")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def read_motor_fit(path) -> MotorFit:
+    """The whole fitted loop from a file :func:`write_params_file` wrote: the motor, the dead band
+    and the link's delays (0 when the file has none) — what a
+    :class:`~armtwin.controllers.virtual_rig.VirtualServo` needs.
+
+    Raises:
+        ValueError: as :func:`read_params_file`.
+    """
+    motor, dead, (down, up) = _read_params(path)
+    return MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=up)
 
 
 def read_params_file(path) -> tuple[MotorParams, float]:
@@ -644,6 +664,11 @@ def read_params_file(path) -> tuple[MotorParams, float]:
     Raises:
         ValueError: a line that is not ``name = number``, an unknown name, or invalid values.
     """
+    motor, dead, _ = _read_params(path)
+    return motor, dead
+
+
+def _read_params(path) -> tuple[MotorParams, float, tuple[float, float]]:
     import tomllib
     try:
         with open(path, "rb") as f:
@@ -659,8 +684,15 @@ def read_params_file(path) -> tuple[MotorParams, float]:
     dead = float(data.pop("dead_band", 0.0))
     if dead < 0:
         raise ValueError(f"{path}: dead_band must be >= 0 V, got {dead}")
+    delays = (float(data.pop("delay_down", 0.0)), float(data.pop("delay_up", 0.0)))
+    if min(delays) < 0 or max(delays) > 1.0:
+        raise ValueError(f"{path}: delay_down and delay_up must be from 0 to 1 s, got {delays[0]}, {delays[1]}")
     kwargs: dict = {k: (int(v) if k == "encoder_cpr" else float(v)) for k, v in data.items()}
-    return replace(RIG_MOTOR, **kwargs), dead
+    try:
+        motor = replace(RIG_MOTOR, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return motor, dead, delays
 
 
 # ----- the excitation (``armtwin rig identify``) --------------------------------------------------
@@ -687,7 +719,7 @@ class Excitation:
 
 
 def _excitation_pass(t: np.ndarray, seconds: float, amplitude_deg: float, max_speed_deg_s: float,
-                     power_cuts: int) -> tuple[np.ndarray, dict[int, bool]]:
+                     power_cuts: int, max_accel_deg_s2: float | None = None) -> tuple[np.ndarray, dict[int, bool]]:
     """One pass of :func:`excitation` over times ``t`` (from 0, ``seconds`` long)."""
     n = len(t)
     dt = t[1] - t[0]
@@ -704,6 +736,8 @@ def _excitation_pass(t: np.ndarray, seconds: float, amplitude_deg: float, max_sp
     phase = 2 * np.pi * (f0 * tc + 0.5 * (f1 - f0) / t_chirp * tc * tc)
     freq = f0 + (f1 - f0) * tc / t_chirp
     amp = np.minimum(amplitude_deg, 0.9 * max_speed_deg_s / (2 * np.pi * freq))
+    if max_accel_deg_s2 is not None:
+        amp = np.minimum(amp, 0.9 * max_accel_deg_s2 / (2 * np.pi * freq) ** 2)
     env = np.clip(np.minimum(tc, t_chirp - tc) / min(1.0, 0.2 * t_chirp), 0.0, 1.0)
     a[:len(tc)] = amp * env * np.sin(phase)
     # 2. ramps, then steps, each leg moving from the last position to the next level at its speed
@@ -734,8 +768,29 @@ def _excitation_pass(t: np.ndarray, seconds: float, amplitude_deg: float, max_sp
     return a, power
 
 
+def _rate_limited(ref: np.ndarray, dt: float, vmax: float, amax: float) -> np.ndarray:
+    """``ref`` (deg, one sample every ``dt`` s) followed as closely as a joint can that keeps its
+    sample-to-sample speed within ``vmax`` and its speed's change within ``amax``·dt: it closes in
+    on the reference at the speed from which braking at ``amax`` ends exactly on it, and follows
+    it sample for sample once there (while the reference keeps within the limits)."""
+    x = np.empty_like(ref)
+    x[0] = ref[0]
+    v, r_prev, du = 0.0, float(ref[0]), amax * dt
+    for k in range(1, len(ref)):
+        r = float(ref[k])
+        rv = min(max((r - r_prev) / dt, -vmax), vmax)
+        r_prev = r
+        e = r - x[k - 1]
+        u = min(0.5 * (math.sqrt(du * du + 8.0 * amax * abs(e)) - du), abs(e) / dt)
+        want = rv + math.copysign(u, e)
+        v = min(max(v + min(max(want - v, -du), du), -vmax), vmax)
+        x[k] = x[k - 1] + v * dt
+    return x
+
+
 def excitation(seconds: float = 60.0, *, rate_hz: float = 500.0, amplitude_deg: float = 45.0,
-               max_speed_deg_s: float = 600.0, power_cuts: int = 3, fit_fraction: float = 0.7) -> Excitation:
+               max_speed_deg_s: float = 600.0, power_cuts: int = 3, fit_fraction: float = 0.7,
+               max_accel_deg_s2: float | None = None) -> Excitation:
     """The identification program: two passes (the first ``fit_fraction`` of the time, then the
     rest), so that the part a fit uses and the part it is checked on each hold everything. A pass,
     from rest:
@@ -749,25 +804,37 @@ def excitation(seconds: float = 60.0, *, rate_hz: float = 500.0, amplitude_deg: 
        which separates inertia, friction and motor constant.
 
     Everything stays within ±``amplitude_deg`` of the start and at or below ``max_speed_deg_s``
-    (the rig's motor does 870 deg/s at 12 V), and each pass ends at rest where it started.
+    (the rig's motor does 870 deg/s at 12 V), and each pass ends at rest where it started. With
+    ``max_accel_deg_s2`` the chirp's amplitude is lowered where ``amplitude · (2πf)²`` would exceed
+    it, and the whole program goes through a second-order rate limiter (the ramps' and steps'
+    corners rounded): from sample to sample no speed exceeds ``max_speed_deg_s`` and no change of
+    speed ``max_accel_deg_s2`` × the sample period, so a hardware joint is never asked for more.
 
     Raises:
-        ValueError: seconds < 20, or non-positive rate, amplitude or speed, or a bad fit_fraction.
+        ValueError: seconds < 20, or non-positive rate, amplitude, speed or acceleration, or a bad
+            fit_fraction.
     """
     if not (seconds >= 20.0 and rate_hz > 0 and amplitude_deg > 0 and max_speed_deg_s > 0 and power_cuts >= 0
-            and 0.5 <= fit_fraction <= 0.9):
-        raise ValueError("excitation needs seconds >= 20, rate_hz, amplitude_deg and max_speed_deg_s > 0, "
-                         "power_cuts >= 0 and fit_fraction in [0.5, 0.9]")
+            and 0.5 <= fit_fraction <= 0.9 and (max_accel_deg_s2 is None or max_accel_deg_s2 > 0)):
+        raise ValueError("excitation needs seconds >= 20, rate_hz, amplitude_deg, max_speed_deg_s (and "
+                         "max_accel_deg_s2, if given) > 0, power_cuts >= 0 and fit_fraction in [0.5, 0.9]")
     dt = 1.0 / rate_hz
     n = int(round(seconds * rate_hz)) + 1
     t = np.arange(n) * dt
     n1 = int(round(fit_fraction * seconds * rate_hz))
-    a1, p1 = _excitation_pass(t[:n1], n1 * dt, amplitude_deg, max_speed_deg_s, power_cuts)
-    a2, p2 = _excitation_pass(t[:n - n1], (n - n1) * dt, amplitude_deg, max_speed_deg_s, min(power_cuts, 1))
+    a1, p1 = _excitation_pass(t[:n1], n1 * dt, amplitude_deg, max_speed_deg_s, power_cuts, max_accel_deg_s2)
+    a2, p2 = _excitation_pass(t[:n - n1], (n - n1) * dt, amplitude_deg, max_speed_deg_s, min(power_cuts, 1),
+                              max_accel_deg_s2)
+    angle = np.concatenate([a1, a2])
+    if max_accel_deg_s2 is not None:
+        angle = _rate_limited(angle, dt, max_speed_deg_s, max_accel_deg_s2)
+        peak = float(np.max(np.abs(angle)))
+        if peak > amplitude_deg:       # the limiter's lag may overshoot a turn: scale it back (slower, gentler)
+            angle *= amplitude_deg / peak
     power = {**p1, **{k + n1: on for k, on in p2.items()}}
     split = n1 * dt
     phases = (("first pass (fit)", 0.0, split), ("second pass (check)", split, float(t[-1])))
-    return Excitation(t, np.concatenate([a1, a2]), power, phases)
+    return Excitation(t, angle, power, phases)
 
 
 def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_band: float = 0.0,
@@ -780,57 +847,21 @@ def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_ban
     form), the feed-forward, PWM rounding, the H-bridge dead band (no current below ``dead_band``
     V) and :class:`~armtwin.controllers.servo.DCMotor` (0.1 ms Euler steps) at ``control_hz``;
     the host logs the encoder count it had ``delay_up`` s earlier, and ``POWER`` while the supply
-    is cut. Independent of :func:`simulate_loop` (the fit's smoothed model), so it can check it.
+    is cut — :class:`~armtwin.controllers.virtual_rig.VirtualServo` fed sample by sample.
+    Independent of :func:`simulate_loop` (the fit's model), so it can check it.
     """
-    from .pid import PID
-    from .servo import DCMotor, volts_to_pwm
-    t = exc.t
-    h = 1.0 / loop.control_hz
-    m = DCMotor(motor)
-    pid = PID(loop.gains)
+    from .virtual_rig import VirtualServo
+    servo = VirtualServo(MotorFit.of(motor, dead_band=dead_band, delay_down=delay_down, delay_up=delay_up), loop)
     tgt = np.rint(exc.angle * loop.pulses_per_deg)
-    cuts = sorted(exc.power.items())
-    ticks = int(math.floor((t[-1] + delay_up) / h)) + 2
-    pos_hist = np.empty(ticks, dtype=np.int64)
-    powered_hist = np.empty(ticks, dtype=bool)
-    k_next, target, target_vel, t_rx, t_host = 0, None, 0.0, 0.0, -1.0
-    power_on, c = True, 0
-    volts = 0.0
-    fresh = True
-    for n in range(ticks):
-        s = n * h
-        while c < len(cuts) and t[cuts[c][0]] + delay_down <= s:
-            power_on = cuts[c][1]
-            c += 1
-        m.set_power(power_on)
-        v = 0.0 if abs(volts) < dead_band else volts
-        m.step(v, h)
-        pos = m.pulses
-        pos_hist[n] = pos
-        powered_hist[n] = power_on
-        while k_next < len(t) and t[k_next] + delay_down <= s:
-            new = float(tgt[k_next])
-            dth = t[k_next] - t_host
-            target_vel = (new - target) / dth if target is not None and 0 < dth < loop.target_gap_max_s else 0.0
-            target, t_host, t_rx = new, t[k_next], t[k_next] + delay_down
-            k_next += 1
-        if target is None or not power_on:
-            pid.reset()
-            fresh = True
-            volts = 0.0
-            continue
-        ts = min(s - t_rx, loop.extrapolate_max_s)
-        sp = target + target_vel * ts
-        if fresh:
-            pid.reset()
-            fresh = False
-        u = pid.update(sp, float(pos), s).u
-        if abs(target_vel) > 1.0:
-            u += target_vel / loop.ff_pulses_per_s_per_volt + math.copysign(loop.ff_static_v, target_vel)
-        volts = volts_to_pwm(u) * loop.supply / 255.0
-    seen = np.clip(np.floor((t - delay_up) / h + 1e-9).astype(np.int64), 0, ticks - 1)
-    servo = pos_hist[seen] / loop.pulses_per_deg
-    return Trace(t.copy(), exc.angle.copy(), servo.astype(float), powered_hist[seen], label)
+    angle = np.empty(len(exc.t))
+    powered = np.empty(len(exc.t), dtype=bool)
+    for k, t in enumerate(exc.t):
+        if k in exc.power:
+            servo.power(exc.power[k], float(t))
+        servo.target(tgt[k], float(t))
+        angle[k] = servo.angle_at(float(t))
+        powered[k] = servo.powered
+    return Trace(exc.t.copy(), exc.angle.copy(), angle, powered, label)
 
 
 def traces_of(log, labels=None) -> list[Trace]:

@@ -62,8 +62,8 @@ class Fault(enum.IntFlag):
 
     NONE = 0
     POWER = 0x01  # motor supply below threshold (supply sense) — motors unpowered
-    WATCHDOG = 0x02  # no valid frame for 100 ms: the rig stopped its motors
-    STALL = 0x04  # |PWM| high but the encoder does not move
+    WATCHDOG = 0x02  # no valid frame for 100 ms: the rig stopped its motors (latched until the next MODE)
+    STALL = 0x04  # |PWM| high but the encoder did not move: that motor cut until the next MODE
     RANGE = 0x08  # a position did not fit in int16 and was saturated
     RX_ERROR = 0x10  # the rig dropped a corrupt frame since its previous state
     LINK = 0x100  # host: no state for longer than the link timeout, or the port is gone

@@ -29,6 +29,8 @@ from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.outputs import OUTPUT_COLUMNS, OutputTimeline, move_feeds
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
+from ..robots.spec import DriveGains
+from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
@@ -49,6 +51,8 @@ class RunConfig:
         video_size: (width, height) pixels, even (yuv420p), 16x16 to 7680x4320.
         camera: camera name (:data:`CAMERAS`): "work" (default) frames the program's feed moves
             from beyond them; "iso", "front", "side", "top" frame the whole robot.
+        drive: drive data overriding the robot's (e.g. hinge gains fitted by ``armtwin fit
+            --model hinge``), or None.
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -60,6 +64,7 @@ class RunConfig:
     video_fps: float = 30.0
     video_size: tuple[int, int] = (640, 480)
     camera: str = "work"
+    drive: DriveGains | None = None
 
     def __post_init__(self) -> None:
         """Checks every field (ValueError naming it); ``mode`` may be given as text."""
@@ -166,7 +171,7 @@ class RunLog:
 def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
                 source_lines: Sequence[str] | None = None, stop: threading.Event | None = None,
-                name: str = "") -> RunResult:
+                name: str = "", cell: Cell | None = None) -> RunResult:
     """Run a compiled program in a new world.
 
     The control samples come from the program's
@@ -191,6 +196,9 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
             being written, closes its files and returns with ``interrupted`` True; set before the
             run starts, nothing is written.
+        cell: a workcell (:class:`~armtwin.robots.workcell.Cell`): the robot stands at its mount
+            and its bodies are in the world — colliding in the dynamic joint models, drawn in the
+            video (:func:`~armtwin.envs.workcell.place_cell`); None: the robot alone on the floor.
 
     Raises:
         ValueError: the program cannot run (``program.refusal`` says why), or was compiled for
@@ -209,7 +217,7 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
                         video_path=video_path, source_lines=source_lines, progress=progress, name=name,
-                        outputs=program.outputs, tool=program.body_tool)
+                        outputs=program.outputs, tool=program.body_tool, cell=cell)
         loop.run(stopped)
     return loop.result(report, t_wall)
 
@@ -224,7 +232,7 @@ class _RunLoop:
     def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
                  log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
                  progress: Callable[[float], None] | None, name: str = "", outputs: OutputTimeline | None = None,
-                 tool=None) -> None:
+                 tool=None, cell: Cell | None = None) -> None:
         self.traj, self.spec = traj, spec
         self.outputs = outputs
         plan = traj.plan
@@ -240,7 +248,16 @@ class _RunLoop:
         # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
         self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
         closing.callback(self.world.close)
-        self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool)   # the tool's mass is a payload
+        if cell is None:
+            self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool,    # the tool's mass is a payload
+                                              drive=config.drive)
+        else:
+            from .workcell import mount_of, place_cell
+            position, rotation = mount_of(cell)
+            self.robot = self.world.add_robot(spec, mode, q0=q0, position=position, orientation=rotation, tool=tool,
+                                              drive=config.drive)
+            #: the cell's bodies in the world, by name
+            self.cell_bodies = place_cell(self.world, cell, self.robot).bodies
         self.log: RunLog | None = None
         if log_path:
             self.log = RunLog(log_path, spec)

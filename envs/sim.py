@@ -149,6 +149,7 @@ class World:
                 raise SimulationError("the EGL renderer plugin did not load")
         self.time = 0.0  # s
         self.robots: list[SimRobot] = []
+        self._free_bodies = 0      # movable objects: the physics is stepped for them
         self._closed = False
         c = self.client
         pybullet.setGravity(*self.physics.gravity, physicsClientId=c)
@@ -209,7 +210,8 @@ class World:
     # ----- content --------------------------------------------------------------------
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
-                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None) -> "SimRobot":
+                  position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None,
+                  orientation=None) -> "SimRobot":
         """Load ``spec``'s URDF fixed to the ground and return its handle.
 
         Args:
@@ -219,6 +221,8 @@ class World:
             drive: drive gains overriding ``spec.drive``.
             payload: kg attached at the flange.
             position: where the mounting face stands, world frame (m).
+            orientation: (3, 3) the mounting face's rotation in the world (a workcell's mount);
+                None: upright.
             urdf_path: load another URDF file with the same joints (default: the spec's).
             tool: a tool on the flange (:class:`~armtwin.controllers.tools.Tool`): its body is drawn,
                 its mass acts at its centre of mass in the dynamic joint models, and
@@ -232,8 +236,11 @@ class World:
         joints = list(zip(spec.joint_names, (t.value for t in spec.joint_types)))
         path = str(check_urdf(urdf_path or spec.urdf_path, joints))
         mode = JointMode.parse(mode)
+        rotation = np.eye(3) if orientation is None else np.asarray(orientation, dtype=float).reshape(3, 3)
+        if not np.allclose(rotation @ rotation.T, np.eye(3), atol=1e-9) or np.linalg.det(rotation) < 0:
+            raise ValueError("orientation must be a rotation matrix")
         if tool is None:
-            body = self._load_urdf(path, position)
+            body = self._load_urdf(path, position, rotation)
         else:   # the robot's description with the tool's links, through a file that lives for the call
             import tempfile
 
@@ -243,8 +250,8 @@ class World:
                 tooled = os.path.join(tmp, f"{spec.name}_T{tool.number}.urdf")
                 with open(tooled, "w") as f:
                     f.write(urdf_with_tool(path, tool))
-                body = self._load_urdf(str(check_urdf(tooled, joints)), position, shown=path)
-        robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool)
+                body = self._load_urdf(str(check_urdf(tooled, joints)), position, rotation, shown=path)
+        robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool, rotation)
         robot.set_payload(payload)
         robot.reset(spec.home if q0 is None else q0)
         self.robots.append(robot)
@@ -288,15 +295,148 @@ class World:
         return pybullet.createMultiBody(baseMass=0, baseCollisionShapeIndex=-1, baseVisualShapeIndex=shape,
                                         physicsClientId=self.client)
 
+    def add_shapes(self, shapes, pose=None, *, color=(0.55, 0.57, 0.60, 1.0), mass: float = 0.0,
+                   visual: bool = True, friction: float | None = None, free: bool = False) -> int:
+        """A rigid body made of primitive shapes (a workcell's table, a robot link for collision
+        queries); returns its body id.
+
+        Args:
+            shapes: a sequence of ``(kind, size, local (4, 4) pose)``: kind "box" (size: 3 edge
+                lengths), "cylinder" (radius, length along its z), "sphere" (radius,) or "mesh"
+                (size: (file, scale) — an STL or OBJ file and metres per file unit; a static mesh
+                collides as its triangles, a moving one as its convex hull) — m.
+            pose: (4, 4) the body's frame in the world, m (default identity).
+            color: RGBA 0..1.
+            mass: kg; 0: static. A collision-only world gives its moving bodies a mass so that
+                the engine treats them as movable.
+            visual: also draw it (a collision-only world does not).
+            friction: its Coulomb friction coefficient (default: the engine's).
+            free: a movable object (a workpiece): the world steps its physics from now on, also
+                when every robot is kinematic, so that it falls, rests and is carried.
+
+        Raises:
+            SimulationError: PyBullet refused a shape (e.g. an unreadable mesh file).
+        """
+        from ..controllers.transforms import matrix_to_quat
+        p, c = pybullet, self.client
+        T = np.eye(4) if pose is None else np.asarray(pose, dtype=float)
+        cols, viss = [], []
+        for kind, size, local in shapes:
+            local = np.asarray(local, dtype=float)
+            frame = dict(collisionFramePosition=local[:3, 3].tolist(),
+                         collisionFrameOrientation=matrix_to_quat(local[:3, :3]).tolist())
+            vframe = dict(visualFramePosition=local[:3, 3].tolist(),
+                          visualFrameOrientation=matrix_to_quat(local[:3, :3]).tolist())
+            if kind == "box":
+                geo = dict(shapeType=p.GEOM_BOX, halfExtents=[float(v) / 2 for v in size])
+                vgeo = geo
+            elif kind == "cylinder":
+                geo = dict(shapeType=p.GEOM_CYLINDER, radius=float(size[0]), height=float(size[1]))
+                vgeo = dict(shapeType=p.GEOM_CYLINDER, radius=float(size[0]), length=float(size[1]))
+            elif kind == "sphere":
+                geo = dict(shapeType=p.GEOM_SPHERE, radius=float(size[0]))
+                vgeo = geo
+            elif kind == "mesh":
+                scale = [float(size[1])] * 3
+                geo = dict(shapeType=p.GEOM_MESH, fileName=str(size[0]), meshScale=scale,
+                           flags=p.GEOM_FORCE_CONCAVE_TRIMESH if mass == 0 else 0)
+                vgeo = dict(shapeType=p.GEOM_MESH, fileName=str(size[0]), meshScale=scale)
+            else:
+                raise ValueError(f"unknown shape kind {kind!r}")
+            with _quiet_fds():
+                col = p.createCollisionShape(**geo, **frame, physicsClientId=c)
+                vis = p.createVisualShape(**vgeo, **vframe, rgbaColor=list(color), physicsClientId=c) if visual else -1
+            if col < 0 or (visual and vis < 0):
+                raise SimulationError(f"PyBullet refused a {kind} shape {size}")
+            cols.append(col)
+            viss.append(vis)
+        if len(cols) == 1:
+            body = p.createMultiBody(baseMass=float(mass), baseCollisionShapeIndex=cols[0],
+                                     baseVisualShapeIndex=viss[0], basePosition=T[:3, 3].tolist(),
+                                     baseOrientation=matrix_to_quat(T[:3, :3]).tolist(), physicsClientId=c)
+        else:   # a compound of several shapes: one child link per shape, all fixed to the base
+            body = self._compound(cols, viss, T, mass)
+        if friction is not None:
+            p.changeDynamics(body, -1, lateralFriction=float(friction), physicsClientId=c)
+        if free:
+            self._free_bodies += 1
+        return body
+
+    def _compound(self, cols: list[int], viss: list[int], T: np.ndarray, mass: float) -> int:
+        from ..controllers.transforms import matrix_to_quat
+        k = len(cols) - 1
+        zero, unit = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]
+        return pybullet.createMultiBody(
+            baseMass=float(mass), baseCollisionShapeIndex=cols[0], baseVisualShapeIndex=viss[0],
+            basePosition=T[:3, 3].tolist(), baseOrientation=matrix_to_quat(T[:3, :3]).tolist(),
+            linkMasses=[float(mass)] * k, linkCollisionShapeIndices=cols[1:], linkVisualShapeIndices=viss[1:],
+            linkPositions=[zero] * k, linkOrientations=[unit] * k, linkInertialFramePositions=[zero] * k,
+            linkInertialFrameOrientations=[unit] * k, linkParentIndices=[0] * k,
+            linkJointTypes=[pybullet.JOINT_FIXED] * k, linkJointAxis=[[0.0, 0.0, 1.0]] * k,
+            physicsClientId=self.client)
+
+    def set_body_pose(self, body: int, pose, *, still: bool = False) -> None:
+        """Teleport a body (not a robot) to ``pose`` ((4, 4), world frame, m); ``still``: and stop it."""
+        from ..controllers.transforms import matrix_to_quat
+        T = np.asarray(pose, dtype=float)
+        pybullet.resetBasePositionAndOrientation(int(body), T[:3, 3].tolist(), matrix_to_quat(T[:3, :3]).tolist(),
+                                                 physicsClientId=self.client)
+        if still:
+            pybullet.resetBaseVelocity(int(body), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], physicsClientId=self.client)
+
+    def distance(self, a: int, b: int, within: float, link_a: int | None = None) -> float:
+        """Signed distance between bodies ``a`` and ``b`` (m; negative: the penetration depth) as
+        the engine's collision query finds it now (no stepping), or ``within`` when they are
+        farther apart than that. ``link_a``: only that link of ``a``."""
+        kw = {} if link_a is None else {"linkIndexA": int(link_a)}
+        pts = pybullet.getClosestPoints(int(a), int(b), float(within), physicsClientId=self.client, **kw)
+        return min((pt[8] for pt in pts), default=float(within))
+
+    def aabb(self, body: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lower (3,), upper (3,)) world-axis bounding box of a body, m."""
+        lo, hi = pybullet.getAABB(int(body), physicsClientId=self.client)
+        return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+
+    def body_pose(self, body: int) -> np.ndarray:
+        """(4, 4) a body's (not a robot's) pose in the world, m."""
+        pos, quat = pybullet.getBasePositionAndOrientation(int(body), physicsClientId=self.client)
+        return transform(quat_to_matrix(quat), pos)
+
+    def attach(self, robot: "SimRobot", link: int, body: int, max_force: float) -> int:
+        """Hold ``body`` fixed to a link of ``robot`` where it is now (a gripper's grip): a fixed
+        constraint that pulls with at most ``max_force`` N; returns its id for :meth:`detach`."""
+        ls = pybullet.getLinkState(robot.body, int(link), computeForwardKinematics=True, physicsClientId=self.client)
+        world_com = transform(quat_to_matrix(ls[1]), ls[0])     # constraint frames are centre-of-mass frames
+        rel = invert(world_com) @ self.body_pose(body)
+        from ..controllers.transforms import matrix_to_quat
+        cid = pybullet.createConstraint(robot.body, int(link), int(body), -1, pybullet.JOINT_FIXED, [0.0, 0.0, 0.0],
+                                        parentFramePosition=rel[:3, 3].tolist(), childFramePosition=[0.0, 0.0, 0.0],
+                                        parentFrameOrientation=matrix_to_quat(rel[:3, :3]).tolist(),
+                                        physicsClientId=self.client)
+        pybullet.changeConstraint(cid, maxForce=float(max_force), physicsClientId=self.client)
+        return cid
+
+    def detach(self, constraint: int) -> None:
+        """Let go of what :meth:`attach` holds."""
+        pybullet.removeConstraint(int(constraint), physicsClientId=self.client)
+
+    def set_collision(self, a: int, link_a: int, b: int, link_b: int, enabled: bool) -> None:
+        """Let the physics make contacts between a link of body ``a`` and one of ``b`` (-1: the
+        base) or not — e.g. a tool and the work it draws on, an ideal touch."""
+        pybullet.setCollisionFilterPair(int(a), int(b), int(link_a), int(link_b), int(bool(enabled)),
+                                        physicsClientId=self.client)
+
     def remove_body(self, body: int) -> None:
         """Remove a body made by :meth:`add_visual_mesh` (or any non-robot body)."""
         if any(r.body == body for r in self.robots):
             raise ValueError("a robot's body is removed with its world")
         pybullet.removeBody(int(body), physicsClientId=self.client)
 
-    def _load_urdf(self, path: str, position, shown: str | None = None) -> int:
+    def _load_urdf(self, path: str, position, rotation: np.ndarray, shown: str | None = None) -> int:
+        from ..controllers.transforms import matrix_to_quat
         try:
-            return pybullet.loadURDF(path, basePosition=position, useFixedBase=True,
+            return pybullet.loadURDF(path, basePosition=position, baseOrientation=matrix_to_quat(rotation).tolist(),
+                                     useFixedBase=True,
                                      flags=pybullet.URDF_USE_INERTIA_FROM_FILE, physicsClientId=self.client)
         except pybullet.error as exc:
             raise SimulationError(f"URDF {shown or path} did not load: {exc}") from None
@@ -311,7 +451,7 @@ class World:
         :attr:`SimRobot.instability` (see :attr:`instabilities`).
         """
         p, c = pybullet, self.client
-        dynamic = any(r.mode is not JointMode.KINEMATIC for r in self.robots)
+        dynamic = self._free_bodies > 0 or any(r.mode is not JointMode.KINEMATIC for r in self.robots)
         sub = self.physics.substeps
         h = self.physics.dt / sub
         for _ in range(n):
@@ -434,7 +574,8 @@ class SimRobot:
     PAYLOAD_DENSITY = PAYLOAD_DENSITY
 
     def __init__(self, world: World, spec: RobotSpec, body: int, mode: JointMode,
-                 drive: DriveGains, position: np.ndarray, tool: Tool | None = None) -> None:
+                 drive: DriveGains, position: np.ndarray, tool: Tool | None = None,
+                 rotation: np.ndarray | None = None) -> None:
         self.world, self.spec, self.body, self.mode = world, spec, body, mode
         #: the tool on the flange (None: the bare flange, whose TCP is the flange)
         self.tool = tool
@@ -449,6 +590,8 @@ class SimRobot:
         if missing or "tool0" not in links:
             raise SimulationError(f"URDF for {spec.name} lacks joints {missing or ''} / link tool0")
         self.tool_link = links["tool0"]
+        #: the body's link indices by URDF link name (the base link is -1)
+        self.link_index: dict[str, int] = {spec.links[0].name: -1, **links}
         #: the link whose frame is the TCP (the flange without a tool)
         self.tcp_link = links.get("tcp", self.tool_link)
         self.joints = [by_name[n] for n in spec.joint_names]
@@ -468,7 +611,7 @@ class SimRobot:
         #: where the robot's base stands in the world (m)
         self.base_position = tuple(float(v) for v in position)
         # world <- reporting frame
-        self._world_T_report = transform(None, position) @ spec.report_frame.matrix
+        self._world_T_report = transform(rotation, position) @ spec.report_frame.matrix
         self._report_T_world = invert(self._world_T_report)
         # the engine's own clamp (default 100 rad/s) would hide a blow-up from the guard
         vclamp = 10.0 * self.INSTABILITY_SPEED_FACTOR * self._vmax

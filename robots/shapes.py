@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["Paint", "Shell", "lathe", "cylinder", "slab", "sphere"]
 
@@ -45,6 +46,11 @@ class Paint:
         if len(v) != 4 or not all(0.0 <= x <= 1.0 for x in v):
             raise ValueError(f"Paint.rgba must be four numbers in 0..1, got {self.rgba}")
         object.__setattr__(self, "rgba", v)
+
+
+def _vec3(v: ArrayLike) -> Vec3:
+    x, y, z = (float(c) for c in np.asarray(v, dtype=float).reshape(3))
+    return (x, y, z)
 
 
 def _unit(v, what: str) -> np.ndarray:
@@ -87,9 +93,9 @@ class Shell:
         axis = _unit(self.axis, "Shell.axis")
         ref = np.asarray(self.ref, dtype=float)
         ref = _unit(ref - (ref @ axis) * axis, "Shell.ref (its part across the axis)")
-        object.__setattr__(self, "axis", tuple(float(v) for v in axis))
-        object.__setattr__(self, "ref", tuple(float(v) for v in ref))
-        object.__setattr__(self, "origin", tuple(float(v) for v in self.origin))
+        object.__setattr__(self, "axis", _vec3(axis))
+        object.__setattr__(self, "ref", _vec3(ref))
+        object.__setattr__(self, "origin", _vec3(self.origin))
         if len(self.profile) < 2 or not self.circles or self.segments < 8:
             raise ValueError("a Shell needs two profile points, a circle and at least 8 segments")
         rmin = min(c[2] for c in self.circles)
@@ -103,13 +109,13 @@ def _perpendicular(axis: np.ndarray) -> np.ndarray:
 
 
 def _segments(radius: float) -> int:
-    """Points around an outline of ``radius`` m: about one per 10 mm of circumference, 12 to 32
+    """Points around an outline of ``radius`` m: about one per 12 mm of circumference, 12 to 24
     (smooth normals hide the facets; more points only make the files and the frames heavier)."""
-    return int(np.clip(round(2 * np.pi * radius / 0.010), 12, 32))
+    return int(np.clip(round(2 * np.pi * radius / 0.012), 12, 24))
 
 
-def lathe(start: Sequence[float], end: Sequence[float], profile: Sequence[tuple[float, float]], paint: Paint,
-          ref: Sequence[float] | None = None) -> Shell:
+def lathe(start: ArrayLike, end: ArrayLike, profile: Sequence[tuple[float, float]], paint: Paint,
+          ref: ArrayLike | None = None) -> Shell:
     """A body of revolution about the line ``start`` → ``end``.
 
     Args:
@@ -122,7 +128,7 @@ def lathe(start: Sequence[float], end: Sequence[float], profile: Sequence[tuple[
     a, b = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
     axis = _unit(b - a, "lathe end - start")
     r = max(p[1] for p in profile)
-    return Shell(tuple(a), tuple(axis), tuple(_perpendicular(axis) if ref is None else ref), ((0.0, 0.0, 0.0),),
+    return Shell(_vec3(a), _vec3(axis), _vec3(_perpendicular(axis) if ref is None else ref), ((0.0, 0.0, 0.0),),
                  tuple((float(s), float(rho)) for s, rho in profile), paint, _segments(r))
 
 
@@ -156,7 +162,7 @@ def rounded_profile(length: float, radius: float, fillet: float, *, start: float
     return pts
 
 
-def cylinder(start: Sequence[float], end: Sequence[float], radius: float, paint: Paint, *, fillet: float = 0.0,
+def cylinder(start: ArrayLike, end: ArrayLike, radius: float, paint: Paint, *, fillet: float = 0.0,
              dome: float = 0.0, end_radius: float | None = None) -> Shell:
     """A cylinder (or cone to ``end_radius``) from ``start`` to ``end`` with rounded rims and an optional dome."""
     a, b = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
@@ -170,7 +176,7 @@ def cylinder(start: Sequence[float], end: Sequence[float], radius: float, paint:
     return lathe(a, b, rounded_profile(length, radius, fillet, dome=dome, end_radius=end_radius), paint)
 
 
-def sphere(center: Sequence[float], radius: float, paint: Paint) -> Shell:
+def sphere(center: ArrayLike, radius: float, paint: Paint) -> Shell:
     """A sphere (a lathe of a half circle)."""
     c = np.asarray(center, dtype=float)
     t = np.linspace(-np.pi / 2, np.pi / 2, 9)
@@ -178,7 +184,7 @@ def sphere(center: Sequence[float], radius: float, paint: Paint) -> Shell:
                  paint)
 
 
-def slab(origin: Sequence[float], ref: Sequence[float], up: Sequence[float],
+def slab(origin: ArrayLike, ref: ArrayLike, up: ArrayLike,
          circles: Sequence[tuple[float, float, float]], thickness: float, paint: Paint, *, fillet: float = 0.0,
          steps: int | None = None) -> Shell:
     """A rounded plate: the convex hull of ``circles`` ((a, b, r): centre ``origin`` + a·``ref`` +
@@ -196,6 +202,6 @@ def slab(origin: Sequence[float], ref: Sequence[float], up: Sequence[float],
         prof = [(-h, -f)]
         prof += [(-h + f - f * np.cos(t), -f + f * np.sin(t)) for t in np.linspace(0, np.pi / 2, steps + 1)[1:]]
         prof += [(h - f + f * np.sin(t), -f + f * np.cos(t)) for t in np.linspace(0, np.pi / 2, steps + 1)]
-    return Shell(tuple(float(v) for v in origin), tuple(n), tuple(ref_u),
+    return Shell(_vec3(origin), _vec3(n), _vec3(ref_u),
                  tuple((float(a), float(b), float(rr)) for a, b, rr in circles), tuple(prof), paint,
                  max(20, _segments(max(c[2] for c in circles))))

@@ -19,7 +19,7 @@ import numpy as np
 from ..controllers.tools import Tool, ToolKind
 from ..controllers.transforms import matrix_to_rpy
 
-__all__ = ["urdf_with_tool", "tool_inertial", "TOOL_LINK", "TCP_LINK", "TCP_MASS", "TCP_INERTIA"]
+__all__ = ["urdf_with_tool", "tool_inertial", "tool_collision", "TOOL_LINK", "TCP_LINK", "TCP_MASS", "TCP_INERTIA"]
 
 TOOL_LINK = "tool"
 TCP_LINK = "tcp"
@@ -78,17 +78,15 @@ def _tool_link(tool: Tool) -> ET.Element:
         jaw = max(tool.width, 0.01) / 2 + 0.006
         for s in (-1, 1):
             _box(link, "visual", (s * jaw, 0, palm + 0.2 * L), (0.008, 0.02, 0.4 * L), tip_c, "tool_jaw")
-        _cylinder(link, "collision", (0, 0, L / 2), max(body_r, jaw + 0.004), L)
     elif tool.kind is ToolKind.VACUUM:
         _cylinder(link, "visual", (0, 0, (L - 0.01) / 2), body_r, L - 0.01, body_c, "tool_body")
         cup = max(tool.width / 2, 0.006)
         _cylinder(link, "visual", (0, 0, L - 0.005), cup, 0.01, tip_c, "tool_cup")
-        _cylinder(link, "collision", (0, 0, L / 2), max(body_r, cup), L)
     else:
         tip = min(0.25 * L, 0.03)
         _cylinder(link, "visual", (0, 0, (L - tip) / 2), body_r, L - tip, body_c, "tool_body")
         _cylinder(link, "visual", (0, 0, L - tip / 2), max(0.25 * body_r, 0.002), tip, tip_c, "tool_tip")
-        _cylinder(link, "collision", (0, 0, L / 2), body_r, L)
+    _cylinder(link, "collision", (0, 0, L / 2), tool_collision(tool)[0], L)
     inertial = ET.SubElement(link, "inertial")
     m, com, inertia = tool_inertial(tool)
     ET.SubElement(inertial, "origin", xyz=_vec(com), rpy="0 0 0")
@@ -96,6 +94,18 @@ def _tool_link(tool: Tool) -> ET.Element:
     ET.SubElement(inertial, "inertia", ixx=_f(inertia[0, 0]), ixy="0", ixz="0", iyy=_f(inertia[1, 1]), iyz="0",
                   izz=_f(inertia[2, 2]))
     return link
+
+
+def tool_collision(tool: Tool) -> tuple[float, float]:
+    """(radius, length) m of the tool's collision cylinder: along the flange's z axis from the
+    flange to the TCP's distance, wide enough for its jaws or cup (what its URDF link collides as)."""
+    L = max(float(np.linalg.norm(tool.offset)), 0.01)
+    r = _body_radius(tool)
+    if tool.kind is ToolKind.GRIPPER:
+        r = max(r, max(tool.width, 0.01) / 2 + 0.006 + 0.004)
+    elif tool.kind is ToolKind.VACUUM:
+        r = max(r, max(tool.width / 2, 0.006))
+    return r, L
 
 
 def _body_radius(tool: Tool) -> float:

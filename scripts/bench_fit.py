@@ -7,6 +7,12 @@ excitation, two joints as on the rig. Measured side by side in one run: the leas
 alone and the full fit (least squares, then the derivative-free search on the rig's exact
 arithmetic) — time per joint and in all (target: ≤ 60 s for the log), the held-out prediction
 error, and each motor parameter's error against the truth.
+
+``--identify``: ``armtwin rig identify`` itself instead — the host emulator started with two
+motors drawn from the seed (one file per motor), driven through the identification excitation in
+real time (``--seconds``; its speed and acceleration limits, the IRB120's J1 and J2) and fitted as
+the command fits it; printed per joint: the fit's time, the held-out prediction error, and each
+motor parameter's error against the emulator's motor (n/i: reported as not identifiable).
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ def register(sub) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="log length, s (20 to 600, default 60)")
     p.add_argument("--rate", type=float, default=500.0, help="log rate, Hz (50 to 2000, default 500)")
     p.add_argument("--seed", type=int, default=2026, help="seed of the simulated rig's motors (default 2026)")
+    p.add_argument("--identify", action="store_true",
+                   help="time `armtwin rig identify` instead: the emulator with motors drawn from --seed, driven in "
+                        "real time for --seconds, then fitted (generations 60, as the command)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -47,23 +56,32 @@ def write_virtual_log(path, traces) -> None:
             log.write(SyncSample(k, float(t[k]), v, s, v - s, float("nan"), rp.Fault.POWER if off else rp.Fault.NONE))
 
 
-def virtual_rig(seconds: float, rate: float, seed: int):
-    """(traces of j1 and j2, their true MotorFit) from the simulated rig."""
+def drawn_motors(seed: int, count: int = 2):
+    """``count`` motors drawn ±30 % around the data sheet (inertia, Coulomb and viscous friction,
+    no-load speed), a 0.21–0.39 V dead band and 1–2 ms delays each way, from ``seed``: their MotorFit."""
     import numpy as np
 
-    from ..controllers.ident import MotorFit, excitation, virtual_rig_log
+    from ..controllers.ident import MotorFit
     from ..controllers.servo import RIG_MOTOR
     rng = np.random.default_rng(seed)
-    exc = excitation(seconds, rate_hz=rate, max_speed_deg_s=360.0)
-    traces, truths = [], []
-    for label in ("j1", "j2"):
+    out = []
+    for _ in range(count):
         f = lambda: float(rng.uniform(0.7, 1.3))  # noqa: E731
         motor = dataclasses.replace(RIG_MOTOR, rotor_inertia=RIG_MOTOR.rotor_inertia * f(),
                                     coulomb_friction=RIG_MOTOR.coulomb_friction * f(),
                                     viscous_friction=RIG_MOTOR.viscous_friction * f(), no_load_rpm=145.0 * f())
         dead, down, up = 0.3 * f(), 0.0015 * f(), 0.0015 * f()
-        traces.append(virtual_rig_log(exc, motor, dead_band=dead, delay_down=down, delay_up=up, label=label))
-        truths.append(MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=up))
+        out.append(MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=up))
+    return out
+
+
+def virtual_rig(seconds: float, rate: float, seed: int):
+    """(traces of j1 and j2, their true MotorFit) from the simulated rig."""
+    from ..controllers.ident import excitation, virtual_rig_log
+    exc = excitation(seconds, rate_hz=rate, max_speed_deg_s=360.0)
+    truths = drawn_motors(seed)
+    traces = [virtual_rig_log(exc, t.motor_params(), dead_band=t.dead_band, delay_down=t.delay_down,
+                              delay_up=t.delay_up, label=label) for label, t in zip(("j1", "j2"), truths)]
     return traces, truths
 
 
@@ -78,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         from .cli import missing_extra
         raise missing_extra(exc.name or "scipy", "fit") from None
+    if args.identify:
+        return _identify(args)
     from ..controllers.ident import fit_motor, simulate_loop
     traces, truths = virtual_rig(args.seconds, args.rate, args.seed)
     simulate_loop(traces[0].cut(0, 100), truths[0].vector()[None], truths[0])  # compile before timing
@@ -112,4 +132,68 @@ def run(args: argparse.Namespace) -> int:
     ls = sum(r["seconds"] for r in rows["least squares"])
     print(f"fit time for the log: full fit {full:.1f} s (target <= {TARGET_S:g} s), least squares alone {ls:.1f} s "
           f"({full / max(ls, 1e-9):.1f}x); n/i: reported as not identifiable")
+    return 0
+
+
+#: the motor parameters whose errors are reported
+_COMPARED = ("inertia", "viscous", "coulomb", "motor_constant", "dead_band")
+
+
+def _identify(args: argparse.Namespace) -> int:
+    """``bench fit --identify``: rig identify against the emulator with drawn motors."""
+    import tempfile
+    from pathlib import Path
+
+    from .. import robots
+    from ..controllers.ident import write_params_file
+    from ..envs.rig import Emulator, RigLink, RigLinkError, TwinLog, connect
+    from .rig_identify import Settings, drive, fit_log, run_timing
+    truths = drawn_motors(args.seed)
+    spec = robots.get("irb120")
+    settings = Settings(seconds=args.seconds, rate=args.rate)
+    say = (lambda msg: None) if args.json else (lambda msg: print(f"bench fit: {msg}", file=sys.stderr, flush=True))
+    with tempfile.TemporaryDirectory(prefix="armtwin-bench-fit-") as tmp:
+        files = [Path(tmp) / f"truth_{k + 1}.toml" for k in range(2)]
+        for f, t in zip(files, truths):
+            write_params_file(f, t)
+        log_path = str(Path(tmp) / "identify.csv")
+        try:
+            with Emulator(motor_params=files[0], motor2_params=files[1]) as emu, RigLink(emu.device) as link:
+                connect(link, 5.0, bounded=True)
+                with TwinLog(log_path, (0, 1)) as log:
+                    t0 = time.perf_counter()
+                    _, rep, received = drive(link, spec, (0, 1), settings, log, say=say)
+                    drive_s = time.perf_counter() - t0
+        except RigLinkError as exc:
+            raise CliError(f"the rig emulator: {exc}", 1) from None
+        t0, c0 = time.perf_counter(), time.process_time()
+        reports = fit_log(log_path, rep, settings, 60, received=received, say=say)
+        fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
+        timing = run_timing(log_path, rep, received)
+    rows = []
+    for r, truth in zip(reports, truths):
+        errs = {n: (None if r.param(n).value is None else 100.0 * (r.param(n).value - getattr(truth, n)) / getattr(truth, n))
+                for n in _COMPARED}
+        values = {n: 100.0 * (getattr(r.fitted, n) - getattr(truth, n)) / getattr(truth, n) for n in _COMPARED}
+        rows.append({"joint": r.label, "fit_seconds": r.seconds, "held_out_rms_before": r.rms_before,
+                     "held_out_rms_after": r.rms_after, "held_out_max_after": r.max_after,
+                     "error_percent": errs, "fitted_value_error_percent": values})
+    out = {"seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "samples": rep.samples,
+           "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s,
+           "fit_cpu_seconds": fit_cpu, "joints": rows, "timing_disturbed": timing.disturbed,
+           "state_age_sd_ms": timing.age_sd_ms}
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"rig identify on the emulator (motors drawn from seed {args.seed}), {args.seconds:g} s at {args.rate:g} Hz: "
+          f"drove {drive_s:.1f} s ({rep.samples} samples, {rep.ticks_skipped} ticks skipped), fitted in {fit_s:.1f} s "
+          f"(CPU {fit_cpu:.1f} s, all threads)")
+    for r in rows:
+        e = ", ".join(f"{k} {'n/i' if v is None else f'{v:+.1f}%'} ({r['fitted_value_error_percent'][k]:+.1f}%)"
+                      for k, v in r["error_percent"].items())
+        print(f"  {r['joint']}: fit {r['fit_seconds']:.1f} s, held-out RMS {r['held_out_rms_before']:.3f} -> "
+              f"{r['held_out_rms_after']:.3f} deg (max {r['held_out_max_after']:.3f}); {e}")
+    print("  parameter errors against the emulator's motors; n/i: reported as not identifiable (in brackets: the "
+          "value the fitted model keeps)")
+    print(f"  timing: {timing.describe()}")
     return 0

@@ -1,4 +1,5 @@
-"""``armtwin bench rig [--json] [--seconds 10]``: the twin over the emulated 115200-baud rig.
+"""``armtwin bench rig [--json] [--seconds 10]``: the twin over the emulated 115200-baud rig;
+``armtwin bench rig --chip``: the firmware on a simulated ATmega328P, timed by the chip's clock.
 
 Runs the rig emulator (firmware core on the host, bytes paced at 10 bits per byte) and a
 virtual→real sync of an IRB120's J1, J2 along the built-in smooth motion, then prints the
@@ -23,7 +24,8 @@ import sys
 
 import numpy as np
 
-from .cli import add_json_flag, print_json
+from ..envs.rig.link import RigLinkError
+from .cli import CliError, add_json_flag, print_json
 from .cmd_rig import SECONDS_MAX, check_range
 from .options import BAUD_MAX, BAUD_MIN, check_baud
 
@@ -49,6 +51,10 @@ def register(sub) -> None:
                    help=f"emulated serial speed, {BAUD_MIN}..{BAUD_MAX} bit/s (default 115200)")
     p.add_argument("--rate", type=float, default=500.0,
                    help=f"host loop rate, {RATE_MIN:g}..{RATE_MAX:g} Hz (default 500)")
+    p.add_argument("--chip", action="store_true",
+                   help="measure the firmware on a simulated ATmega328P instead (simavr, the chip's own clock; "
+                        f"--seconds {CHIP_SECONDS_MIN:g}..{CHIP_SECONDS_MAX:g}, default {CHIP_SECONDS_DEFAULT:g}; "
+                        f"--baud {', '.join(map(str, CHIP_BAUDS))})")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -203,6 +209,8 @@ def _ms(v: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.chip:
+        return run_chip(args)
     check_range(args.seconds, "--seconds", SECONDS_MIN, SECONDS_MAX, "s")
     check_range(args.rate, "--rate", RATE_MIN, RATE_MAX, "Hz")
     check_baud(args.baud)
@@ -243,4 +251,125 @@ def run(args: argparse.Namespace) -> int:
           f"{note('power_detect_ms', 'power_detect_rig_ms', 'power_recover_ms', 'power_recover_rig_ms')}")
     print(f"  {'wire share (states)':28s} {r['wire_share']:10.1%} {'':>10s} {'':>8s}  "
           f"({r['state_rate_hz']:.0f} of {r['wire_frame_limit_hz']:.0f} state frames/s)")
+    return 0
+
+
+# ----- the firmware on the simulated chip ------------------------------------------------------
+
+#: ``--chip`` run length per scenario (chip seconds; the simulation runs as fast as the PC can)
+CHIP_SECONDS_MIN, CHIP_SECONDS_MAX, CHIP_SECONDS_DEFAULT = 1.0, 30.0, 3.0
+#: the issue's figures at 115200 baud
+CHIP_TARGETS = {"control_hz": 1000.0, "cpu_headroom": 0.30, "state_rate_hz": 480.0, "answered": 0.99,
+                "latency_p50_ms": 4.0, "latency_p99_ms": 6.0, "watchdog_ms": 101.0, "flash_share": 0.5,
+                "ram_share": 0.5}
+#: the chip starts this long before its micros() wrap in the wrap scenario, µs
+WRAP_LEAD_US = 500_000
+_SETTLE_S = 0.2  # the host's HELLO and MODE: figures are taken after this much chip time
+
+
+#: the serial rates the firmware supports (exact on a 16 MHz AVR; RIG_BAUD at build time)
+CHIP_BAUDS = (115200, 250000, 500000, 1000000)
+
+
+def measure_chip(seconds: float = CHIP_SECONDS_DEFAULT, baud: int = 115200) -> dict:
+    """The firmware (Uno build) on simavr: four runs with the harness's built-in host on the chip's clock.
+
+    1. JOINT_TARGETS at 500 Hz (a 1 Hz sine): control-tick rate, duration and the CPU busy share
+       (ticks + interrupt handlers), targets answered and reply latency (end of the target frame →
+       end of the state echoing it);
+    2. MODE REAL_TO_VIRTUAL at 500 Hz (1000 Hz above 115200 baud): the state stream's rate;
+    3. full-PWM targets, then silence: last host byte → both PWM 0 (the watchdog);
+    4. the same across the micros() wrap (the chip started 0.5 s before 2^32 µs).
+    Plus the flash / static RAM of the Uno image and the stack's low-water mark.
+    """
+    import tempfile
+
+    from ..envs.rig.chip import build_firmware
+    from ..envs.rig.simchip import SimChip, build_harness
+    img = build_firmware("uno", defines=() if baud == 115200 else (f"RIG_BAUD={baud}",))
+    stream_hz = 500 if baud == 115200 else 1000
+    exe = build_harness()
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="armtwin-chip-") as tmp:
+        def run_one(name: str, secs: float, **kw):
+            chip = SimChip(img.elf, events=os.path.join(tmp, name), seconds=secs, fast=True, exe=exe, baud=baud,
+                           **kw)
+            chip.wait(timeout=600)
+            return chip.read()
+
+        ev = run_one("targets", seconds, drive={"targets": 500})
+        per, dur = ev.tick_periods_ms(_SETTLE_S), ev.tick_durations_ms(_SETTLE_S)
+        lat, n = ev.replies(_SETTLE_S)
+        busy = ev.busy_share()
+        out.update({
+            "control_hz": 1000.0 / float(np.mean(per)) if per.size else float("nan"),  # ticks per second
+            "tick_period_p99_ms": float(np.percentile(per, 99)) if per.size else float("nan"),
+            "tick_ms_p50": float(np.median(dur)) if dur.size else float("nan"),
+            "tick_ms_max": float(dur.max()) if dur.size else float("nan"),
+            "cpu_busy": busy,
+            "cpu_headroom": 1.0 - busy,
+            "targets": n,
+            "answered": len(lat) / n if n else float("nan"),
+            "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else float("nan"),
+            "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+            "stack_bytes": 0x8FF - ev.sp_min if ev.sp_min else 0,
+        })
+        ev = run_one("stream", seconds, drive={"stream": stream_hz})
+        out["stream_asked_hz"] = float(stream_hz)
+        out["state_rate_hz"] = ev.state_rate_hz(_SETTLE_S + 0.1, seconds)
+
+        def watchdog(name: str, **kw) -> float:
+            e = run_one(name, 0.9, drive={"targets": 500, "far": True, "silent_at": 0.5}, **kw)
+            last = e.last_rx_end()
+            stop = e.stop_after(last)
+            return (stop - last) / e.freq * 1e3 if stop is not None and max(map(abs, e.duty_at(last))) else float("nan")
+
+        out["watchdog_ms"] = watchdog("watchdog")
+        out["watchdog_wrap_ms"] = watchdog("wrap", start_us=2**32 - WRAP_LEAD_US)
+    ram_free = img.spec.ram_max - img.ram
+    out.update({"flash": img.flash, "flash_share": img.flash_share, "ram": img.ram, "ram_share": img.ram_share,
+                "stack_headroom_bytes": ram_free - out["stack_bytes"], "board": img.board.value, "baud": baud,
+                "seconds": float(seconds), "targets_issue": CHIP_TARGETS})
+    return out
+
+
+def run_chip(args: argparse.Namespace) -> int:
+    seconds = CHIP_SECONDS_DEFAULT if args.seconds == 10.0 else args.seconds  # --seconds' default is the sync's
+    check_range(seconds, "--seconds", CHIP_SECONDS_MIN, CHIP_SECONDS_MAX, "s", " (with --chip)")
+    if args.baud not in CHIP_BAUDS:
+        raise CliError(f"--baud {args.baud}: with --chip one of {', '.join(map(str, CHIP_BAUDS))} (the rates a "
+                       f"16 MHz AVR makes exactly)")
+    print(f"armtwin: bench rig --chip: the Uno firmware on simavr's ATmega328P, {seconds:g} s of chip time per run…",
+          file=sys.stderr)
+    try:
+        r = measure_chip(seconds, args.baud)
+    except RigLinkError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print_json(r)
+        return 0
+    t = CHIP_TARGETS
+    print(f"rig firmware on a simulated ATmega328P at 16 MHz, {r['baud']} baud ({seconds:g} s per run, the chip's "
+          f"clock; 500 targets/s)")
+    print(f"  {'':30s} {'chip':>10s} {'target':>10s}")
+    rows = [
+        ("control loop, Hz", r["control_hz"], ".1f", f">= {t['control_hz']:g}"),
+        ("CPU headroom", r["cpu_headroom"], ".1%", f">= {t['cpu_headroom']:.0%}"),
+        ("  tick p50 / max, ms", r["tick_ms_p50"], ".3f", f"{r['tick_ms_max']:.3f}"),
+        ("  tick period p99, ms", r["tick_period_p99_ms"], ".3f", ""),
+        ("state stream, Hz", r["state_rate_hz"], ".1f",
+         f">= {t['state_rate_hz']:g}" if r["baud"] == 115200 else ">= 1000"),
+        ("targets answered", r["answered"], ".2%", f">= {t['answered']:.0%}"),
+        ("reply latency p50, ms", r["latency_p50_ms"], ".2f",
+         f"<= {t['latency_p50_ms']:g}" if r["baud"] == 115200 else "<= 1.5"),
+        ("reply latency p99, ms", r["latency_p99_ms"], ".2f", f"<= {t['latency_p99_ms']:g}"),
+        ("watchdog, ms", r["watchdog_ms"], ".2f", f"<= {t['watchdog_ms']:g}"),
+        ("watchdog across the wrap, ms", r["watchdog_wrap_ms"], ".2f", f"<= {t['watchdog_ms']:g}"),
+        ("flash (Uno)", r["flash_share"], ".1%", f"<= {t['flash_share']:.0%}"),
+        ("static RAM (Uno)", r["ram_share"], ".1%", f"<= {t['ram_share']:.0%}"),
+    ]
+    for label, v, spec, target in rows:
+        print(f"  {label:30s} {_fmt(v, spec)} {target:>10s}")
+    print(f"  ({r['flash']} B flash, {r['ram']} B static RAM, stack peak {r['stack_bytes']} B, "
+          f"{r['stack_headroom_bytes']} B of RAM never touched; {r['targets']} targets)")
     return 0

@@ -9,10 +9,14 @@ the preflight's stages with a percentage on stderr (not with ``--json``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import stat
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
 from .options import add_tool_options, tool_settings
@@ -41,6 +45,12 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="work origin (program X0 Y0 Z0) in the robot base frame, mm (default: per robot, see docs/GCODE.md)")
     add_tool_options(p)
+    p.add_argument("--cell", metavar="FILE",
+                   help="check the path for collisions with this workcell (a TOML file, docs/WORKCELL.md) and "
+                        "the robot with itself; 'default': the robot's built-in cell, a table under its work")
+    p.add_argument("--clearance", type=float, metavar="MM",
+                   help="with --cell: warn where a link passes closer than MM (0 to 100) to a body or another link "
+                        "(error with --strict)")
     _own_extra_arguments(p)
 
 
@@ -74,7 +84,57 @@ def load(args: argparse.Namespace):
         machine = machine_for(spec, args.origin, **tools)
     except ValueError as exc:
         raise CliError(f"--origin: {exc}") from None
+    load_cell_arg(args, spec)
     return spec, machine, read_program(args.program)
+
+
+@dataclass
+class CellCheck:
+    """The workcell a program was checked in, and what the collision check found.
+
+    Attributes:
+        cell: the cell (:class:`~armtwin.robots.workcell.Cell`).
+        contacts: the first contact of each pair (:class:`~armtwin.envs.collision.Contact`).
+        seconds: CPU time of the collision check, s.
+        clearance: ``--clearance``, m (0: none).
+        near_misses: with a clearance, the first approach of each pair that does not touch.
+    """
+
+    cell: Any
+    contacts: list = field(default_factory=list)
+    seconds: float = 0.0
+    clearance: float = 0.0
+    near_misses: list = field(default_factory=list)
+
+
+def load_cell_arg(args: argparse.Namespace, spec) -> CellCheck | None:
+    """Read ``--cell`` (a file, or 'default') into ``args.cell_check``; CliError (exit 2) naming the
+    file and line of a bad cell."""
+    from ..robots.workcell import CellError, default_cell, load_cell
+    name = getattr(args, "cell", None)
+    clearance = getattr(args, "clearance", None)
+    if clearance is not None and not (math.isfinite(clearance) and 0 < clearance <= 100):
+        raise CliError(f"--clearance {clearance:g}: a distance from 0 to 100 mm (more than 0)")
+    if name is None:
+        if clearance is not None:
+            raise CliError("--clearance needs --cell (FILE or 'default'): the distance is to the cell's bodies")
+        args.cell_check = None
+        return None
+    if name == "default":
+        cell = default_cell(spec)
+    else:
+        try:
+            check_program_file(Path(name), what="a workcell file")
+        except CliError as exc:
+            raise CliError(f"--cell {exc}") from None
+        try:
+            cell = load_cell(name)
+        except CellError as exc:
+            raise CliError(f"--cell {exc}") from None
+        except OSError as exc:
+            raise CliError(f"--cell {name}: cannot read ({exc.strerror or exc})") from None
+    args.cell_check = CellCheck(cell, clearance=(clearance or 0.0) / 1000.0)
+    return args.cell_check
 
 
 def read_program(program: str) -> bytes:
@@ -93,7 +153,7 @@ def read_program(program: str) -> bytes:
     return data
 
 
-def check_program_file(path: Path) -> None:
+def check_program_file(path: Path, what: str = "a G-code file") -> None:
     """CliError unless ``path`` is an existing regular file (without opening it: a FIFO would block)."""
     try:
         st = os.stat(path)
@@ -105,7 +165,7 @@ def check_program_file(path: Path) -> None:
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise CliError(f"{path}: is a directory, not a G-code file")
+        raise CliError(f"{path}: is a directory, not {what}")
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in FILE_KINDS if test(st.st_mode)), "not a regular file")
         raise CliError(f"{path}: is {kind}, not a regular file" if kind != "not a regular file"
@@ -117,21 +177,60 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     from ..controllers.gcode.preflight import preflight
     spec, machine, data = load(args)
     machine = dialect(args, machine)
-    if getattr(args, "place", None) is not None:      # --place: the search checks its best origin in full
-        machine, rep = place(args, spec, machine, data, quiet=quiet)
-        return spec, machine, rep
+    placing = getattr(args, "place", None) is not None
     progress = None
-    if not quiet:
+    if not quiet and not placing:
         print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
         if data.count(b"\n") > PROGRESS_MIN_LINES:
             progress = StderrProgress(f"checking {args.program}")
-    rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None)
+    passes: tuple = ()
+    cc = getattr(args, "cell_check", None)
+    models = []
+    if cc is not None:
+        from ..envs.collision import CollisionModel, clearance_pass, timed_collision_pass
+        tool = body_tool(data, spec, machine)
+        models.append(CollisionModel(spec, cc.cell, tool=tool))
+        passes = (timed_collision_pass(models[0], cc),)
+        if cc.clearance > 0:
+            models.append(CollisionModel(spec, cc.cell, tool=tool, clearance=cc.clearance))
+            passes += (clearance_pass(models[1], cc.contacts, cc.near_misses),)
+    try:
+        if placing:     # --place: the search checks its candidates in full (with the cell's passes) and keeps the best
+            machine, rep = place(args, spec, machine, data, quiet=quiet, passes=passes)
+        else:
+            rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None,
+                            passes=passes)
+    finally:
+        for model in models:
+            model.close()
     if progress is not None:
         progress.done()
     return spec, machine, rep
 
 
-def report_dict(rep, spec, machine, strict: bool) -> dict:
+def body_tool(data: bytes, spec, machine):
+    """The tool that is part of the robot for the collision check: the one ``run`` puts on the
+    simulated flange (:attr:`~armtwin.controllers.gcode.compile.CompiledProgram.body_tool`) — the
+    start tool, or else the first one the program mounts with M6 (found by a preflight without the
+    collision pass, only for programs that have an M6) — or None for the bare flange."""
+    from ..controllers.gcode.compile import CompiledProgram
+    from ..controllers.gcode.preflight import preflight
+    from ..controllers.tools import ToolKind
+    start = machine.start_tool
+    if start.kind is not ToolKind.NONE:
+        return start
+    if re.search(rb"[Mm]\s*0*6(?![0-9.])", data) is None:
+        return None
+    return CompiledProgram(preflight(data, spec, machine), None).body_tool
+
+
+def report_dict(rep, spec, machine, strict: bool, cell_check: CellCheck | None = None) -> dict:
+    cell = {} if cell_check is None else {"cell": {
+        "name": cell_check.cell.name, "source": cell_check.cell.source,
+        "bodies": [b.name for b in cell_check.cell.bodies], "check_s": cell_check.seconds,
+        "contacts": [c.to_dict() for c in cell_check.contacts],
+        "clearance_mm": cell_check.clearance * 1000,
+        "near_misses": [{**c.to_dict(), "distance_mm": max(-c.depth, 0.0) * 1000} for c in cell_check.near_misses]}}
     return {
         "robot": spec.name,
         "clean": rep.clean(strict),
@@ -142,6 +241,7 @@ def report_dict(rep, spec, machine, strict: bool) -> dict:
         "faults": [f.to_dict() for f in rep.faults],
         "truncated": rep.truncated,
         "tool_changes": tool_changes(rep),
+        **cell,
     }
 
 
@@ -160,17 +260,19 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     clean = rep.clean(args.strict)
     if args.json:
-        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict),
+        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict, args.cell_check),
                     **placement_json(args, spec)})
         return 0 if clean else EXIT_FAULTY
-    print_report(args.program, rep, spec, machine, args.strict)
+    print_report(args.program, rep, spec, machine, args.strict, args.cell_check)
     return 0 if clean else EXIT_FAULTY
 
 
-def print_report(name: str, rep, spec, machine, strict: bool) -> None:
+def print_report(name: str, rep, spec, machine, strict: bool, cell_check: CellCheck | None = None) -> None:
     for f in rep.faults:
         print(f"{name}:{f}" if f.line else f"{name}: {f}")
-    o = ", ".join(f"{v * 1000:g}" for v in machine.origin)
+    o = ", ".join(f"{v * 1000:g}" for v in machine.origin) + " mm"
+    if cell_check is not None:
+        o += f"; cell {cell_check.cell.name!r}, {len(cell_check.contacts)} contact(s)"
     n_err = len(rep.errors(False))
     n_warn = len(rep.faults) - n_err
     changes = tool_changes(rep)
@@ -179,7 +281,7 @@ def print_report(name: str, rep, spec, machine, strict: bool) -> None:
               + " (M6: the arm rests while the tool is changed)")
     if rep.clean(strict):
         extra = f", {n_warn} warning(s)" if n_warn else ""
-        print(f"{name}: clean for {spec.name} (origin {o} mm): {rep.program.line_count} lines, "
+        print(f"{name}: clean for {spec.name} (origin {o}): {rep.program.line_count} lines, "
               f"{rep.lines_with_motion} moving, program time {rep.duration:.1f} s{extra}")
     else:
-        print(f"{name}: FAULTY for {spec.name} (origin {o} mm): {n_err} error(s), {n_warn} warning(s)")
+        print(f"{name}: FAULTY for {spec.name} (origin {o}): {n_err} error(s), {n_warn} warning(s)")

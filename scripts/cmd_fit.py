@@ -25,6 +25,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..envs.hinge_fit import Target
 from .cli import CliError, add_json_flag, missing_extra, output_file, print_json
 
 _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb": ("mN·m", 1e3),
@@ -33,16 +34,27 @@ _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb
 
 
 def register(sub) -> None:
-    p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log; report on a held-out part")
-    p.add_argument("log", help="twin log (.csv) from `armtwin sync --log`")
-    p.add_argument("--model", choices=["motor"], default="motor",
-                   help="what to fit: motor (the rig's DC motor, H-bridge and link delays; default)")
+    p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log, or the hinge model's gains to a "
+                                   "run log; report on a held-out part")
+    p.add_argument("log", help="twin log (.csv) from `armtwin sync --log` (--model motor) or run log from "
+                               "`armtwin run --log` (--model hinge)")
+    p.add_argument("--model", choices=["motor", "hinge"], default="motor",
+                   help="what to fit: motor (the rig's DC motor, H-bridge and link delays, from a twin log; default) "
+                        "or hinge (the hinge joint model's stiffness and damping per joint, from a run log)")
+    p.add_argument("--robot", help="--model hinge: the robot of the run log (required)")
+    p.add_argument("--target", choices=[t.value for t in Target], default=Target.MEASURED.value,
+                   help="--model hinge: follow the run's joints (measured: e.g. a run of the articulation model; "
+                        "default) or its commanded trajectory (commanded: the reference)")
+    p.add_argument("--max-fit-seconds", type=float, default=6.0, metavar="S",
+                   help="--model hinge: fit at most the log's first S seconds (1 to 60, default 6; every candidate "
+                        "is simulated)")
     p.add_argument("--joints", metavar="J1,J2", help="joint labels of the log to fit (default: all), e.g. j1,j2")
     p.add_argument("--fit-fraction", type=float, default=0.7, metavar="F",
                    help="fit the first F of the log's time, check on the rest (0.5 to 0.9, default 0.7)")
     p.add_argument("--generations", type=int, default=60, metavar="N",
                    help="generations of the derivative-free search (0 to 500; 0: least squares only; default 60)")
-    p.add_argument("--save", metavar="FILE.toml", help="write the fitted motor (per joint: FILE_<joint>.toml with several)")
+    p.add_argument("--save", metavar="FILE.toml", help="write the fitted motor (per joint: FILE_<joint>.toml with "
+                                                         "several), or the fitted hinge gains")
     p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -62,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.save, "--save", (".toml",))
     if args.plot:
         output_file(args.plot, "--plot", (".png",))
+    if args.model == "hinge":
+        return _run_hinge(args)
+    for opt, given in (("--robot", args.robot), ("--target", args.target != Target.MEASURED.value),
+                       ("--max-fit-seconds", args.max_fit_seconds != 6.0)):
+        if given:
+            raise CliError(f"{opt} belongs to --model hinge")
     try:
         import numba  # noqa: F401
         import scipy  # noqa: F401
@@ -92,11 +110,11 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(args.plot, traces, reports, simulate_loop)
     if args.json:
-        print_json({"log": args.log, "model": args.model, "joints": [_report_dict(r) for r in reports],
+        print_json({"log": args.log, "model": args.model, "joints": [report_dict(r) for r in reports],
                     "saved": saved, "plot": args.plot})
         return 0
     for rep in reports:
-        _print_report(rep)
+        print_report(rep)
     for name in saved:
         print(f"wrote {name}")
     if args.plot:
@@ -104,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_dict(rep) -> dict:
+def report_dict(rep) -> dict:
+    """One joint's :class:`~armtwin.controllers.ident.FitReport` as JSON data (also ``rig identify``'s)."""
     return {"joint": rep.label, "fit_seconds": rep.seconds, "simulations": rep.evaluations,
             "split_time_s": rep.split_time,
             "held_out_deg": {"rms_before": rep.rms_before, "max_before": rep.max_before,
@@ -121,7 +140,8 @@ def _fmt(v: float | None, factor: float) -> str:
     return f"{v * factor:.4g}"
 
 
-def _print_report(rep) -> None:
+def print_report(rep) -> None:
+    """One joint's fit for people: each parameter, then the held-out prediction (also ``rig identify``'s)."""
     print(f"joint {rep.label}: fitted on t <= {rep.split_time:.1f} s in {rep.seconds:.1f} s ({rep.evaluations} simulations)")
     print(f"  {'parameter':15s} {'unit':>10s} {'data sheet':>11s} {'fitted':>11s} {'± 95 %':>10s}")
     for p in rep.params:
@@ -162,3 +182,74 @@ def _plot(path: str, traces, reports, simulate_loop) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ----- --model hinge ------------------------------------------------------------------------------
+
+def _run_hinge(args: argparse.Namespace) -> int:
+    """``armtwin fit RUN.csv --model hinge --robot R``: the hinge gains fitted to a run log."""
+    from .cli import get_robot
+    if not args.robot:
+        raise CliError("--model hinge needs --robot (the robot of the run log)")
+    if not (1.0 <= args.max_fit_seconds <= 60.0):
+        raise CliError(f"--max-fit-seconds {args.max_fit_seconds:g}: must be from 1 to 60")
+    for opt, given in (("--joints", args.joints), ("--plot", args.plot), ("--generations", args.generations != 60)):
+        if given:
+            raise CliError(f"{opt} belongs to --model motor")
+    spec = get_robot(args.robot)
+    try:
+        import scipy  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc.name or "scipy", "fit") from None
+    from ..envs.hinge_fit import fit_hinge, read_run_log, write_hinge_gains
+    try:
+        trace = read_run_log(args.log, spec)
+    except OSError as exc:
+        raise CliError(f"{args.log}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if not args.json:
+        print(f"fitting the hinge gains of {spec.name} to {args.log} ({args.target} joints) …", file=sys.stderr, flush=True)
+    try:
+        rep = fit_hinge(spec, trace, target=args.target, fit_fraction=args.fit_fraction,
+                        max_fit_seconds=args.max_fit_seconds)
+    except ValueError as exc:
+        raise CliError(f"{args.log}: {exc}") from None
+    if args.save:
+        write_hinge_gains(args.save, rep.fitted, comment=f"hinge gains of {spec.name} fitted by armtwin fit to "
+                                                         f"{args.log} ({args.target} joints)")
+    if args.json:
+        print_json({"log": args.log, "model": "hinge", "robot": spec.name, **hinge_dict(rep), "saved": args.save})
+        return 0
+    _print_hinge(spec, rep)
+    if args.save:
+        print(f"wrote {args.save}")
+    return 0
+
+
+def hinge_dict(rep) -> dict:
+    """A :class:`~armtwin.envs.hinge_fit.HingeFitReport` as JSON data."""
+    lst = lambda a: [None if not math.isfinite(float(v)) else float(v) for v in a]  # noqa: E731
+    return {"target": rep.target.value, "split_time_s": rep.split_time, "fit_seconds": rep.seconds,
+            "simulations": rep.simulations, "improved": rep.improved,
+            "rule": {n: list(getattr(rep.rule, n)) for n in ("stiffness", "damping", "joint_damping")},
+            "fitted": {n: list(getattr(rep.fitted, n)) for n in ("stiffness", "damping", "joint_damping")},
+            "rms_fit_part": {"rule": lst(rep.rms_rule), "fitted": lst(rep.rms_fit)},
+            "rms_held_out": {"rule": lst(rep.rms_rule_held), "fitted": lst(rep.rms_fit_held)},
+            "max_held_out": {"rule": rep.max_rule_held, "fitted": rep.max_fit_held},
+            "stability_eigenvalue": {"rule": rep.eigen_rule, "fitted": rep.eigen_fit}}
+
+
+def _print_hinge(spec, rep) -> None:
+    print(f"{spec.name}: hinge gains fitted to the {rep.target.value} joints on t <= {rep.split_time:.2f} s in "
+          f"{rep.seconds:.1f} s ({rep.simulations} simulations)"
+          + ("" if rep.improved else " — no better than the rule: the rule's gains are kept"))
+    print(f"  {'joint':5s} {'K rule':>9s} {'K fitted':>9s} {'D+d rule':>9s} {'D+d fit':>9s}   "
+          f"{'RMS fitted part':>17s}   {'RMS held out':>17s}   (deg; mm prismatic; rule -> fitted)")
+    for j in range(spec.dof):
+        c0 = rep.rule.damping[j] + rep.rule.joint_damping[j]
+        c1 = rep.fitted.damping[j] + rep.fitted.joint_damping[j]
+        print(f"  J{j + 1:<4d} {rep.rule.stiffness[j]:9.4g} {rep.fitted.stiffness[j]:9.4g} {c0:9.4g} {c1:9.4g}   "
+              f"{rep.rms_rule[j]:7.3f} -> {rep.rms_fit[j]:7.3f}   {rep.rms_rule_held[j]:7.3f} -> {rep.rms_fit_held[j]:7.3f}")
+    print(f"  held out (t > {rep.split_time:.2f} s), all joints: max {rep.max_rule_held:.3f} -> {rep.max_fit_held:.3f}; "
+          f"stability eigenvalue at the rule's step {rep.eigen_rule:.2f} -> {rep.eigen_fit:.2f} (limit 4)")

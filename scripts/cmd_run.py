@@ -40,6 +40,9 @@ def register(sub) -> None:
                       video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
                                  "'work' frames the program's path, the others the whole robot")
     p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
+    p.add_argument("--hinge-gains", metavar="FILE.toml",
+                   help="with --joint-mode hinge: the hinge gains of this file (`armtwin fit RUN.csv --model hinge "
+                        "--save FILE.toml`) instead of the robot's")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -111,16 +114,28 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
-            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False),
+            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False, args.cell_check),
                         **placement_json(args, spec)})
         else:
-            print_report(args.program, rep, spec, machine, False)
+            print_report(args.program, rep, spec, machine, False, args.cell_check)
             print(f"{args.program}: refused: the preflight found faults; nothing was moved", file=sys.stderr)
         return EXIT_FAULTY
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
+    drive = None
+    if args.hinge_gains:
+        from ..envs.config import JointMode
+        from ..envs.hinge_fit import read_hinge_gains
+        if mode is not JointMode.HINGE:
+            raise CliError(f"--hinge-gains: the gains are the hinge model's; add --joint-mode hinge (not {mode.value})")
+        try:
+            drive = read_hinge_gains(args.hinge_gains, spec)
+        except OSError as exc:
+            raise CliError(f"--hinge-gains {args.hinge_gains}: cannot read it: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise CliError(f"--hinge-gains {exc}") from None
     try:
-        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value)
+        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value, drive=drive)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -134,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                               name=Path(args.program).name,
-                              source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
+                              source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop,
+                              cell=args.cell_check.cell if args.cell_check is not None else None)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:
@@ -142,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
             progress.done()
     out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict(),
            **placement_json(args, spec)}
+    if args.cell_check is not None:
+        out["cell"] = report_dict(rep, spec, machine, False, args.cell_check)["cell"]
     stopped_by = signal.Signals(signals.signum).name if res.interrupted and signals.signum is not None else None
     if stopped_by:
         out["stopped_by"] = stopped_by
@@ -151,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.program} on {spec.name} ({mode.value}): {res.lines_executed} motion and dwell lines executed, "
               f"program time {res.program_time:.2f} s ({res.samples} control periods, wall {res.wall_time:.1f} s)")
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
+        if args.cell_check is not None:
+            cell = args.cell_check.cell
+            print(f"  in the cell {cell.name!r} ({', '.join(b.name for b in cell.bodies) or 'no bodies'}): "
+                  f"no collision in the preflight")
         if res.pauses:
             print(f"  M0 pause at line(s) {', '.join(map(str, res.pauses))}: passed without waiting (simulation)")
         if res.tool_changes:

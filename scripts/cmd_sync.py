@@ -22,6 +22,11 @@ and not restored gives exit code 1.
 ``--samples N`` stops after exactly N samples (N rows); with ``--seconds`` too, whichever comes
 first. The summary line counts rig frames lost (sequence gaps), corrupt frames dropped and
 control ticks skipped by host stalls (those samples carry ``LATE`` in the log's Fault column).
+``--motor-params FILE [FILE2]`` (virtual-to-real) runs a virtual rig beside the real one — the
+identified motors (``armtwin rig identify``) in the firmware's loop on the host
+(:class:`armtwin.controllers.virtual_rig.VirtualRig`), started at the rig's first measured joints
+and sent the same targets and power commands — and the summary says how well it predicted what
+the rig reported (RMS and max, deg, per joint).
 ``--power-test`` needs a run of at least 3751 samples (its last restore is sent before sample
 3750); a shorter ``--samples`` or ``--seconds`` is refused, and a run that ends early anyway
 (Ctrl-C, host stalls) says so and restores the rig's power.
@@ -36,8 +41,8 @@ import sys
 import threading
 
 from .cli import CliError, get_robot
-from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, check_baud, check_log_file, check_outputs, joint_mode,
-                      open_log, parse_joints)
+from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_motor_params, check_baud, check_log_file, check_outputs,
+                      joint_mode, motor_params, open_log, parse_joints)
 
 #: the published power test: {sample number: power on?}
 POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
@@ -75,6 +80,8 @@ def register(sub) -> None:
                             "the simulated joints lag the rig)")
     p.add_argument("--demo", action="store_true",
                    help="with --direction real-to-virtual: ask the rig to move along its built-in sine")
+    add_motor_params(p, "virtual-to-real: run a virtual rig with these motors beside the real one and report how "
+                        "well it predicts what the rig reports")
     p.set_defaults(func=run)
 
 
@@ -121,6 +128,7 @@ def _program_source(path: str, spec, period: float):
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..controllers.virtual_rig import VirtualRig
     from ..envs.rig.link import LinkConfig, RigLink, RigLinkError
     from ..envs.rig.sync import Direction, RigNoAnswer, SyncConfig, TwinSync, connect, smooth_motion
     from ..envs.sim import PhysicsConfig, World
@@ -148,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
     if args.program:
         check_outputs(args.program, {"--log": args.log})
     check_log_file(args.log, "--log", args.port)
+    fits = motor_params(args, len(joints))
+    if fits is not None and direction is not Direction.VIRTUAL_TO_REAL:
+        raise CliError("--motor-params predicts what the rig does with the targets it is sent: it needs "
+                       "--direction virtual-to-real")
     mode = joint_mode(args)
     cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
     source = None  # checked before anything is opened
@@ -177,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     world = World(PhysicsConfig(dt=1.0 / args.rate))
     log = None
+    sync = None
     stopped_by: list[int] = []  # the signal that ended the run
     stop = threading.Event()
     old: dict = {}
@@ -199,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         log = open_log(args.log, joints, "--log")
-        sync = TwinSync(robot, link, cfg, log)
+        sync = TwinSync(robot, link, cfg, log, virtual_rig=None if fits is None else VirtualRig(fits))
         sched = dict(POWER_TEST) if args.power_test else None
         print(f"armtwin: sync: {start_msg}; logging to {args.log}", file=sys.stderr)
         last = {"t": -1.0}
@@ -238,6 +251,10 @@ def run(args: argparse.Namespace) -> int:
           + ("  (interrupted)" if rep.interrupted else ""))
     for e in rep.events:
         print(f"  fault {e.fault:8s} {'ON ' if e.on else 'off'} at STT {e.stt} (t = {e.time:.3f} s)")
+    if sync is not None and sync.virtual_rig is not None:
+        parts = [f"J{j + 1} RMS {r:.3f} deg, max {m:.3f} deg ({n} samples)"
+                 for j, (r, m, n) in zip(joints, sync.virtual_rig.errors())]
+        print(f"virtual rig ({' and '.join(args.motor_params)}): predicted - measured: {'; '.join(parts)}")
     print(args.log)
     if stopped_by:  # Ctrl-C or SIGTERM: everything written is closed and kept (README: exit codes)
         return EXIT_TERMINATED if stopped_by[0] == signal.SIGTERM else EXIT_INTERRUPTED

@@ -20,7 +20,8 @@ from .cli import CliError, output_file
 
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
-           "parse_joints", "check_log_file", "open_log", "add_tool_options", "tool_settings"]
+           "parse_joints", "check_log_file", "open_log", "add_tool_options", "tool_settings", "add_motor_params",
+           "motor_params"]
 
 #: the file name endings of CSV logs
 LOG_SUFFIXES = (".csv",)
@@ -206,6 +207,34 @@ def parse_joints(text: str, spec) -> tuple[int, ...]:
         if spec.prismatic[j]:
             raise CliError(f"--joints: {spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
     return js
+
+
+def add_motor_params(p: argparse.ArgumentParser, what: str) -> None:
+    """``--motor-params FILE [FILE2]``: identified motors (``armtwin rig identify``, ``armtwin fit
+    --save``); read them with :func:`motor_params`."""
+    p.add_argument("--motor-params", nargs="+", metavar="FILE.toml", default=None,
+                   help=f"{what}: one motor parameter file for every motor, or one per motor (motor 1, motor 2) — "
+                        f"as `armtwin rig identify` or `armtwin fit --save` write them")
+
+
+def motor_params(args: argparse.Namespace, motors: int):
+    """The ``--motor-params`` files as one :class:`~armtwin.controllers.ident.MotorFit` per motor
+    (``motors`` of them), or None when not given; CliError naming the file when one cannot be read."""
+    files = args.motor_params
+    if not files:
+        return None
+    if len(files) not in (1, motors):
+        raise CliError(f"--motor-params: give one file for every motor or one per motor ({motors}), got {len(files)}")
+    from ..controllers.ident import read_motor_fit
+    fits = []
+    for f in files:
+        try:
+            fits.append(read_motor_fit(f))
+        except OSError as exc:
+            raise CliError(f"--motor-params {f}: cannot read it: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise CliError(f"--motor-params {exc}") from None
+    return fits * motors if len(fits) == 1 else fits
 
 
 def check_log_file(path: str, opt: str, port: str) -> str:

@@ -46,9 +46,10 @@ def dialect(args: argparse.Namespace, machine):
     return replace(machine, dwell_ms=True) if getattr(args, "dwell_ms", False) else machine
 
 
-def place(args: argparse.Namespace, spec, machine, data: bytes, *, quiet: bool):
+def place(args: argparse.Namespace, spec, machine, data: bytes, *, quiet: bool, passes=()):
     """Search the origin for ``args.place``; returns (machine at the origin found, its preflight report).
 
+    ``passes``: extra preflight passes every candidate must also pass (``--cell``'s collision checks).
     Stores the :class:`~armtwin.controllers.gcode.placement.PlaceResult` as ``args.placement``
     (for :func:`placement_json`); prints the placement line unless ``--json``.
 
@@ -60,7 +61,7 @@ def place(args: argparse.Namespace, spec, machine, data: bytes, *, quiet: bool):
         raise CliError("--place and --origin exclude each other: --place finds the origin")
     if not quiet:
         print(f"placing {args.program} for {spec.name} …", file=sys.stderr)
-    res = place_program(data, spec, machine, args.place)
+    res = place_program(data, spec, machine, args.place, passes=passes)
     args.placement = res
     if res.best is None:
         if res.faults:     # the program's own errors: report them as check does, then say why nothing was searched

@@ -180,6 +180,7 @@ def test_preflight_findings(spec, text, code):
 def test_every_code_is_tested_and_documented():
     tested = {c for _, c, _ in PARSE_FAULTS} | {c for _, _, c in SEMANTIC_FAULTS} | {c for _, _, c in PREFLIGHT_FAULTS}
     tested.add(ErrorCode.TOO_MANY_FAULTS)  # see test_fault_cap
+    tested |= {ErrorCode.COLLISION, ErrorCode.SELF_COLLISION, ErrorCode.NEAR_MISS}   # see tests/test_collision.py
     assert set(ErrorCode) == tested
     doc = (ROOT / "docs" / "GCODE.md").read_text()
     for c in ErrorCode:

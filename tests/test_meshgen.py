@@ -65,7 +65,7 @@ def test_shell_volume_matches_the_solid_it_draws():
     box = trimesh.Trimesh(s.vertices, s.faces)
     assert box.bounds[0] == pytest.approx([-0.05, -0.05, -0.01], abs=1e-3)
     assert box.bounds[1] == pytest.approx([0.35, 0.05, 0.01], abs=2e-3)   # polygon points on the far circle
-    assert box.volume == pytest.approx((0.3 * 0.1 + np.pi * 0.05 ** 2) * 0.02, rel=0.01)
+    assert box.volume == pytest.approx((0.3 * 0.1 + np.pi * 0.05 ** 2) * 0.02, rel=0.03)   # polygon arcs: a bit less
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -141,3 +141,14 @@ def test_the_tiny_renderer_draws_the_makers_colours(name, paint):
     background = np.all(img == img[0, 0], axis=2)
     assert 0.04 < 1 - background.mean() < 0.9
     assert _hue_pixels(img, rgba).sum() >= 20
+
+
+def test_shapes_reject_bad_data_when_built():
+    with pytest.raises(ValueError, match="Paint.name"):
+        Paint("abb orange", (1, 0.5, 0, 1))
+    with pytest.raises(ValueError, match="Paint.rgba"):
+        Paint("orange", (255, 128, 0, 1))
+    with pytest.raises(ValueError, match="inside its outline"):
+        slab((0, 0, 0), (1, 0, 0), (0, 1, 0), [(0, 0, -0.01)], 0.02, Paint("p", (1, 1, 1, 1)))
+    with pytest.raises(ValueError, match="non-zero"):
+        cylinder((0, 0, 0), (0, 0, 0), 0.05, Paint("p", (1, 1, 1, 1)))

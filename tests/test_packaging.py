@@ -1,5 +1,5 @@
-"""What a user installs: a non-editable install finds its examples, firmware and manuals, and every
-manual the code and the README cite is in the repository (in armtwin's own docs/)."""
+"""What a user installs: a non-editable install finds its examples, firmware, manuals and the robots'
+meshes, and every manual the code and the README cite is in the repository (in armtwin's own docs/)."""
 
 from __future__ import annotations
 
@@ -51,9 +51,15 @@ def test_a_non_editable_install_finds_examples_firmware_and_docs(tmp_path):
         progs = sorted(p.name for p in examples_dir().glob("*.ngc"))
         fw = sorted(p.name for p in Path(FIRMWARE_DIR).iterdir())
         docs = sorted(p.name for p in (Path(armtwin.__file__).parent / "docs").glob("*.md"))
-        print(len(progs), "rig_core.cpp" in fw, "GCODE.md" in docs)
+        from armtwin import robots
+        from armtwin.robots.urdfcheck import check_urdf
+        for name in robots.names():      # every mesh a URDF names is a file next to it
+            check_urdf(robots.get(name).urdf_path)
+        meshes = len(list((Path(armtwin.__file__).parent / "robots" / "urdf" / "meshes").rglob("*.obj")))
+        print(len(progs), "rig_core.cpp" in fw, "GCODE.md" in docs, meshes)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    n, fw, docs = out.stdout.split()
+    n, fw, docs, meshes = out.stdout.split()
     assert int(n) == len(list((ROOT / "examples").glob("*.ngc"))) and fw == "True" and docs == "True"
+    assert int(meshes) == len(list((ROOT / "robots" / "urdf" / "meshes").rglob("*.obj"))) > 0

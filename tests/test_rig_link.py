@@ -140,6 +140,41 @@ def test_watchdog_stops_the_motors_when_the_host_goes_silent(emu):
     assert silent[0].positions != silent[-1].positions  # (they were running when the host went silent)
 
 
+def test_after_a_watchdog_stop_only_a_new_mode_moves_the_motors_again(emu):
+    """The watchdog is latched: a host that comes back with targets or heartbeats alone finds the
+    motors stopped (and WATCHDOG reported) until it sends MODE again — a stale target is never
+    driven to by a stray frame."""
+    import serial
+    port = serial.serial_for_url(emu.device, timeout=0.002)
+    dec = rp.StreamDecoder()
+    seq = iter(range(1, 100000))
+
+    def send(msg):
+        port.write(rp.encode_frame(msg, next(seq), 0))
+
+    def states_for(seconds, msg=None):
+        out, t_end = [], time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            if msg is not None:
+                send(msg)
+            out += [f.msg for f in dec.feed(port.read(512)) if isinstance(f.msg, rp.JointStates)]
+            time.sleep(0.005)
+        return out
+
+    port.write(b"\x00")
+    send(rp.ModeMsg(rp.Mode.VIRTUAL_TO_REAL))
+    far = rp.JointTargets((30000, -30000))
+    assert any(abs(m.pwm[0]) == 255 for m in states_for(0.3, far))  # driving
+    stopped = states_for(0.4)  # silence: the watchdog trips
+    assert stopped and stopped[-1].faults & rp.Fault.WATCHDOG and stopped[-1].pwm == (0, 0)
+    back = states_for(0.3, far)  # targets again, no MODE
+    assert back and all(m.pwm == (0, 0) and m.faults & rp.Fault.WATCHDOG for m in back[3:])
+    send(rp.ModeMsg(rp.Mode.VIRTUAL_TO_REAL))
+    resumed = states_for(0.3, far)
+    port.close()
+    assert any(abs(m.pwm[0]) == 255 and not m.faults & rp.Fault.WATCHDOG for m in resumed)
+
+
 def test_garbage_from_the_host_is_survived_by_the_rig(emu):
     with RigLink(emu.device) as link:
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL)

@@ -37,10 +37,10 @@ def test_plot_and_replay_read_a_log_without_the_serial_link_or_the_sync_loop(tmp
 
 
 def test_every_public_name_is_importable_from_the_package():
-    from armtwin.envs.rig import emulator, gym, link, log, sync
+    from armtwin.envs.rig import chip, emulator, gym, link, log, sync
     for name in rig.__all__:
         value = getattr(rig, name)
-        owners = [m for m in (link, log, sync, gym, emulator) if getattr(m, name, None) is value and name in m.__all__]
+        owners = [m for m in (link, log, sync, gym, emulator, chip) if getattr(m, name, None) is value and name in m.__all__]
         assert len(owners) == 1, (name, owners)  # defined once, in its concern's module
     assert rig.TwinSyncWrapper is gym.TwinSyncWrapper  # the README's `armtwin.envs.rig.TwinSyncWrapper`
     with pytest.raises(AttributeError):

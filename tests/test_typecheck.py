@@ -26,12 +26,14 @@ TYPED = [
     "controllers/transforms.py",
     "controllers/dynamics.py",
     "controllers/ident.py",
+    "controllers/virtual_rig.py",
     "controllers/tools.py",
     "controllers/torque_budget.py",
     "envs/config.py",
     "envs/camera.py",
     "envs/errors.py",
     "envs/runner.py",
+    "envs/hinge_fit.py",
     "envs/gym_options.py",
     "envs/hyperparams.py",
     "envs/randomize.py",
@@ -47,6 +49,8 @@ TYPED = [
     "scripts/options.py",
     "scripts/cmd_torque.py",
     "scripts/cmd_fit.py",
+    "scripts/rig_identify.py",
+    "scripts/bench_fit.py",
     "scripts/placing.py",
 ]
 

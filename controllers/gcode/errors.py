@@ -79,6 +79,9 @@ class ErrorCode(enum.IntEnum):
     CONFIGURATION_FLIP = 104
     PROGRAM_TOO_LONG = 105
     NO_MOTION = 106
+    COLLISION = 110
+    SELF_COLLISION = 111
+    NEAR_MISS = 112
     TOO_MANY_FAULTS = 119
     # what the writer probably meant (preflight warnings of :mod:`.intent`)
     LONG_DWELL = 107
@@ -290,6 +293,25 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "Nothing in the program moves the robot (empty, comments only, or only settings and "
         "dwells): there is nothing to run. An error, not tied to a line (line 0): `armtwin check` "
         "calls the program faulty and `armtwin run` refuses it, both with exit code 1."),
+    ErrorCode.COLLISION: (
+        "collision with the workcell",
+        "With a workcell (armtwin check/run --cell FILE, docs/WORKCELL.md) the joint path is "
+        "checked against the cell's bodies: a link of the robot touches an obstacle, a link that "
+        "is not the end effector touches a work body, or the end effector presses into a work "
+        "body deeper than the cell's touch depth. The message names the link and the body, when "
+        "they first meet (program time) and how deep they overlap (mm). Raise the path, move "
+        "the work origin (--origin) or the body, or change the arm's configuration."),
+    ErrorCode.SELF_COLLISION: (
+        "self-collision",
+        "Two links of the robot that are not neighbours (and do not touch in every pose: the "
+        "allowed-collision matrix generated for each robot) would touch each other along the "
+        "path. The message names the links, when they first meet and how deep they overlap. "
+        "Change the tool orientation or the path so that the arm does not fold onto itself."),
+    ErrorCode.NEAR_MISS: (
+        "closer than the clearance",
+        "With --cell and --clearance MM, a link passes closer than MM to a body of the workcell "
+        "(other than the end effector on work bodies) or to another link, without touching it. A "
+        "warning unless --strict; the message names the pair and the smallest distance on the line."),
     ErrorCode.TOO_MANY_FAULTS: (
         "too many faults",
         "The program has more faults than the cap (100; max_faults): the report lists the first "

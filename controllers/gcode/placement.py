@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -48,7 +49,7 @@ from .config import MachineConfig
 from .errors import Fault, Severity
 from .interpreter import load_program
 from .planner import plan
-from .preflight import PreflightReport, preflight
+from .preflight import CheckPass, PreflightReport, preflight
 
 __all__ = ["PlaceConstraint", "Placement", "PlaceResult", "place_program", "joint_margin", "parse_constraint"]
 
@@ -300,7 +301,7 @@ def _axes(job: _Job, reach: float, fixed, grid: int) -> list[np.ndarray] | None:
 
 def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstraint = PlaceConstraint(), *,
                   grid: int = 9, points: int = 48, refine: int = 3, verify: int = 4,
-                  budget: float = 30.0) -> PlaceResult:
+                  budget: float = 30.0, passes: Sequence[CheckPass] = ()) -> PlaceResult:
     """Search a work origin at which ``text`` checks clean for ``spec`` (see the module docstring).
 
     Args:
@@ -314,6 +315,8 @@ def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstrain
         verify: stop after this many clean full preflights.
         budget: wall time after which no further full preflight is started, s (at least one runs
             when there is a feasible candidate).
+        passes: extra preflight passes a candidate must also pass (a workcell's collision checks,
+            ``--cell``); the coarse search does not know them, the full preflight does.
 
     Returns:
         A :class:`PlaceResult` (``best`` None and ``reason`` when nothing fits).
@@ -364,7 +367,7 @@ def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstrain
             continue
         seen.add(o)
         verified += 1
-        rep = preflight(text, spec, replace(machine, origin=o))
+        rep = preflight(text, spec, replace(machine, origin=o), passes=passes)
         if rep.clean() and rep.q is not None and rep.samples is not None:
             on_job = np.isin(rep.samples.line, job.lines)
             found.append(Placement(o, *joint_margin(spec, rep.q[on_job]), rep))

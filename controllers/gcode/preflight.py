@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -48,7 +49,7 @@ from .intent import with_intent_warnings
 from .planner import PathSamples, Plan, plan, retime
 
 __all__ = ["PreflightReport", "PathTrack", "CheckPass", "PASSES", "preflight", "preflight_program", "track_path",
-           "jacobian_batch", "MAX_JOINT_STEP", "Progress"]
+           "jacobian_batch", "MAX_JOINT_STEP", "Progress", "PathCheck", "Findings"]
 
 #: largest revolute joint change between two neighbouring IK samples that still counts as continuous, rad
 MAX_JOINT_STEP = 0.35
@@ -321,7 +322,8 @@ class PreflightReport:
 
 
 def preflight(text, spec, machine: MachineConfig | None = None, *, max_faults: int = MAX_FAULTS,
-              singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
+              singularity: bool = True, progress: Progress | None = None,
+              passes: Sequence[CheckPass] = ()) -> PreflightReport:
     """Check a program text (str, bytes or lines) for ``spec``. Never raises on content.
 
     Args:
@@ -332,12 +334,16 @@ def preflight(text, spec, machine: MachineConfig | None = None, *, max_faults: i
         singularity: also look for closeness to singularities (warnings).
         progress: called now and then with (stage, fraction of the stage); stages "parse",
             "interpret", "plan", "IK", "limits".
+        passes: more checks run after :data:`PASSES` on the same path — e.g. the collision
+            check of a workcell (:func:`armtwin.envs.collision.collision_pass`), which needs a
+            physics engine this package does not import.
     """
     machine = machine or machine_for(spec)
     if progress is not None:
         progress("parse", 0.0)
     prog = load_program(text, spec, machine, max_faults=max_faults, progress=progress)
-    rep = preflight_program(prog, spec, machine, max_faults=max_faults, singularity=singularity, progress=progress)
+    rep = preflight_program(prog, spec, machine, max_faults=max_faults, singularity=singularity, progress=progress,
+                            passes=passes)
     return with_intent_warnings(rep, text, max_faults)   # the dialect warnings of .intent (they read the text)
 
 
@@ -447,6 +453,12 @@ def _slow_rapids(pl: Plan, gs: PathSamples, q: np.ndarray, spec, machine: Machin
     return pl, gs, dq, qd, ratio
 
 
+#: what a :class:`CheckPass` reads and writes: the public names of the passes' two arguments (a
+#: pass defined outside this module, e.g. the workcell's collision check, is typed with them)
+PathCheck = _PathCheck
+Findings = _Findings
+
+
 def _pass_ik(path: _PathCheck, findings: _Findings) -> None:
     """Reach, joint ranges and branch continuity along the path (100, 101, 104)."""
     track, gs = path.track, path.samples
@@ -530,12 +542,13 @@ PASSES: tuple[CheckPass, ...] = (
 
 
 def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults: int = MAX_FAULTS,
-                      singularity: bool = True, progress: Progress | None = None) -> PreflightReport:
+                      singularity: bool = True, progress: Progress | None = None,
+                      passes: Sequence[CheckPass] = ()) -> PreflightReport:
     """Preflight of an interpreted program (see the module docstring).
 
     The parser's and the interpreter's faults come first; the lines that passed are then planned
     (rapids slowed to the joints' limits), solved with IK along the path, and checked by the
-    :data:`PASSES` (the singularity pass only with ``singularity``), so that one pass over the
+    :data:`PASSES` (the singularity pass only with ``singularity``) and then ``passes``, so that one pass over the
     file reports every fault, up to ``max_faults`` (a faulty line is skipped and changes no modal
     state, as grbl rejects it).
     """
@@ -559,7 +572,7 @@ def preflight_program(prog: Program, spec, machine: MachineConfig, *, max_faults
     pl, gs, dq, qd, ratio = _slow_rapids(pl, gs, track.q, spec, machine)
     path = _PathCheck(spec, machine, prog, pl, gs, track, dq, qd, ratio)
     findings = _Findings(faults, max_faults)
-    for check in PASSES:
+    for check in (*PASSES, *passes):
         if singularity or check is not SINGULARITY_PASS:
             check.run(path, findings)
     faults.sort(key=lambda f: (f.line, int(f.code)))

@@ -9,6 +9,7 @@ One module per concern:
 | :mod:`.sync` | the twin session: :class:`TwinSync` (one sample at a time, the tick-scheduled loop, the ramp from the rig's measured joints), :class:`SyncConfig`, :class:`Direction`, :func:`smooth_motion`, :func:`connect` (the HELLO / give-up policy), :class:`RigLoop` (the twin on its own thread) |
 | :mod:`.gym` | :class:`TwinSyncWrapper` — the twin inside a Gymnasium env |
 | :mod:`.emulator` | :func:`build_emulator`, :class:`Emulator` — the firmware core compiled on the host |
+| :mod:`.chip` | :func:`build_firmware`, :class:`Board`, :class:`FirmwareImage` — the firmware built for AVR boards with avr-gcc |
 
 Every public name is importable from here (``from armtwin.envs.rig import TwinSyncWrapper``);
 the submodule is imported on first use, so ``armtwin plot`` reading a log through
@@ -29,6 +30,7 @@ _WHERE = {
                      "smooth_motion", "RampInfo", "RigLoop", "connect", "RigNoAnswer", "RigProtocolMismatch"), "sync"),
     "TwinSyncWrapper": "gym",
     **dict.fromkeys(("FIRMWARE_DIR", "build_emulator", "Emulator"), "emulator"),
+    **dict.fromkeys(("Board", "BoardSpec", "BOARDS", "FirmwareImage", "build_firmware"), "chip"),
 }
 
 __all__ = sorted(_WHERE)
@@ -49,6 +51,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the names as the type checker and editors see them
+    from .chip import BOARDS, Board, BoardSpec, FirmwareImage, build_firmware
     from .emulator import FIRMWARE_DIR, Emulator, build_emulator
     from .gym import TwinSyncWrapper
     from .link import LatencyWindow, LinkConfig, LinkStats, RigLink, RigLinkError, RigState

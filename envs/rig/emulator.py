@@ -17,7 +17,7 @@ __all__ = ["FIRMWARE_DIR", "build_emulator", "Emulator"]
 #: the firmware sources (package data of a non-editable install too)
 FIRMWARE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "firmware",
                             "servo_rig")
-_EMU_SOURCES = ("emulator.cpp", "rig_core.cpp", "rig_core.h")
+_EMU_SOURCES = ("emulator.cpp", "rig_core.cpp", "rig_core.h", "chip/core_trace.h")
 
 
 def build_emulator(cache_dir: str | os.PathLike | None = None, *, compiler: str = "g++") -> str:
@@ -78,8 +78,9 @@ class Emulator:
         rx_buffer: the board's serial receive buffer, bytes (the Arduino core's 64): bytes a
             host writes faster than the wire carries beyond it are dropped and counted.
         boot_id: the boot id the emulated board reports in HELLO (default: a new random one).
-        motor_params: a motor parameter file (``armtwin fit --save``, ``name = value`` lines) for
-            both motors, instead of the data sheet motor.
+        motor_params: a motor parameter file (``armtwin fit --save``, ``armtwin rig identify``;
+            ``name = value`` lines) for both motors, instead of the data sheet motor.
+        motor2_params: motor 2's own file (default: ``motor_params``, or the data sheet's).
 
     Attributes:
         device: the path to open (the pty, or ``link``).
@@ -93,7 +94,8 @@ class Emulator:
 
     def __init__(self, baud: int = 115200, *, link: str | None = None, exe: str | None = None,
                  control_hz: int = 1000, rx_buffer: int = 64, boot_id: int | None = None,
-                 motor_params: str | os.PathLike | None = None) -> None:
+                 motor_params: str | os.PathLike | None = None,
+                 motor2_params: str | os.PathLike | None = None) -> None:
         import subprocess
         self.exe = exe or build_emulator()
         cmd = [self.exe, "--baud", str(int(baud)), "--control-hz", str(int(control_hz)),
@@ -104,6 +106,8 @@ class Emulator:
             cmd += ["--boot-id", str(int(boot_id))]
         if motor_params is not None:
             cmd += ["--motor-params", os.fspath(motor_params)]
+        if motor2_params is not None:
+            cmd += ["--motor2-params", os.fspath(motor2_params)]
         self.stats: dict[str, int] = {}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().rstrip("\n")  # type: ignore[union-attr]

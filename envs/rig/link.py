@@ -333,8 +333,9 @@ class RigLink:
         """Select the lead direction.
 
         The mode is remembered: it is re-sent every ``MODE_RETRY_S`` until the rig echoes it,
-        after every reconnect, and when the rig announces a new boot id (it rebooted — an
-        Arduino resets when its port is opened). The rig takes the same MODE again without
+        after every reconnect, when the rig announces a new boot id (it rebooted — an
+        Arduino resets when its port is opened), and when a state reports WATCHDOG (the rig's
+        watchdog is latched: after a stop it moves again only on a MODE). The rig takes the same MODE again without
         resetting anything, so a repeat is harmless.
         """
         msg = rp.ModeMsg(mode, stream_hz, flags)
@@ -506,6 +507,11 @@ class RigLink:
                 else:
                     continue
                 faults = rp.Fault(m.faults)
+                if arrival is Arrival.NEW and faults & rp.Fault.WATCHDOG and self._mode is not None \
+                        and self._mode.mode != rp.Mode.IDLE:
+                    # the rig's watchdog stopped it (a host stall, a pulled cable) and stays stopped
+                    # until it hears MODE again: the reader re-sends the mode until it is echoed
+                    self.mode_ack = None
                 state = RigState(t, f.seq, f.t_us, m.positions, m.pwm, faults, lat, m.echo)
                 with self._new_state:
                     if arrival is Arrival.NEW:

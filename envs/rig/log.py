@@ -47,6 +47,8 @@ class SyncSample:
             ticks were skipped just before this sample.
         pwm: the rig's PWM per mapped joint.
         rig_state: the newest rig state this sample used (its ``t_us`` is the rig's clock), or None.
+        predicted_deg: what the virtual rig (``TwinSync(virtual_rig=…)``, the identified motors)
+            says the rig reports now (k,), deg; None without one.
     """
 
     stt: int
@@ -58,6 +60,7 @@ class SyncSample:
     faults: rp.Fault
     pwm: tuple[int, ...] = ()
     rig_state: RigState | None = None
+    predicted_deg: np.ndarray | None = None
 
 
 class TwinLog:

@@ -270,12 +270,17 @@ class TwinSync:
         link: an open :class:`RigLink`.
         config: joints, direction, rate, ramp and target limits.
         log: optional :class:`TwinLog` receiving every sample.
+        virtual_rig: VIRTUAL_TO_REAL: a :class:`~armtwin.controllers.virtual_rig.VirtualRig` (the
+            rig's identified motors on the host) that is sent what the rig is sent, from the rig's
+            first measured state on; each sample then carries its prediction
+            (``SyncSample.predicted_deg``) and it keeps the prediction error.
 
     Raises:
         ValueError: a mapped joint that does not exist or is prismatic.
     """
 
-    def __init__(self, robot, link: RigLink, config: SyncConfig, log: TwinLog | None = None) -> None:
+    def __init__(self, robot, link: RigLink, config: SyncConfig, log: TwinLog | None = None, *,
+                 virtual_rig=None) -> None:
         spec = robot.spec
         for j in config.joints:
             if not (0 <= j < spec.dof):
@@ -283,6 +288,7 @@ class TwinSync:
             if spec.prismatic[j]:
                 raise ValueError(f"{spec.name} joint {j + 1} is prismatic; the rig's motors stand for revolute joints")
         self.robot, self.link, self.config, self.log = robot, link, config, log
+        self.virtual_rig = virtual_rig
         self.spec = spec
         self.idx = list(config.joints)
         self.stt = 0
@@ -324,6 +330,12 @@ class TwinSync:
     def started(self) -> bool:
         """True once :meth:`start` ran (the clock is running)."""
         return self._t0 is not None
+
+    @property
+    def clock_origin(self) -> float | None:
+        """The host monotonic time of the samples' ``time`` 0, s (None before :meth:`start`): a rig
+        state's reception time ``RigState.t`` is at ``t − clock_origin`` on the samples' clock."""
+        return self._t0
 
     def _targets(self, want: np.ndarray, state, seen: rp.Fault, now: float) -> np.ndarray | None:
         """The targets to send (rad, mapped joints) for the wanted ``want``: through the limiter
@@ -379,9 +391,14 @@ class TwinSync:
             virt = np.degrees(q[self.idx])
             want = np.radians(virt) if target_q is None else np.asarray(target_q, dtype=float)
             out = self._targets(want, state, seen, now) if send else None
+            vr = self.virtual_rig
+            if vr is not None and not vr.started and state is not None:
+                vr.start(state.degrees[:k], now - self._t0)     # the virtual rig starts where the rig is
             if out is not None:
                 pulses = np.rint(np.degrees(out) * PULSES_PER_DEG).astype(int).tolist()
                 self.link.send_targets(pulses + [0] * (rp.N_MOTORS - k))
+                if vr is not None and vr.started:
+                    vr.targets(pulses, now - self._t0)
         else:
             if state is not None:
                 q_cmd, _ = self.robot.commanded
@@ -411,7 +428,14 @@ class TwinSync:
             latency = math.nan
             if not self.link.connected:
                 servo = np.full(k, np.nan)
-        sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm, state)
+        predicted = None
+        if self.virtual_rig is not None and self.config.direction is Direction.VIRTUAL_TO_REAL:
+            # what the rig should report in the state this sample shows: when that state arrived
+            predicted = self.virtual_rig.angles_at((state.t if state is not None else now) - self._t0)
+            if not faults & rp.Fault.LINK:
+                self.virtual_rig.observe(predicted, servo)
+        sample = SyncSample(self.stt, now - self._t0, virt, servo, virt - servo, latency, faults, pwm, state,
+                            predicted)
         self._track_faults(sample)
         if self.log is not None:
             self.log.write(sample)
@@ -436,7 +460,8 @@ class TwinSync:
             virtual: Callable[[], np.ndarray] | None = None, stop: threading.Event | None = None,
             power_schedule: dict[int, bool] | None = None, max_samples: int | None = None,
             on_sample: Callable[[SyncSample], None] | None = None,
-            on_ramp: Callable[[RampInfo], None] | None = None) -> SyncReport:
+            on_ramp: Callable[[RampInfo], None] | None = None,
+            source_power: dict[float, bool] | None = None) -> SyncReport:
         """Run the loop at ``config.rate_hz`` until ``seconds``, ``max_samples`` or ``stop``.
 
         Samples follow a fixed tick schedule (tick k at k / rate_hz after the start). A sample
@@ -467,6 +492,10 @@ class TwinSync:
             max_samples: stop once ``stt`` reaches this (the total sample count of this sync).
             on_sample: called with every sample (progress display); it may set ``stop``.
             on_ramp: called once with the planned ramp (to say so).
+            source_power: with a ``source``: {time on the source's clock, s: power on?} — each
+                POWER goes out at the first sample at or after its time once the source runs
+                (an excitation's coast-downs, which must fall where the source is fastest,
+                whatever the wait and the ramp took); recorded like ``power_schedule``'s.
         """
         v2r = self.config.direction is Direction.VIRTUAL_TO_REAL
         drive = v2r and source is not None  # this loop commands the robot and steps its world
@@ -474,6 +503,7 @@ class TwinSync:
         period = 1.0 / self.config.rate_hz
         max_late_ticks = int(self.config.max_late_s / period)
         sched = dict(power_schedule or {})
+        timed = sorted((source_power or {}).items())  # (source time, on), sent in order
         report = SyncReport()
         self.start()
         t_start = time.monotonic()  # tick 0 of this run
@@ -504,7 +534,7 @@ class TwinSync:
                     tick = due
                 if self.stt in sched:
                     on = sched.pop(self.stt)
-                    seq = self.link.power(on)
+                    seq = self._power(on, now)
                     report.power_commands.append(PowerCommand(self.stt, now - self._t0, seq, on, time.monotonic()))
                 if phase == "wait" and (state := self.link.latest()) is not None:
                     ramp, t_ramp, phase = self.plan_ramp(q_first, state), now, "ramp"
@@ -518,6 +548,10 @@ class TwinSync:
                         on_ramp(report.ramp)
                 if phase == "ramp" and now - t_ramp >= ramp.duration:
                     phase, t_src = "go", t_ramp + ramp.duration
+                while phase == "go" and drive and timed and now - t_src >= timed[0][0]:
+                    on = timed.pop(0)[1]
+                    seq = self._power(on, now)
+                    report.power_commands.append(PowerCommand(self.stt, now - self._t0, seq, on, time.monotonic()))
                 if phase == "wait":  # no rig state yet: log the sample, send nothing
                     report.waited_samples += 1
                     world.step()
@@ -552,7 +586,7 @@ class TwinSync:
             report.interrupted = True
         finally:
             if report.power_commands and not report.power_commands[-1].on:  # never leave the motors unpowered
-                self.link.power(True)
+                self._power(True, time.monotonic())
                 report.power_restored = True
         report.samples = self.stt - n0
         report.ticks = report.samples + report.ticks_skipped
@@ -562,6 +596,12 @@ class TwinSync:
         report.events = list(self.events)
         report.stale_samples = self.stale
         return report
+
+    def _power(self, on: bool, now: float) -> int | None:
+        """Switch the rig's supply (and the virtual rig's, if any); the POWER frame's seq."""
+        if self.virtual_rig is not None and self._t0 is not None:
+            self.virtual_rig.power(on, now - self._t0)
+        return self.link.power(on)
 
     def _ramp_info(self, ramp: Ramp) -> RampInfo:
         return RampInfo(tuple(j + 1 for j in self.idx), np.degrees(ramp.q0), np.degrees(ramp.q1), ramp.duration,

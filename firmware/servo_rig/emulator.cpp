@@ -3,14 +3,20 @@
 // both directions), so that rates and latencies hold for a real serial cable.
 //
 //   ./rig_emulator [--baud 115200] [--control-hz 1000] [--link PATH] [--rx-buffer 64] [--boot-id N] [--quiet]
-//                  [--motor-params FILE]
+//                  [--motor-params FILE] [--motor2-params FILE]
 //   ./rig_emulator --motor-trace VOLTS SECONDS   (prints "t rpm pulses" every 10 ms, then exits)
 //
 // --motor-params FILE (before --motor-trace, if both): "name = value" lines ('#' starts a comment)
 // setting the MotorParams fields rotor_inertia, load_inertia, coulomb_friction, viscous_friction,
 // no_load_rpm, resistance, gear_ratio, encoder_cpr, nominal_voltage, and dead_band (V: the H-bridge
-// passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py).
+// passes no current below it) — the file `armtwin fit --save` writes (controllers/ident.py). Its
+// delay_down and delay_up (s, >= 0) are the fitted link's delays: the host's virtual rig uses them;
+// the emulator has its own link (the pty at the baud rate) and ignores them. --motor2-params FILE
+// (after --motor-params, if both) gives motor 2 its own file (`armtwin rig identify` fits one per motor).
 //   ./rig_emulator --pid-trace [published]      (reads "setpoint measurement dt" lines, prints u)
+//   ./rig_emulator --core-trace TICKS START_US  (chip/core_trace.h: prints "TRACE ticks start crc")
+//   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
+//                                                integer pulses at a fixed period, prints u in volts)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
 // exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
@@ -38,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chip/core_trace.h"
 #include "rig_core.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -80,16 +87,19 @@ static double now_s() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static rig::MotorParams g_motor;    // --motor-params, else the data sheet motor
-static double g_dead_band = 0.0;    // V
+static rig::MotorParams g_motor[rig::N_MOTORS];  // --motor-params (--motor2-params), else the data sheet motor
+static double g_dead_band[rig::N_MOTORS] = {0.0, 0.0};  // V
 
-// The voltage the motor gets for a commanded one: none inside the H-bridge's dead band.
-static double bridge(double volts) { return fabs(volts) < g_dead_band ? 0.0 : volts; }
+// The voltage motor i gets for a commanded one: none inside its H-bridge's dead band.
+static double bridge(int i, double volts) { return fabs(volts) < g_dead_band[i] ? 0.0 : volts; }
 
-// Reads --motor-params FILE into g_motor / g_dead_band; false (with a message) on any fault.
-static bool load_motor_params(const char* path) {
+// Reads a motor parameter file into motors first..N_MOTORS-1 (--motor-params: all, --motor2-params:
+// the second); false (with a message naming `opt`) on any fault.
+static bool load_motor_params(const char* opt, const char* path, int first) {
   FILE* f = fopen(path, "r");
-  if (!f) { fprintf(stderr, "rig_emulator: --motor-params %s: %s\n", path, strerror(errno)); return false; }
+  if (!f) { fprintf(stderr, "rig_emulator: %s %s: %s\n", opt, path, strerror(errno)); return false; }
+  rig::MotorParams m;
+  double dead_band = 0.0;
   char line[256];
   int n = 0;
   bool ok = true;
@@ -103,36 +113,51 @@ static bool load_motor_params(const char* path) {
     int got = sscanf(line, " %63[A-Za-z_] = %lf %1s", key, &v, rest);
     if (got <= 0) continue;  // blank or comment
     if (got != 2 || !isfinite(v)) { ok = false; break; }
-    if (!strcmp(key, "rotor_inertia")) g_motor.rotor_inertia = v;
-    else if (!strcmp(key, "load_inertia")) g_motor.load_inertia = v;
-    else if (!strcmp(key, "coulomb_friction")) g_motor.coulomb_friction = v;
-    else if (!strcmp(key, "viscous_friction")) g_motor.viscous_friction = v;
-    else if (!strcmp(key, "no_load_rpm")) g_motor.no_load_rpm = v;
-    else if (!strcmp(key, "resistance")) g_motor.resistance = v;
-    else if (!strcmp(key, "gear_ratio")) g_motor.gear_ratio = v;
-    else if (!strcmp(key, "encoder_cpr")) g_motor.encoder_cpr = (int)v;
-    else if (!strcmp(key, "nominal_voltage")) g_motor.nominal_voltage = v;
-    else if (!strcmp(key, "dead_band")) g_dead_band = v;
+    if (!strcmp(key, "rotor_inertia")) m.rotor_inertia = v;
+    else if (!strcmp(key, "load_inertia")) m.load_inertia = v;
+    else if (!strcmp(key, "coulomb_friction")) m.coulomb_friction = v;
+    else if (!strcmp(key, "viscous_friction")) m.viscous_friction = v;
+    else if (!strcmp(key, "no_load_rpm")) m.no_load_rpm = v;
+    else if (!strcmp(key, "resistance")) m.resistance = v;
+    else if (!strcmp(key, "gear_ratio")) m.gear_ratio = v;
+    else if (!strcmp(key, "encoder_cpr")) m.encoder_cpr = (int)v;
+    else if (!strcmp(key, "nominal_voltage")) m.nominal_voltage = v;
+    else if (!strcmp(key, "dead_band")) dead_band = v;
+    else if (!strcmp(key, "delay_down") || !strcmp(key, "delay_up")) ok = v >= 0;  // the host link's: not emulated
     else ok = false;
   }
   fclose(f);
-  if (!ok) { fprintf(stderr, "rig_emulator: --motor-params %s: line %d is not a known 'name = number'\n", path, n); return false; }
-  if (!(g_motor.rotor_inertia > 0 && g_motor.load_inertia >= 0 && g_motor.coulomb_friction >= 0 &&
-        g_motor.viscous_friction >= 0 && g_motor.resistance > 0 && g_motor.gear_ratio > 0 && g_motor.encoder_cpr >= 1 &&
-        g_motor.no_load_rpm > 0 && g_motor.nominal_voltage > 0 && g_dead_band >= 0 && g_motor.motor_constant() > 0)) {
-    fprintf(stderr, "rig_emulator: --motor-params %s: values out of range (positive inertia, resistance, speed; "
-            "friction and dead band >= 0; the no-load speed reachable)\n", path);
+  if (!ok) { fprintf(stderr, "rig_emulator: %s %s: line %d is not a known 'name = number'\n", opt, path, n); return false; }
+  if (!(m.rotor_inertia > 0 && m.load_inertia >= 0 && m.coulomb_friction >= 0 &&
+        m.viscous_friction >= 0 && m.resistance > 0 && m.gear_ratio > 0 && m.encoder_cpr >= 1 &&
+        m.no_load_rpm > 0 && m.nominal_voltage > 0 && dead_band >= 0 && m.motor_constant() > 0)) {
+    fprintf(stderr, "rig_emulator: %s %s: values out of range (positive inertia, resistance, speed; "
+            "friction and dead band >= 0; the no-load speed reachable)\n", opt, path);
     return false;
+  }
+  for (int i = first; i < rig::N_MOTORS; ++i) {
+    g_motor[i] = m;
+    g_dead_band[i] = dead_band;
   }
   return true;
 }
 
 static int motor_trace(double volts, double seconds) {
-  rig::MotorModel m(g_motor);
+  rig::MotorModel m(g_motor[0]);
   for (int k = 0; k <= (int)(seconds * 100 + 0.5); ++k) {
     printf("%.3f %.6f %d\n", k * 0.01, m.output_rpm(), (int)m.pulses());
-    m.step(bridge(volts), 0.01);
+    m.step(bridge(0, volts), 0.01);
   }
+  return 0;
+}
+
+// The chip's fixed-point PID on lines of stdin ("setpoint measurement", integer pulses) at a fixed
+// period; prints its output in volts (duty·2^14 / 2^14 · 12 V / 255), for the Python comparison.
+static int pid_trace_fixed(double period_s) {
+  rig::PIDFixed pid;
+  pid.configure(rig::rig_gains(), 255.0f / 12.0f, (float)period_s);
+  long sp, m;
+  while (scanf("%ld %ld", &sp, &m) == 2) printf("%.9g\n", pid.update((int32_t)(sp - m)) / 16384.0 * 12.0 / 255.0);
   return 0;
 }
 
@@ -201,7 +226,15 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--rx-buffer") && i + 1 < argc) rx_buffer = atol(argv[++i]);
     else if (!strcmp(argv[i], "--boot-id") && i + 1 < argc) boot_id = atol(argv[++i]);
     else if (!strcmp(argv[i], "--quiet")) quiet = true;
-    else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[++i])) return 2; }
+    else if (!strcmp(argv[i], "--motor-params") && i + 1 < argc) { if (!load_motor_params(argv[i], argv[i + 1], 0)) return 2; ++i; }
+    else if (!strcmp(argv[i], "--motor2-params") && i + 1 < argc) { if (!load_motor_params(argv[i], argv[i + 1], 1)) return 2; ++i; }
+    else if (!strcmp(argv[i], "--core-trace") && i + 2 < argc) {  // the chip/emulator agreement session
+      unsigned long ticks = strtoul(argv[i + 1], nullptr, 0), start = strtoul(argv[i + 2], nullptr, 0);
+      printf("TRACE %lu %lu %u\n", ticks, start, (unsigned)rig_trace::run((uint32_t)ticks, (uint32_t)start));
+      return 0;
+    }
+    else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
+      return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else if (!bad_arg) bad_arg = argv[i];
@@ -250,7 +283,7 @@ int main(int argc, char** argv) {
   cfg.boot_id = (uint16_t)boot_id;
   rig::RigCore core(cfg);
   static_assert(rig::N_MOTORS == 2, "one motor model per motor");
-  rig::MotorModel motor[rig::N_MOTORS] = {rig::MotorModel(g_motor), rig::MotorModel(g_motor)};
+  rig::MotorModel motor[rig::N_MOTORS] = {rig::MotorModel(g_motor[0]), rig::MotorModel(g_motor[1])};
   const double byte_time = 10.0 / baud;
   const double period = 1.0 / control_hz;
   const double t0 = now_s();
@@ -297,13 +330,13 @@ int main(int argc, char** argv) {
         core.on_rx_byte(rx.front_byte(), (uint32_t)((uint64_t)((rx.front_time() - t0) * 1e6)));
         rx.pop();
       }
-      for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].step(bridge(pwm[i] * 12.0 / 255.0), period);
+      for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].step(bridge(i, pwm[i] * 12.0 / 255.0), period);
       int pc = core.take_power_command();
       if (pc >= 0) for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].powered = (pc == 1);
       int32_t pos[rig::N_MOTORS];
       for (int i = 0; i < rig::N_MOTORS; ++i) pos[i] = motor[i].pulses();
-      float supply = motor[0].powered ? (float)motor[0].supply : 0.0f;
-      core.control_tick(pos, supply, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
+      uint16_t supply_mv = motor[0].powered ? (uint16_t)(motor[0].supply * 1000.0 + 0.5) : 0;
+      core.control_tick(pos, supply_mv, (uint32_t)((uint64_t)((next_tick - t0) * 1e6)), pwm);
       next_tick += period;
       ++ticks;
     }

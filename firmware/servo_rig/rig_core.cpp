@@ -4,6 +4,15 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef __AVR__
+#include <avr/pgmspace.h>
+#define RIG_ROM PROGMEM
+static inline int16_t rom_i16(const int16_t* p) { return (int16_t)pgm_read_word(p); }
+#else
+#define RIG_ROM
+static inline int16_t rom_i16(const int16_t* p) { return *p; }
+#endif
+
 namespace rig {
 
 // ----- little-endian helpers -------------------------------------------------------------
@@ -20,11 +29,10 @@ static inline int16_t sat16(int32_t v, bool& saturated) {
 }
 
 // ----- CRC-16/CCITT-FALSE: poly 0x1021, init 0xFFFF, no reflection, xorout 0 ---------------
+// A byte at a time without a table (the polynomial's shifts folded in): ~20 AVR cycles a byte
+// instead of ~100 for the bit loop, and no 512-byte table.
 uint16_t crc16_ccitt_false(const uint8_t* data, size_t n, uint16_t crc) {
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= (uint16_t)data[i] << 8;
-    for (int b = 0; b < 8; ++b) crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
-  }
+  for (size_t i = 0; i < n; ++i) crc = crc16_byte(crc, data[i]);
   return crc;
 }
 
@@ -91,29 +99,28 @@ size_t encode_frame(uint8_t type, uint16_t seq, uint32_t t_us, const uint8_t* bo
   return m;
 }
 
-Decoder::Result Decoder::push(uint8_t b, Frame& out) {
-  if (b != 0) {
-    if (overflow_) return NONE;
-    if (len_ >= MAX_ENCODED) { overflow_ = true; len_ = 0; return NONE; }
-    buf_[len_++] = b;
-    return NONE;
+
+Decoder::Result Decoder::end_frame() {
+  Frame& out = frame_;
+  // the delimiter
+  bool empty = encoded_ == 0;
+  bool ok = !bad_ && block_ == 0 && n_ >= HEADER_SIZE + CRC_SIZE;
+  if (ok) {
+    uint16_t crc = (uint16_t)((raw_[n_ - 2] << 8) | raw_[n_ - 1]);
+    int bl = body_size(raw_[1]);
+    ok = crc == crc_ && raw_[0] == PROTOCOL_VERSION && bl >= 0 && bl == n_ - (int)(HEADER_SIZE + CRC_SIZE);
+    if (ok) {
+      out.version = raw_[0];
+      out.type = raw_[1];
+      out.seq = get_u16(raw_ + 2);
+      out.t_us = get_u32(raw_ + 4);
+      out.body_len = (uint8_t)bl;
+      memcpy(out.body, raw_ + HEADER_SIZE, bl);
+    }
   }
-  if (overflow_) { overflow_ = false; ++dropped; return DROPPED; }
-  if (len_ == 0) return NONE;  // bare delimiter
-  uint8_t raw[MAX_FRAME];
-  int n = cobs_decode(buf_, len_, raw, sizeof(raw));
-  len_ = 0;
-  if (n < (int)(HEADER_SIZE + CRC_SIZE)) { ++dropped; return DROPPED; }
-  uint16_t crc = (uint16_t)((raw[n - 2] << 8) | raw[n - 1]);
-  if (crc16_ccitt_false(raw, n - 2) != crc || raw[0] != PROTOCOL_VERSION) { ++dropped; return DROPPED; }
-  int bl = body_size(raw[1]);
-  if (bl < 0 || bl != n - (int)(HEADER_SIZE + CRC_SIZE)) { ++dropped; return DROPPED; }
-  out.version = raw[0];
-  out.type = raw[1];
-  out.seq = get_u16(raw + 2);
-  out.t_us = get_u32(raw + 4);
-  out.body_len = (uint8_t)bl;
-  memcpy(out.body, raw + HEADER_SIZE, bl);
+  restart();
+  if (empty) return NONE;  // a bare delimiter
+  if (!ok) { ++dropped; return DROPPED; }
   ++frames;
   return FRAME;
 }
@@ -155,6 +162,48 @@ float PID::update(float setpoint, float measurement, float dt) {
   return raw > lim ? lim : (raw < -lim ? -lim : raw);
 }
 
+static inline int32_t clamp32(int32_t v, int32_t lim) { return v > lim ? lim : (v < -lim ? -lim : v); }
+static int32_t fixed(float v, float scale, float max) {  // round(v * scale), saturated to ±max
+  float x = v * scale;
+  if (x > max) x = max;
+  if (x < -max) x = -max;
+  return (int32_t)(x >= 0 ? x + 0.5f : x - 0.5f);
+}
+
+void PIDFixed::configure(const PIDGains& g, float duty_per_volt, float period_s) {
+  const float two30 = 1073741824.0f;
+  kp_q14_ = fixed(g.kp * duty_per_volt, 16384.0f, two30);
+  ki_q22_ = fixed(g.ki * duty_per_volt * period_s, 4194304.0f, two30);
+  kd_q14_ = fixed(g.kd * duty_per_volt / period_s, 16384.0f, two30);
+  a_q8_ = fixed(g.derivative_tau > 0 ? period_s / (g.derivative_tau + period_s) : 1.0f, 256.0f, 256.0f);
+  lim_q14_ = fixed(g.output_limit * duty_per_volt, 16384.0f, 255.0f * 16384.0f);
+  ilim_q22_ = fixed(g.integral_limit * duty_per_volt, 4194304.0f, 255.0f * 4194304.0f);
+  // the largest error (pulses) whose products stay inside 32 bits: |P| <= 2^30, |Ki·e| <= 2^29
+  e_max_ = 32767;
+  if (kp_q14_ > 0 && (1L << 30) / kp_q14_ < e_max_) e_max_ = (1L << 30) / kp_q14_;
+  if (ki_q22_ > 0 && (1L << 29) / ki_q22_ < e_max_) e_max_ = (1L << 29) / ki_q22_;
+  de_max_ = 32767;
+  if (kd_q14_ > 0 && (1L << 30) / kd_q14_ < de_max_) de_max_ = (1L << 30) / kd_q14_;
+  reset();
+}
+
+int32_t PIDFixed::update(int32_t e) {
+  e = clamp32(e, e_max_);
+  int32_t p = e * kp_q14_;
+  if (!first_) {  // the first call has no dt: no derivative, no integration (as the float PID)
+    // |d_raw| <= 2^29 (32 768 duty): the filter's difference then fits, and so does p + i + d
+    int32_t d_raw = clamp32(clamp32(e - e_prev_, de_max_) * kd_q14_, 1L << 29);
+    d_q14_ += ((d_raw - d_q14_) >> 8) * a_q8_;  // the filter step in 1/64-duty resolution: no overflow
+    int32_t cand = i_q22_ + e * ki_q22_;
+    int32_t un = p + (cand >> 8) + d_q14_;
+    if ((un > lim_q14_ && e > 0) || (un < -lim_q14_ && e < 0)) cand = i_q22_;  // conditional integration
+    i_q22_ = clamp32(cand, ilim_q22_);
+  }
+  e_prev_ = e;
+  first_ = false;
+  return clamp32(p + (i_q22_ >> 8) + d_q14_, lim_q14_);
+}
+
 // ----- motor model -------------------------------------------------------------------------
 double MotorParams::motor_constant() const {
   double w = no_load_rpm * gear_ratio * 2 * M_PI / 60.0;
@@ -194,21 +243,68 @@ int32_t MotorModel::pulses() const { return (int32_t)floor(theta / (2 * M_PI) * 
 double MotorModel::output_rpm() const { return omega / p_.gear_ratio * 60.0 / (2 * M_PI); }
 
 // ----- RigCore ---------------------------------------------------------------------------------
+// A quarter sine, Q15, 64 steps: round(32767 · sin(k·π/128)), k = 0..64 (in flash on the AVR).
+static const int16_t QUARTER_SINE[65] RIG_ROM = {
+    0, 804, 1608, 2410, 3212, 4011, 4808, 5602, 6393, 7179, 7962, 8739, 9512, 10278, 11039, 11793, 12539,
+    13279, 14010, 14732, 15446, 16151, 16846, 17530, 18204, 18868, 19519, 20159, 20787, 21403, 22005, 22594,
+    23170, 23731, 24279, 24811, 25329, 25832, 26319, 26790, 27245, 27683, 28105, 28510, 28898, 29268, 29621,
+    29956, 30273, 30571, 30852, 31113, 31356, 31580, 31785, 31971, 32137, 32285, 32412, 32521, 32609, 32678,
+    32728, 32757, 32767};
+
+// sin(2π · phase / 2^32), Q15, by the table and linear interpolation (error < 2e-4)
+static int32_t sin_q15(uint32_t phase) {
+  uint8_t quadrant = (uint8_t)(phase >> 30);
+  uint16_t x = (uint16_t)((phase >> 16) & 0x3FFF);  // 14 bits within the quadrant
+  if (quadrant & 1) x = (uint16_t)(0x4000 - x);
+  uint8_t k = (uint8_t)(x >> 8), f = (uint8_t)(x & 0xFF);
+  int32_t v = rom_i16(&QUARTER_SINE[k]);
+  if (k < 64) v += ((rom_i16(&QUARTER_SINE[k + 1]) - v) * f) >> 8;
+  return (quadrant & 2) ? -v : v;
+}
+
+static const int32_t VEL_MAX_Q20 = 62914;  // 60 000 pulses/s (the motor's top speed is ~32 600)
+
 RigCore::RigCore(const RigConfig& cfg)
-    : frames_sent(0), cfg_(cfg), mode_(MODE_IDLE), mode_flags_(0), stream_hz_(500), faults_(0), rx_error_(false),
-      tx_seq_(0), last_rx_seq_(0), have_rx_(false), last_rx_us_(0), last_state_us_(0), last_tick_us_(0),
-      mode_since_us_(0), state_requested_(false), ticked_(false), target_rx_us_(0), target_host_us_(0),
-      have_target_(false), target_seq_(0), have_target_seq_(false), power_cmd_(-1), ctrl_n_(0) {
+    : frames_sent(0), cfg_(cfg), mode_(MODE_IDLE), mode_flags_(0), stream_hz_(500), stream_period_us_(2000),
+      faults_(0), rx_error_(false), watchdog_latched_(false), tx_seq_(0), last_rx_seq_(0), have_rx_(false),
+      last_rx_us_(0), last_state_us_(0), last_tick_us_(0), state_requested_(false), ticked_(false),
+      target_rx_us_(0), target_host_us_(0), have_target_(false), target_seq_(0), have_target_seq_(false),
+      power_cmd_(-1), ctrl_n_(0) {
   rx_overruns = 0;
   stale_targets = 0;
   mode_changes = 0;
+  // everything a tick needs in integers, computed once here
+  duty_per_volt_ = 255.0f / cfg.supply_nominal;
+  float period_s = 1.0f / (float)cfg.control_hz;
+  period_us_ = 1000000UL / cfg.control_hz;
+  power_min_mv_ = (uint16_t)(cfg.power_min_v * 1000.0f + 0.5f);
+  // duty·2^14 per (pulses/µs·2^20): (1e6 / 2^20) pulses/s · duty/(pulses/s) · 2^14
+  ff_q0_ = fixed(1e6f / 1048576.0f * duty_per_volt_ / cfg.ff_pulses_per_s_per_volt * 16384.0f, 1.0f, 30000.0f);
+  ff_static_q14_ = fixed(cfg.ff_static_v * duty_per_volt_, 16384.0f, 255.0f * 16384.0f);
+  float period_us = cfg.demo_period_s * 1e6f;
+  demo_inc_q8_ = (uint32_t)(1099511627776.0f / period_us + 0.5f);  // 2^40 / period
+  float w = 2.0f * (float)M_PI / cfg.demo_period_s;
   for (int i = 0; i < N_MOTORS; ++i) {
-    pid_[i].set_gains(cfg.gains);
-    target_[i] = target_vel_[i] = 0;
+    float amp = cfg.demo_amplitude_deg * cfg.pulses_per_deg * (i == 0 ? 1.0f : 0.5f);
+    demo_amp_q1_[i] = fixed(amp, 2.0f, 65000.0f);
+    demo_vel_q21_[i] = fixed(amp * w * 1e-6f, 2097152.0f, 2.0f * VEL_MAX_Q20);
+    pid_[i].configure(cfg.gains, duty_per_volt_, period_s);
+#if RIG_FLOAT_PID
+    pid_float_[i].set_gains(cfg.gains);
+#endif
+    target_[i] = vel_q20_[i] = 0;
+    vel_dp_[i] = 0;
     pos_[i] = demo_center_[i] = stall_pos_[i] = 0;
     stall_since_us_[i] = 0;
+    stall_cut_[i] = false;
     pwm_[i] = 0;
   }
+  demo_phase_ = 0;
+  demo_phase_frac_ = 0;
+  demo_last_us_ = 0;
+  vel_dth_ = 0;
+  vel_dirty_ = false;
+  last_stream_us_ = 0;
   queue_hello();  // announce this boot (its boot id) without being asked: a host sees a reboot at once
 }
 
@@ -228,10 +324,8 @@ void RigCore::note_rx_overrun(uint32_t bytes) {
   rx_error_ = true;
 }
 
-void RigCore::on_rx_byte(uint8_t b, uint32_t now_us) {
-  Frame f;
-  Decoder::Result r = dec_.push(b, f);
-  if (r == Decoder::FRAME) handle(f, now_us);
+void RigCore::on_rx_result(Decoder::Result r, uint32_t now_us) {
+  if (r == Decoder::FRAME) handle(dec_.frame(), now_us);
   else if (r == Decoder::DROPPED) rx_error_ = true;
 }
 
@@ -243,11 +337,36 @@ void RigCore::queue_ctrl(uint8_t type, const uint8_t* body, size_t n) {
   ++ctrl_n_;
 }
 
+// A mode starts afresh: PIDs reset, targets = where the motors are, the latches released.
+void RigCore::start_mode(uint32_t now_us) {
+  ++mode_changes;
+  watchdog_latched_ = false;
+  for (int i = 0; i < N_MOTORS; ++i) {
+    pid_[i].reset();
+#if RIG_FLOAT_PID
+    pid_float_[i].reset();
+#endif
+    target_[i] = pos_[i];  // hold where we are until targets arrive
+    vel_q20_[i] = 0;
+    demo_center_[i] = pos_[i];
+    stall_cut_[i] = false;
+    stall_pos_[i] = pos_[i];
+    stall_since_us_[i] = now_us;
+  }
+  demo_phase_ = 0;
+  demo_phase_frac_ = 0;
+  demo_last_us_ = now_us;
+  last_stream_us_ = now_us;
+  vel_dirty_ = false;
+  vel_dth_ = 0;
+  have_target_ = false;
+  have_target_seq_ = false;
+}
+
 void RigCore::handle(const Frame& f, uint32_t now_us) {
   last_rx_us_ = now_us;
   last_rx_seq_ = (uint8_t)(f.seq & 0xFF);
   have_rx_ = true;
-  faults_ &= ~FAULT_WATCHDOG;
   switch (f.type) {
     case MSG_HELLO:
       if (f.body[0] == 0) have_target_seq_ = false;  // a host's HELLO starts its session: new seq numbers
@@ -258,21 +377,17 @@ void RigCore::handle(const Frame& f, uint32_t now_us) {
       if (m > MODE_REAL_TO_VIRTUAL) m = MODE_IDLE;
       uint16_t hz = get_u16(f.body + 1);
       // The same MODE again (a host re-sending it after a reconnect, a repeated frame) changes
-      // nothing: the PIDs and targets of a running mode are not reset. A new mode starts afresh.
-      if (m != mode_ || hz != stream_hz_ || f.body[3] != mode_flags_) {
+      // nothing: the PIDs and targets of a running mode are not reset. A new mode starts afresh,
+      // and so does any MODE after the watchdog or a stall stopped the motors: it is the host's
+      // explicit word that motion may resume.
+      bool stopped = watchdog_latched_;
+      for (int i = 0; i < N_MOTORS; ++i) stopped = stopped || stall_cut_[i];
+      if (m != mode_ || hz != stream_hz_ || f.body[3] != mode_flags_ || stopped) {
         mode_ = (Mode)m;
         stream_hz_ = hz;
+        stream_period_us_ = hz ? 1000000UL / hz : 0;
         mode_flags_ = f.body[3];
-        mode_since_us_ = now_us;
-        ++mode_changes;
-        for (int i = 0; i < N_MOTORS; ++i) {
-          pid_[i].reset();
-          target_[i] = (float)pos_[i];  // hold where we are until targets arrive
-          target_vel_[i] = 0;
-          demo_center_[i] = pos_[i];
-        }
-        have_target_ = false;
-        have_target_seq_ = false;
+        start_mode(now_us);
       }
       uint8_t b[4] = {m, f.body[1], f.body[2], f.body[3]};
       queue_ctrl(MSG_MODE, b, 4);
@@ -285,13 +400,16 @@ void RigCore::handle(const Frame& f, uint32_t now_us) {
       if (have_target_seq_ && behind >= 0 && behind < cfg_.stale_window) { ++stale_targets; break; }
       target_seq_ = f.seq;
       have_target_seq_ = true;
-      uint32_t dth = f.t_us - target_host_us_;
+      uint32_t dth = f.t_us - target_host_us_;  // the host's clock: wrap-safe difference
+      // the velocity's division (~40 µs each on the AVR) is left to the next tick: a frame's handling
+      // stays short, so it never delays a tick
+      vel_dth_ = (have_target_ && dth > 0 && dth < 50000) ? dth : 0;
       for (int i = 0; i < N_MOTORS; ++i) {
-        float t = (float)(int16_t)get_u16(f.body + 2 * i);
-        if (have_target_ && dth > 0 && dth < 50000) target_vel_[i] = (t - target_[i]) * 1e6f / (float)dth;
-        else target_vel_[i] = 0;
+        int32_t t = (int16_t)get_u16(f.body + 2 * i);
+        vel_dp_[i] = (int16_t)clamp32(t - target_[i], 2047);  // 2047·2^20 still fits: faster saturates anyway
         target_[i] = t;
       }
+      vel_dirty_ = true;
       target_host_us_ = f.t_us;
       target_rx_us_ = now_us;
       have_target_ = true;
@@ -314,57 +432,115 @@ int RigCore::take_power_command() {
   return c;
 }
 
-void RigCore::control_tick(const int32_t pos[N_MOTORS], float supply_v, uint32_t now_us, int16_t pwm_out[N_MOTORS]) {
-  float dt = ticked_ ? (float)(uint32_t)(now_us - last_tick_us_) * 1e-6f : 0.0f;
+// The demo sine's setpoint (pulses) and velocity (pulses/µs·2^20) of motor i at the current phase.
+int32_t RigCore::demo_setpoint(int i, int32_t& vel_q20) const {
+  vel_q20 = (demo_vel_q21_[i] * sin_q15(demo_phase_ + 0x40000000UL)) >> 16;  // cos
+  return demo_center_[i] + ((demo_amp_q1_[i] * sin_q15(demo_phase_)) >> 16);
+}
+
+void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint32_t now_us,
+                           int16_t pwm_out[N_MOTORS]) {
+  // every time difference below is (uint32_t)(now - then): right across the micros() wrap
+#if RIG_FLOAT_PID
+  uint32_t dt_us = ticked_ ? (uint32_t)(now_us - last_tick_us_) : 0;
+#endif
   ticked_ = true;
   last_tick_us_ = now_us;
   for (int i = 0; i < N_MOTORS; ++i) pos_[i] = pos[i];
   uint8_t live = 0;
-  if (supply_v < cfg_.power_min_v) live |= FAULT_POWER;
-  if (!have_rx_ || (uint32_t)(now_us - last_rx_us_) > cfg_.watchdog_us) live |= FAULT_WATCHDOG;
-  bool drive = (mode_ == MODE_VIRTUAL_TO_REAL && have_target_) ||
-               (mode_ == MODE_REAL_TO_VIRTUAL && (mode_flags_ & MODE_FLAG_LOCAL_DEMO));
+  if (supply_mv < power_min_mv_) live |= FAULT_POWER;
+  // silent: by the next tick watchdog_us would have passed, so the motors stop within watchdog_us
+  // of the last frame (plus this tick's own run time), not up to a period later
+  bool silent = !have_rx_ || (uint32_t)(now_us - last_rx_us_) + period_us_ >= cfg_.watchdog_us;
+  if (silent && mode_ != MODE_IDLE) watchdog_latched_ = true;  // stays stopped until the next MODE
+  if (silent || watchdog_latched_) live |= FAULT_WATCHDOG;
+  bool demo = mode_ == MODE_REAL_TO_VIRTUAL && (mode_flags_ & MODE_FLAG_LOCAL_DEMO);
+  bool drive = (mode_ == MODE_VIRTUAL_TO_REAL && have_target_) || demo;
   if (live & (FAULT_POWER | FAULT_WATCHDOG)) drive = false;
-  float ts = (float)(uint32_t)(now_us - target_rx_us_) * 1e-6f;
-  if (ts > 0.02f) ts = 0.02f;  // extrapolate at most 20 ms past the last target
+  if (demo) {  // the sine's phase runs on with the clock
+    uint32_t el = (uint32_t)(now_us - demo_last_us_);
+    demo_last_us_ = now_us;
+    while (el > 0) {
+      uint32_t chunk = el > 1000 ? 1000 : el;  // chunk · inc_q8 < 2^32 for periods >= 0.3 s
+      uint32_t acc = chunk * demo_inc_q8_;
+      demo_phase_ += acc >> 8;
+      demo_phase_frac_ = (uint16_t)(demo_phase_frac_ + (acc & 0xFF));
+      if (demo_phase_frac_ >= 256) { demo_phase_frac_ = (uint16_t)(demo_phase_frac_ - 256); ++demo_phase_; }
+      el -= chunk;
+    }
+  }
+  if (vel_dirty_) {  // one division (~40 µs on the AVR) per new target: 2^30 / dth, then products
+    int32_t recip_q30 = vel_dth_ ? (int32_t)(1073741824UL / vel_dth_) : 0;  // dth >= 1 µs: <= 2^30
+    for (int i = 0; i < N_MOTORS; ++i) {
+      // dp · 2^30 / dth / 2^10 = dp · 2^20 / dth; |dp| <= 2047 and recip <= 2^30 / 1 would overflow, so
+      // the product is taken in two halves of the reciprocal
+      int32_t dp = vel_dp_[i];
+      int32_t v = dp * (recip_q30 >> 10) + ((dp * (recip_q30 & 1023)) >> 10);
+      vel_q20_[i] = clamp32(v, VEL_MAX_Q20);
+    }
+    vel_dirty_ = false;
+  }
+  uint32_t ts_us = (uint32_t)(now_us - target_rx_us_);
+  if (ts_us > 20000) ts_us = 20000;  // extrapolate at most 20 ms past the last target
   for (int i = 0; i < N_MOTORS; ++i) {
-    float u = 0;
-    if (drive) {
-      float sp, vel;
-      if (mode_ == MODE_REAL_TO_VIRTUAL) {
-        float tt = (float)(uint32_t)(now_us - mode_since_us_) * 1e-6f;
-        float w = 2.0f * (float)M_PI / cfg_.demo_period_s;
-        float amp = cfg_.demo_amplitude_deg * cfg_.pulses_per_deg * (i == 0 ? 1.0f : 0.5f);
-        sp = demo_center_[i] + amp * sinf(w * tt);
-        vel = amp * w * cosf(w * tt);
+    int32_t u_q14 = 0;
+    if (drive && !stall_cut_[i]) {
+      int32_t sp, vel;
+      if (demo) {
+        sp = demo_setpoint(i, vel);
       } else {
-        sp = target_[i] + target_vel_[i] * ts;
-        vel = target_vel_[i];
+        vel = vel_q20_[i];
+        // vel·ts >> 20, as a byte shift then a 4-bit shift of 16 bits (|vel·ts| < 2^31, >> 16 < 2^15)
+        sp = target_[i] + ((int16_t)((vel * (int32_t)ts_us) >> 16) >> 4);
       }
-      u = pid_[i].update(sp, (float)pos[i], dt);
-      if (fabsf(vel) > 1.0f) u += vel / cfg_.ff_pulses_per_s_per_volt + (vel > 0 ? cfg_.ff_static_v : -cfg_.ff_static_v);
+#if RIG_FLOAT_PID
+      if (cfg_.gains.published) {  // the float PID (the published formula), for comparison
+        float u = pid_float_[i].update((float)sp, (float)pos[i], dt_us * 1e-6f);
+        u_q14 = (int32_t)(u * duty_per_volt_ * 16384.0f);
+      } else {
+        u_q14 = pid_[i].update(sp - pos[i]);
+      }
+#else
+      u_q14 = pid_[i].update(sp - pos[i]);
+#endif
+      if (vel > 1 || vel < -1) u_q14 += vel * ff_q0_ + (vel > 0 ? ff_static_q14_ : -ff_static_q14_);
     } else {
       pid_[i].reset();
+#if RIG_FLOAT_PID
+      pid_float_[i].reset();
+#endif
     }
-    float p = u * 255.0f / cfg_.supply_nominal;
-    int32_t pw = (int32_t)(p >= 0 ? p + 0.5f : p - 0.5f);
-    if (pw > 255) pw = 255;
-    if (pw < -255) pw = -255;
-    pwm_[i] = (int16_t)pw;
-    pwm_out[i] = pwm_[i];
-    // stall: high PWM and the encoder does not move
+    // duty = round(u), half away from zero
+    int32_t mag = clamp32(u_q14 >= 0 ? u_q14 : -u_q14, 511L * 16384);  // beyond ±511 duty: clamped anyway (and >> 8 fits 16 bits)
+    int16_t m = (int16_t)(((int16_t)(mag >> 8) + 32) >> 6);  // round(|u| / 2^14): byte shift, then 6 bits of 16
+    int32_t pw = clamp32(u_q14 >= 0 ? m : -m, 255);
+    // stall: high PWM and the encoder does not move for stall_us -> this motor is cut until the next MODE
     if ((pw >= cfg_.stall_pwm || pw <= -cfg_.stall_pwm) && pos[i] == stall_pos_[i]) {
-      if ((uint32_t)(now_us - stall_since_us_[i]) > cfg_.stall_us) live |= FAULT_STALL;
+      if ((uint32_t)(now_us - stall_since_us_[i]) >= cfg_.stall_us) stall_cut_[i] = true;
     } else {
       stall_pos_[i] = pos[i];
       stall_since_us_[i] = now_us;
     }
+    if (stall_cut_[i]) {
+      live |= FAULT_STALL;
+      pw = 0;
+      pid_[i].reset();
+    }
+    pwm_[i] = (int16_t)pw;
+    pwm_out[i] = pwm_[i];
   }
   if (live != faults_) state_requested_ = true;  // a fault appearing/clearing is reported at once
   faults_ = live;
   // streaming
   uint32_t since = (uint32_t)(now_us - last_state_us_);
-  if (mode_ == MODE_REAL_TO_VIRTUAL && stream_hz_ > 0 && since >= 1000000UL / stream_hz_) state_requested_ = true;
+  // the stream on a fixed grid of ticks: a state that left a little late does not push the next
+  // request to the tick after (at 500 Hz that halved the rate to 333 Hz)
+  if (mode_ == MODE_REAL_TO_VIRTUAL && stream_period_us_ > 0 &&
+      (uint32_t)(now_us - last_stream_us_) >= stream_period_us_) {
+    state_requested_ = true;
+    last_stream_us_ += stream_period_us_;
+    if ((uint32_t)(now_us - last_stream_us_) >= stream_period_us_) last_stream_us_ = now_us;  // far behind: resync
+  }
   if (since >= cfg_.keepalive_us) state_requested_ = true;
 }
 

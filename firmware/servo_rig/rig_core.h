@@ -13,6 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The float PID (standard or the published formula) inside RigCore, for comparison: on the host
+// only by default. The chip always runs PIDFixed (no FPU: the float PID cost half of a 1 kHz tick).
+#ifndef RIG_FLOAT_PID
+#ifdef __AVR__
+#define RIG_FLOAT_PID 0
+#else
+#define RIG_FLOAT_PID 1
+#endif
+#endif
+
 namespace rig {
 
 // ----- protocol constants --------------------------------------------------------------
@@ -39,13 +49,21 @@ const uint8_t MODE_FLAG_LOCAL_DEMO = 0x01;
 
 enum FaultBits : uint8_t {
   FAULT_POWER = 0x01,     // motor supply below POWER_MIN_V
-  FAULT_WATCHDOG = 0x02,  // no valid frame for WATCHDOG_US: motors stopped
-  FAULT_STALL = 0x04,     // |pwm| >= STALL_PWM and no encoder motion for STALL_US
+  FAULT_WATCHDOG = 0x02,  // no valid frame for WATCHDOG_US: motors stopped until the next MODE (latched)
+  FAULT_STALL = 0x04,     // |pwm| >= STALL_PWM and no encoder motion for STALL_US: that motor cut until the next MODE
   FAULT_RANGE = 0x08,     // a position was saturated to int16
   FAULT_RX_ERROR = 0x10,  // a corrupt frame was dropped since the previous state
 };
 
 uint16_t crc16_ccitt_false(const uint8_t* data, size_t n, uint16_t crc = 0xFFFF);
+// One byte of it: crc = (crc << 8) ^ (x << 12) ^ (x << 5) ^ x, written in bytes (8-bit shifts only on the AVR)
+inline uint16_t crc16_byte(uint16_t crc, uint8_t b) {
+  uint8_t x = (uint8_t)((crc >> 8) ^ b);
+  x ^= (uint8_t)(x >> 4);
+  uint8_t hi = (uint8_t)((uint8_t)crc ^ (uint8_t)(x << 4) ^ (uint8_t)(x >> 3));
+  uint8_t lo = (uint8_t)((uint8_t)(x << 5) ^ x);
+  return (uint16_t)((hi << 8) | lo);
+}
 // COBS: returns the encoded length (no delimiter); out must hold n + n/254 + 1 bytes.
 size_t cobs_encode(const uint8_t* in, size_t n, uint8_t* out);
 // Returns the decoded length, or -1 on a malformed input.
@@ -65,17 +83,48 @@ struct Frame {
 };
 
 // Streaming decoder: push bytes; a complete valid frame is returned through `out`.
+// COBS decoding and the CRC run byte by byte as the bytes arrive, so the delimiter only compares
+// the CRC: on the chip no single byte costs more than a few µs (a whole-frame decode at the
+// delimiter took ~0.1 ms and delayed the control tick). Same verdicts as cobs_decode + CRC.
 class Decoder {
  public:
   enum Result : uint8_t { NONE = 0, FRAME = 1, DROPPED = 2 };
-  Decoder() : frames(0), dropped(0), len_(0), overflow_(false) {}
-  Result push(uint8_t b, Frame& out);
+  Decoder() : frames(0), dropped(0) { restart(); }
+  // Inline: a data byte costs ~40 AVR cycles; the delimiter's checks are out of line.
+  Result push(uint8_t b) {
+    if (b == 0) return end_frame();
+    if (encoded_ < 255) ++encoded_;
+    if (encoded_ > MAX_ENCODED) bad_ = true;  // a run longer than any frame: dropped at the delimiter
+    if (bad_) return NONE;
+    if (block_ == 0) {  // a COBS code byte
+      if (zero_pending_) append(0);
+      block_ = (uint8_t)(b - 1);
+      zero_pending_ = b != 0xFF;
+    } else {
+      append(b);
+      --block_;
+    }
+    return NONE;
+  }
+  const Frame& frame() const { return frame_; }  // the frame push() just returned FRAME for
   uint32_t frames;   // good frames
   uint32_t dropped;  // corrupt frames dropped
  private:
-  uint8_t buf_[MAX_ENCODED];
-  size_t len_;
-  bool overflow_;
+  void restart() { n_ = 0; encoded_ = 0; block_ = 0; zero_pending_ = false; bad_ = false; crc_ = 0xFFFF; }
+  Result end_frame();
+  void append(uint8_t b) {
+    if (n_ >= MAX_FRAME) { bad_ = true; return; }
+    if (n_ >= 2) crc_ = crc16_byte(crc_, raw_[n_ - 2]);  // two bytes behind: the CRC does not cover itself
+    raw_[n_++] = b;
+  }
+  uint8_t raw_[MAX_FRAME];
+  uint8_t n_;             // decoded bytes so far
+  uint8_t encoded_;       // encoded bytes since the last delimiter (saturates)
+  uint8_t block_;         // data bytes left in the current COBS block (0: a code byte is next)
+  bool zero_pending_;     // the block that just ended implies a 0x00 if more data follows
+  bool bad_;              // too long: dropped at the delimiter
+  uint16_t crc_;          // CRC of raw_[0 .. n_-2) (the last two bytes may be the CRC itself)
+  Frame frame_;
 };
 
 // ----- PID ---------------------------------------------------------------------------------
@@ -104,6 +153,30 @@ class PID {
   bool first_;
 };
 
+// The chip's PID: the same standard form (conditional-integration anti-windup, filtered derivative
+// of the error, output clamp) in 32-bit integers at a fixed sample period, with the output in PWM
+// duty. An ATmega328P has no FPU: the float PID above costs ~0.5 ms a tick for two motors in
+// soft-float (mostly divisions), this one a few dozen µs. Integer arithmetic also makes the host
+// emulator and the chip agree bit for bit. The float PID stays for comparison (and for the
+// published formula, `PIDGains::published`).
+//   fixed-point formats: P, the derivative and the output in duty·2^14 (Q14), the integral in
+//   duty·2^22 (Q22, so that Ki·e·dt of one pulse keeps 3 significant digits at 1 kHz). Every
+//   rescaling is a shift by whole bytes: on the AVR a shift by k bits is a k-step loop, and those
+//   loops cost more than the multiplications.
+class PIDFixed {
+ public:
+  PIDFixed() { configure(rig_gains(), 255.0f / 12.0f, 0.001f); }
+  // gains in volts (PIDGains), duty_per_volt = 255 / supply, period_s = the fixed sample period
+  void configure(const PIDGains& g, float duty_per_volt, float period_s);
+  void reset() { i_q22_ = 0; d_q14_ = 0; e_prev_ = 0; first_ = true; }
+  int32_t update(int32_t error);  // error in pulses -> duty·2^14, within ±(255·2^14 when the limit is 12 V)
+  int32_t integral_q22() const { return i_q22_; }
+ private:
+  int32_t kp_q14_, ki_q22_, kd_q14_, a_q8_, lim_q14_, ilim_q22_, e_max_, de_max_;
+  int32_t i_q22_, d_q14_, e_prev_;
+  bool first_;
+};
+
 // ----- DC gear motor model (emulator) ------------------------------------------------------
 struct MotorParams {
   double nominal_voltage = 12.0;  // V
@@ -125,6 +198,7 @@ class MotorModel {
   void step(double volts, double dt);
   int32_t pulses() const;         // encoder count (x1)
   double output_rpm() const;
+  int encoder_cpr() const { return p_.encoder_cpr; }  // counts per motor turn (x1)
   bool powered;
   double supply;                  // V, the voltage limit
   double theta, omega, current;   // rad, rad/s, A (motor side)
@@ -156,9 +230,13 @@ class RigCore {
  public:
   explicit RigCore(const RigConfig& cfg = RigConfig());
   // A received byte (any time). Frames are handled as their delimiter arrives.
-  void on_rx_byte(uint8_t b, uint32_t now_us);
-  // One control cycle: positions from the encoders, the measured motor supply; writes PWM.
-  void control_tick(const int32_t pos[N_MOTORS], float supply_v, uint32_t now_us, int16_t pwm_out[N_MOTORS]);
+  void on_rx_byte(uint8_t b, uint32_t now_us) {
+    Decoder::Result r = dec_.push(b);
+    if (r != Decoder::NONE) on_rx_result(r, now_us);
+  }
+  // One control cycle (at cfg.control_hz): positions from the encoders, the measured motor supply
+  // in mV; writes PWM. Integer arithmetic only (unless cfg.gains.published selects the float PID).
+  void control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint32_t now_us, int16_t pwm_out[N_MOTORS]);
   // The next frame to put on the wire now (built fresh, so states are never stale), or 0.
   size_t next_tx_frame(uint8_t* out, uint32_t now_us);
   // Power command from a POWER message: -1 none pending, 0 cut, 1 restore (cleared on read).
@@ -170,32 +248,47 @@ class RigCore {
   Mode mode() const { return mode_; }
   uint8_t faults() const { return faults_; }
   const Decoder& decoder() const { return dec_; }
-  float target(int i) const { return target_[i]; }
+  int32_t target(int i) const { return target_[i]; }
   uint32_t frames_sent;
   uint32_t rx_overruns;     // bytes the platform dropped before the decoder saw them
   uint32_t stale_targets;   // JOINT_TARGETS ignored: repeated or older than the newest (reordered)
   uint32_t mode_changes;    // MODE messages that changed the mode (a repeated MODE changes nothing)
  private:
   void queue_hello();
+  void on_rx_result(Decoder::Result r, uint32_t now_us);
   void handle(const Frame& f, uint32_t now_us);
   void queue_ctrl(uint8_t type, const uint8_t* body, size_t n);
   size_t build_state(uint8_t* out, uint32_t now_us);
 
+  void start_mode(uint32_t now_us);
+  int32_t demo_setpoint(int i, int32_t& vel_q20) const;
+
   RigConfig cfg_;
   Decoder dec_;
-  PID pid_[N_MOTORS];
+  PIDFixed pid_[N_MOTORS];
+#if RIG_FLOAT_PID
+  PID pid_float_[N_MOTORS];  // only with cfg.gains.published (the published formula, for comparison)
+#endif
   Mode mode_;
   uint8_t mode_flags_;
   uint16_t stream_hz_;
+  uint32_t stream_period_us_;  // 1 / stream_hz_ (0: no stream)
   uint8_t faults_;         // sticky bits reported in the next state (RX_ERROR) + live bits
   bool rx_error_;
+  bool watchdog_latched_;  // the watchdog stopped a running mode: motors off until the next MODE
+  bool stall_cut_[N_MOTORS];  // a stall cut this motor's PWM: off until the next MODE
   uint16_t tx_seq_;
   uint8_t last_rx_seq_;
   bool have_rx_;
-  uint32_t last_rx_us_, last_state_us_, last_tick_us_, mode_since_us_;
+  uint32_t last_rx_us_, last_state_us_, last_tick_us_;
   bool state_requested_;
   bool ticked_;
-  float target_[N_MOTORS], target_vel_[N_MOTORS];
+  int32_t target_[N_MOTORS];  // pulses
+  int32_t vel_q20_[N_MOTORS];   // target velocity, pulses per µs · 2^20
+  int16_t vel_dp_[N_MOTORS];    // the newest target step, pulses (its division by vel_dth_ waits for the tick)
+  uint32_t vel_dth_;            // host µs between the two newest targets (0: no velocity)
+  bool vel_dirty_;
+  uint32_t last_stream_us_;     // the REAL_TO_VIRTUAL stream's clock (a fixed grid of stream_period_us_)
   uint32_t target_rx_us_, target_host_us_;
   bool have_target_;
   uint16_t target_seq_;     // seq of the newest JOINT_TARGETS taken
@@ -203,6 +296,20 @@ class RigCore {
   int32_t pos_[N_MOTORS], demo_center_[N_MOTORS], stall_pos_[N_MOTORS];
   uint32_t stall_since_us_[N_MOTORS];
   int16_t pwm_[N_MOTORS];
+  // constants derived from cfg_ once (no float arithmetic in a tick)
+  uint16_t power_min_mv_;
+  uint32_t period_us_;      // the control period, µs
+  int32_t ff_q0_;           // velocity feed-forward: duty·2^14 per (pulses/µs·2^20)
+  int32_t ff_static_q14_;   // friction feed-forward, duty·2^14
+  float duty_per_volt_;
+  // the demo sine (REAL_TO_VIRTUAL + LOCAL_DEMO): phase as a fraction of a turn ·2^32, advanced by
+  // the elapsed µs each tick, so it runs on smoothly across the micros() wrap
+  uint32_t demo_phase_;
+  uint16_t demo_phase_frac_;
+  uint32_t demo_inc_q8_;    // phase per µs ·2^8
+  uint32_t demo_last_us_;
+  int32_t demo_amp_q1_[N_MOTORS];   // pulses ·2
+  int32_t demo_vel_q21_[N_MOTORS];  // peak velocity, pulses per µs ·2^21
   int power_cmd_;
   // small queue of control replies (HELLO, MODE echo)
   uint8_t ctrl_type_[4];
