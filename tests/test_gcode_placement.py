@@ -221,3 +221,14 @@ def test_bench_place_small(capsys):
     assert [r["lines"] > 0 for r in rows] == [True, True] and rows[1]["lines"] >= 199
     for r in rows:   # each program is placed (it starts out of reach) and the time is measured
         assert r["origin_mm"] is not None and r["wall_s"] > 0 and r["verified"] >= r["clean"] >= 1
+
+
+def test_place_with_a_cell_checks_every_candidate_for_collisions(tmp_path, capsys):
+    prog = tmp_path / "far.ngc"
+    prog.write_text(FAR)
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", "default", "--place", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["clean"] and data["cell"] is not None and data["placement"]["origin_mm"] == data["origin_mm"]
+    # the origin found is clean with the cell in a plain check too
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", "default",
+                 "--origin", *map(str, data["origin_mm"])]) == 0
