@@ -20,6 +20,7 @@ from typing import Any
 
 from .cli import FILE_KINDS, CliError, StderrProgress, add_json_flag, get_robot, print_json
 from .options import add_tool_options, tool_settings
+from .placing import add_place_options, dialect, place, placement_json
 
 EXIT_FAULTY = 1
 #: largest program file, bytes
@@ -31,6 +32,7 @@ PROGRESS_MIN_LINES = 50_000
 def register(sub) -> None:
     p = sub.add_parser("check", help="preflight a G-code program: parse, plan, IK, limits (no physics)")
     add_program_args(p)
+    add_place_options(p)
     p.add_argument("--strict", action="store_true", help="warnings (near singularity) also count as faults")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -176,8 +178,10 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
     """Run the preflight with a short note on stderr; returns the report."""
     from ..controllers.gcode.preflight import preflight
     spec, machine, data = load(args)
+    machine = dialect(args, machine)
+    placing = getattr(args, "place", None) is not None
     progress = None
-    if not quiet:
+    if not quiet and not placing:
         print(f"checking {args.program} for {spec.name} …", file=sys.stderr)
         if data.count(b"\n") > PROGRESS_MIN_LINES:
             progress = StderrProgress(f"checking {args.program}")
@@ -193,7 +197,11 @@ def check(args: argparse.Namespace, *, quiet: bool = False):
             models.append(CollisionModel(spec, cc.cell, tool=tool, clearance=cc.clearance))
             passes += (clearance_pass(models[1], cc.contacts, cc.near_misses),)
     try:
-        rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None, passes=passes)
+        if placing:     # --place: the search checks its candidates in full (with the cell's passes) and keeps the best
+            machine, rep = place(args, spec, machine, data, quiet=quiet, passes=passes)
+        else:
+            rep = preflight(data, spec, machine, progress=progress.stage if progress is not None else None,
+                            passes=passes)
     finally:
         for model in models:
             model.close()
@@ -254,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     clean = rep.clean(args.strict)
     if args.json:
-        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict, args.cell_check)})
+        print_json({"program": args.program, **report_dict(rep, spec, machine, args.strict, args.cell_check),
+                    **placement_json(args, spec)})
         return 0 if clean else EXIT_FAULTY
     print_report(args.program, rep, spec, machine, args.strict, args.cell_check)
     return 0 if clean else EXIT_FAULTY

@@ -28,11 +28,13 @@ from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, ad
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
 from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_video_options, check_output_name, check_outputs,
                       joint_mode, same_file, video_settings)
+from .placing import add_place_options, placement_json
 
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a G-code program in the simulated world (after the preflight)")
     add_program_args(p)
+    add_place_options(p)
     add_joint_mode(p)
     add_video_options(p, default_camera=CameraPreset.WORK, gif=False,
                       video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
@@ -112,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
-            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False, args.cell_check)})
+            print_json({"program": args.program, "ran": False, **report_dict(rep, spec, machine, False, args.cell_check),
+                        **placement_json(args, spec)})
         else:
             print_report(args.program, rep, spec, machine, False, args.cell_check)
             print(f"{args.program}: refused: the preflight found faults; nothing was moved", file=sys.stderr)
@@ -153,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.done()
-    out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict()}
+    out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict(),
+           **placement_json(args, spec)}
     if args.cell_check is not None:
         out["cell"] = report_dict(rep, spec, machine, False, args.cell_check)["cell"]
     stopped_by = signal.Signals(signals.signum).name if res.interrupted and signals.signum is not None else None

@@ -176,9 +176,11 @@ PREFLIGHT_FAULTS = [
     # 10 mm at 0.001 mm/min: 600,000 s, over the 86,400 s maximum
     (IRB, "G1 X10 F0.001", ErrorCode.PROGRAM_TOO_LONG),
     (IRB, "(no motion)\nG4 P1", ErrorCode.NO_MOTION),
+    (IRB, "G0 X1\nG4 P150", ErrorCode.LONG_DWELL),
+    (IRB, "G92 X0 Y0 Z0\nG0 X1", ErrorCode.WORK_ZERO_AT_START),
 ]
 
-WARNINGS = {ErrorCode.NEAR_SINGULARITY}
+WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START}
 
 
 @pytest.mark.parametrize("spec,text,code", PREFLIGHT_FAULTS)

@@ -51,6 +51,7 @@ TYPED = [
     "scripts/cmd_fit.py",
     "scripts/rig_identify.py",
     "scripts/bench_fit.py",
+    "scripts/placing.py",
 ]
 
 

@@ -68,6 +68,10 @@ class MachineConfig:
         tool: the tool mounted when the program starts (its TCP is the controlled point until
             an M6 or G43/G49 says otherwise); 0: the bare flange.
         pen_servo: the M300 S (servo pen) dialect option.
+        dwell_ms: the ``--dwell-ms`` dialect option: G4 P is in milliseconds (Inkscape-style
+            writers), not seconds.
+        long_dwell: a G4 dwell longer than this is a warning naming its line, s (LONG_DWELL, 107:
+            usually P meant in milliseconds and read as seconds).
     """
 
     origin: tuple[float, float, float]
@@ -87,6 +91,8 @@ class MachineConfig:
     tools: ToolTable = field(default_factory=default_tools, compare=False)
     tool: int = 0
     pen_servo: bool = False
+    dwell_ms: bool = False
+    long_dwell: float = 10.0
 
     def __post_init__(self) -> None:
         o = tuple(float(v) for v in self.origin)
@@ -106,7 +112,8 @@ class MachineConfig:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"max_path_samples must be a positive whole number, got {n!r}")
         for name in ("rapid_speed", "acceleration", "junction_deviation", "arc_tolerance", "control_period",
-                     "sample_spacing", "rotation_scale", "singularity_margin", "max_dwell", "max_program_time"):
+                     "sample_spacing", "rotation_scale", "singularity_margin", "max_dwell", "max_program_time",
+                     "long_dwell"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")

@@ -96,6 +96,9 @@ class ErrorCode(enum.IntEnum):
     SELF_COLLISION = 111
     NEAR_MISS = 112
     TOO_MANY_FAULTS = 119
+    # what the writer probably meant (preflight warnings of :mod:`.intent`)
+    LONG_DWELL = 107
+    WORK_ZERO_AT_START = 108
 
     @property
     def message(self) -> str:
@@ -379,6 +382,18 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "The program has more faults than the cap (100; max_faults): the report lists the first "
         "ones and ends with this notice, at the line of the first fault not shown. Fix the first "
         "faults and check again."),
+    ErrorCode.LONG_DWELL: (
+        "long dwell",
+        "A G4 dwell longer than 10 s (MachineConfig.long_dwell) is a warning: P is in seconds here, "
+        "as in LinuxCNC and grbl, but Inkscape-style writers and some firmware mean milliseconds "
+        "(G4 P150 for 0.15 s would stand still for 150 s). If the program means milliseconds, use "
+        "the --dwell-ms dialect option (MachineConfig.dwell_ms)."),
+    ErrorCode.WORK_ZERO_AT_START: (
+        "G92 before the first move",
+        "A G92 before the program's first move makes the position where the robot stands (its home) "
+        "the work zero: the program is then placed relative to the robot's home, and --origin (or "
+        "--place) no longer moves it. A warning: CAM posts for hobby machines write G92 X0 Y0 Z0 to "
+        "say \"start here\"; on an arm, remove the line and place the job with --origin or --place."),
 }
 
 

@@ -45,6 +45,7 @@ from ..kinematics import chain_of
 from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, ErrorCode, Fault, Severity, cap_faults
 from .interpreter import MotionKind, Program, load_program
+from .intent import with_intent_warnings
 from .planner import PathSamples, Plan, plan, retime
 
 __all__ = ["PreflightReport", "PathTrack", "CheckPass", "PASSES", "preflight", "preflight_program", "track_path",
@@ -341,8 +342,9 @@ def preflight(text, spec, machine: MachineConfig | None = None, *, max_faults: i
     if progress is not None:
         progress("parse", 0.0)
     prog = load_program(text, spec, machine, max_faults=max_faults, progress=progress)
-    return preflight_program(prog, spec, machine, max_faults=max_faults, singularity=singularity, progress=progress,
-                             passes=passes)
+    rep = preflight_program(prog, spec, machine, max_faults=max_faults, singularity=singularity, progress=progress,
+                            passes=passes)
+    return with_intent_warnings(rep, text, max_faults)   # the dialect warnings of .intent (they read the text)
 
 
 def _mm(p) -> str:

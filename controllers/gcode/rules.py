@@ -314,10 +314,12 @@ def _check_dwell(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Co
     p = w["P"]
     if p < 0:
         fail(ErrorCode.BAD_DWELL_TIME, f"P{p:.12g}: a dwell time cannot be negative", "P")
-    if p > ctx.machine.max_dwell:
-        fail(ErrorCode.DWELL_TOO_LONG, f"P{p:.12g}: a dwell of {p:.12g} s is longer than "
-             f"the {ctx.machine.max_dwell:g} s maximum (P is in seconds)", "P")
-    eff.dwell = p
+    ms = ctx.machine.dwell_ms        # the --dwell-ms dialect option: P in milliseconds
+    seconds = p / 1000.0 if ms else p
+    if seconds > ctx.machine.max_dwell:
+        fail(ErrorCode.DWELL_TOO_LONG, f"P{p:.12g}: a dwell of {seconds:.12g} s is longer than "
+             f"the {ctx.machine.max_dwell:g} s maximum (P is in {'milliseconds' if ms else 'seconds'})", "P")
+    eff.dwell = seconds
     eff.used.add("P")
 
 
