@@ -228,7 +228,13 @@ class _RunLoop:
         closing.callback(self.world.close)
         self.robot = self.world.add_robot(spec, mode, q0=q0)
         self.log: RunLog | None = None
-        if log_path:
+        self.telemetry = None         # the MCAP log (``--log run.mcap``): ROS 2 messages instead of CSV rows
+        if log_path and log_path.lower().endswith(".mcap"):
+            from .telemetry.runlog import RunMcapLog
+            self.telemetry = RunMcapLog(log_path, spec, base_position=self.robot.base_position, program=name,
+                                        source_lines=source_lines, mode=mode.value)
+            closing.callback(self.telemetry.close)
+        elif log_path:
             self.log = RunLog(log_path, spec)
             closing.callback(self.log.close)
         self.recorder = None
@@ -269,7 +275,8 @@ class _RunLoop:
         robot = self.robot
         robot.command(q, qd)
         self.world.step(1)
-        a = robot.flange_pose()[:3, 3]
+        flange = robot.flange_pose()
+        a = flange[:3, 3]
         e = float(np.linalg.norm(a - pos)) * 1000.0
         if math.isfinite(e):
             self.err_sq += e * e
@@ -280,6 +287,9 @@ class _RunLoop:
                 cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
             self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
                            + self._joints_text(robot.q))
+        if self.telemetry is not None:
+            st = robot.state()
+            self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, flange)
         if self.recorder is not None:
             src = self.source_lines
             text = src[line - 1].strip() if src and 0 < line <= len(src) else ""
@@ -289,6 +299,9 @@ class _RunLoop:
         self.done, self.t_done, self.last_line = k + 1, t, line
         if not robot.stable:
             self.message = robot.instability.message if robot.instability is not None else "unstable"
+            if self.telemetry is not None:
+                from .telemetry.rosmsg import LogLevel
+                self.telemetry.note(t, LogLevel.ERROR, f"STOPPED at line {line}: {self.message}")
             return False
         return True
 
@@ -296,6 +309,13 @@ class _RunLoop:
         """Step through every control sample (dwells as one held pose) until the end, an
         instability, or ``stopped()`` after a row."""
         self._steps(stopped)
+        if self.telemetry is not None:
+            from .telemetry.rosmsg import LogLevel
+            if self.interrupted:
+                self.telemetry.note(self.t_done, LogLevel.WARN, f"interrupted at t = {self.t_done:.3f} s "
+                                    f"after {self.done} control periods")
+            elif not self.message:
+                self.telemetry.note(self.t_done, LogLevel.INFO, f"run ended: {self.done} control periods")
         if self.progress is not None and not self.interrupted:
             self.progress(1.0)
 

@@ -24,7 +24,8 @@ import threading
 from pathlib import Path
 
 from ..envs.config import CameraPreset
-from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json
+from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
+                  require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
 from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_video_options, check_output_name, check_outputs,
                       joint_mode, same_file, video_settings)
@@ -37,7 +38,9 @@ def register(sub) -> None:
     add_video_options(p, default_camera=CameraPreset.WORK, gif=False,
                       video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
                                  "'work' frames the program's path, the others the whole robot")
-    p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
+    p.add_argument("--log", metavar="OUT.csv|OUT.mcap",
+                   help="write one CSV row per control period, or (a .mcap name) ROS 2 messages that Foxglove "
+                        "and ros2 bag read: joint states, TF, tool pose, G-code line (docs/TELEMETRY.md)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     mode = joint_mode(args)
     if args.log:
         output_file(args.log, "--log", LOG_SUFFIXES)
+        if args.log.lower().endswith(".mcap"):
+            require_telemetry()
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
@@ -127,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAULTY
     progress = None if args.json else StderrProgress(f"{spec.name} {mode.value}")
     signals = _StopSignals()
+    mcap = bool(args.log) and args.log.lower().endswith(".mcap")
     try:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                               name=Path(args.program).name,
-                              source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop)
+                              source_lines=_source_lines(args.program) if args.video or mcap else None,
+                              stop=signals.stop)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:

@@ -62,7 +62,9 @@ def register(sub) -> None:
                    help="stop after this many samples (log rows); with --seconds, whichever comes first")
     p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
     p.add_argument("--baud", type=int, default=115200, help=f"serial speed, {BAUD_MIN}..{BAUD_MAX} bit/s (default 115200)")
-    p.add_argument("--log", required=True, help="CSV log path (a .csv name; an existing file is replaced)")
+    p.add_argument("--log", required=True,
+                   help="twin log: a .csv name (CSV rows), or a .mcap name (ROS 2 messages for Foxglove and ros2 bag, "
+                        "docs/TELEMETRY.md); an existing file is replaced")
     p.add_argument("--connect-timeout", type=float, default=None, metavar="S",
                    help="give up (exit 1, nothing logged) when the rig has not answered within S seconds of opening "
                         "the port; 0: run on without an answer, every sample logged with LINK. Default: 5 s for a "
@@ -198,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
         # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        log = open_log(args.log, joints, "--log")
+        log = open_log(args.log, joints, "--log", spec)
         sync = TwinSync(robot, link, cfg, log)
         sched = dict(POWER_TEST) if args.power_test else None
         print(f"armtwin: sync: {start_msg}; logging to {args.log}", file=sys.stderr)

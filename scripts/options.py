@@ -22,8 +22,8 @@ __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings"
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
            "parse_joints", "check_log_file", "open_log"]
 
-#: the file name endings of CSV logs
-LOG_SUFFIXES = (".csv",)
+#: the file name endings of logs: CSV rows, or ROS 2 messages in MCAP (the 'telemetry' extra; docs/TELEMETRY.md)
+LOG_SUFFIXES = (".csv", ".mcap")
 
 
 # ----- joint model -----------------------------------------------------------------------------
@@ -171,22 +171,33 @@ def parse_joints(text: str, spec) -> tuple[int, ...]:
 
 
 def check_log_file(path: str, opt: str, port: str) -> str:
-    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` name (so
-    a G-code program or another file is never written over by mistake), a regular file when it
+    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` or ``.mcap``
+    name (so a G-code program or another file is never written over by mistake; ``.mcap`` needs the
+    'telemetry' extra), a regular file when it
     exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
     that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
     if same_file(path, port):
         raise CliError(f"{opt} {path}: is the serial port itself")
-    output_file(path, opt, (".csv",))
+    output_file(path, opt, LOG_SUFFIXES)
+    if path.lower().endswith(".mcap"):
+        from .cli import require_telemetry
+        require_telemetry()
     if os.path.exists(path) and not os.access(path, os.W_OK):  # output_file checked what it is
         raise CliError(f"{opt} {path}: cannot write it: permission denied")
     return path
 
 
-def open_log(path: str, joints, opt: str):
-    """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
-    from ..envs.rig.log import TwinLog
+def open_log(path: str, joints, opt: str, spec=None):
+    """The twin log at ``path``: a CSV :class:`armtwin.envs.rig.TwinLog`, or for a ``.mcap`` name the
+    MCAP :class:`armtwin.envs.telemetry.twinlog.TwinMcapLog` of robot ``spec``; CliError naming
+    ``opt`` when it cannot be written."""
     try:
+        if path.lower().endswith(".mcap"):
+            if spec is None:
+                raise CliError(f"{opt} {path}: an MCAP log needs the robot (internal: open_log without spec)")
+            from ..envs.telemetry.twinlog import TwinMcapLog
+            return TwinMcapLog(path, spec, joints)
+        from ..envs.rig.log import TwinLog
         return TwinLog(path, joints)
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
