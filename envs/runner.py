@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
 from .sim import Camera, JointMode, PhysicsConfig, World
+
+if TYPE_CHECKING:
+    from .rig.log import SampleLog
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
 
@@ -160,7 +163,7 @@ class RunLog:
 def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
                 source_lines: Sequence[str] | None = None, stop: threading.Event | None = None,
-                name: str = "") -> RunResult:
+                name: str = "", publish: SampleLog | None = None) -> RunResult:
     """Run a compiled program in a new world.
 
     The control samples come from the program's
@@ -182,6 +185,10 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         progress: called with the finished fraction 0..1 now and then.
         source_lines: the program's text lines, shown in the video overlay (optional).
         name: the program's name, for the video's title card and overlay (e.g. its file name).
+        publish: a sample log (``write(SyncSample)``, ``close()``; e.g. the remote store's
+            :class:`~armtwin.envs.telemetry.records.TwinPublisher`) given every control period as a
+            twin sample: virtual = the commanded joints, servo = the simulated ones (deg; mm for a
+            prismatic joint); the caller closes it.
         stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
             being written, closes its files and returns with ``interrupted`` True; set before the
             run starts, nothing is written.
@@ -203,6 +210,7 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
                         video_path=video_path, source_lines=source_lines, progress=progress, name=name)
+        loop.publish = publish
         loop.run(stopped)
     return loop.result(report, t_wall)
 
@@ -237,6 +245,7 @@ class _RunLoop:
         elif log_path:
             self.log = RunLog(log_path, spec)
             closing.callback(self.log.close)
+        self.publish: SampleLog | None = None      # run_program's ``publish`` sample log
         self.recorder = None
         if video_path:
             from .camera import cameras_for_work
@@ -268,6 +277,14 @@ class _RunLoop:
         """Joints as the log writes them: deg, mm for prismatic joints."""
         return [f"{v:.4f}" for v in np.where(self.spec.prismatic, q * 1000, np.degrees(q))]
 
+    def _publish(self, publish: SampleLog, k: int, t: float, q_cmd: np.ndarray, q: np.ndarray) -> None:
+        """Control period ``k`` as a twin sample to ``publish`` (commanded vs simulated joints)."""
+        from ..controllers import rigproto as rp
+        from .rig.log import SyncSample
+        to_disp = lambda v: np.where(self.spec.prismatic, v * 1000, np.degrees(v))  # noqa: E731
+        virt, sim = to_disp(q_cmd), to_disp(q)
+        publish.write(SyncSample(k, t, virt, sim, virt - sim, math.nan, rp.Fault.NONE))
+
     def step(self, k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
              cmd_text: tuple[list[str], list[str]] | None) -> bool:
         """Control period ``k`` at ``t`` s: command, step the world, log, film; False when the dynamic
@@ -290,6 +307,8 @@ class _RunLoop:
         if self.telemetry is not None:
             st = robot.state()
             self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, flange)
+        if self.publish is not None:
+            self._publish(self.publish, k, t, q, robot.q)
         if self.recorder is not None:
             src = self.source_lines
             text = src[line - 1].strip() if src and 0 < line <= len(src) else ""

@@ -126,11 +126,11 @@ def missing_extra(module: str, extra: str | None = None) -> CliError:
                     f"(from the repository)")
 
 
-def require_telemetry() -> None:
-    """CliError (the one-line extras hint) unless the 'telemetry' extra's packages are installed:
-    checked before a run starts, not when its log is opened."""
+def require_telemetry(*modules: str) -> None:
+    """CliError (the one-line extras hint) unless the 'telemetry' extra's packages are installed
+    (``modules``, default the MCAP ones): checked before a run starts, not when its log is opened."""
     import importlib.util
-    for mod in ("mcap", "mcap_ros2"):
+    for mod in modules or ("mcap", "mcap_ros2"):
         if importlib.util.find_spec(mod) is None:
             raise missing_extra(mod)
 

@@ -27,8 +27,9 @@ from ..envs.config import CameraPreset
 from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
                   require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
-from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_video_options, check_output_name, check_outputs,
-                      joint_mode, same_file, video_settings)
+from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_publish_options, add_video_options,
+                      check_output_name, check_outputs, check_publish, joint_mode, open_publisher,
+                      print_publish_report, same_file, video_settings)
 
 
 def register(sub) -> None:
@@ -41,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--log", metavar="OUT.csv|OUT.mcap",
                    help="write one CSV row per control period, or (a .mcap name) ROS 2 messages that Foxglove "
                         "and ros2 bag read: joint states, TF, tool pose, G-code line (docs/TELEMETRY.md)")
+    add_publish_options(p, "run records (commanded joints as 'virtual', simulated as 'servo'; run time)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             check_output_name(path, opt, suffixes)
     video = video_settings(args)
     mode = joint_mode(args)
+    target = check_publish(args)
     if args.log:
         output_file(args.log, "--log", LOG_SUFFIXES)
         if args.log.lower().endswith(".mcap"):
@@ -133,17 +136,19 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.json else StderrProgress(f"{spec.name} {mode.value}")
     signals = _StopSignals()
     mcap = bool(args.log) and args.log.lower().endswith(".mcap")
+    publisher = open_publisher(target, range(spec.dof), args.publish_hz)
     try:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                               name=Path(args.program).name,
                               source_lines=_source_lines(args.program) if args.video or mcap else None,
-                              stop=signals.stop)
+                              stop=signals.stop, publish=publisher)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:
         if progress is not None:
             progress.done()
+        print_publish_report(target, publisher)
     out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict()}
     stopped_by = signal.Signals(signals.signum).name if res.interrupted and signals.signum is not None else None
     if stopped_by:

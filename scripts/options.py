@@ -20,7 +20,8 @@ from .cli import CliError, output_file
 
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
-           "parse_joints", "check_log_file", "open_log"]
+           "parse_joints", "check_log_file", "open_log", "add_publish_options", "check_publish", "open_publisher",
+           "print_publish_report"]
 
 #: the file name endings of logs: CSV rows, or ROS 2 messages in MCAP (the 'telemetry' extra; docs/TELEMETRY.md)
 LOG_SUFFIXES = (".csv", ".mcap")
@@ -201,3 +202,51 @@ def open_log(path: str, joints, opt: str, spec=None):
         return TwinLog(path, joints)
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
+
+
+# ----- the remote store (--publish mqtt://host:port/topic) ------------------------------------------------
+
+def add_publish_options(p: argparse.ArgumentParser, what: str = "twin records") -> None:
+    """``--publish URL`` and ``--publish-hz``; check them with :func:`check_publish`."""
+    p.add_argument("--publish", metavar="mqtt://HOST:PORT/TOPIC", default=None,
+                   help=f"also send down-sampled {what} (JSON, QoS 1) to an MQTT broker; a bounded local queue "
+                        f"rides out a broker outage and the summary says what it dropped (docs/TELEMETRY.md)")
+    p.add_argument("--publish-hz", type=float, default=10.0, metavar="HZ",
+                   help="records per second for --publish (default 10, at most 100)")
+
+
+def check_publish(args: argparse.Namespace):
+    """The parsed ``--publish`` target (None without it); CliError naming the option at fault."""
+    if args.publish is None:
+        return None
+    from .cli import require_telemetry
+    from ..envs.telemetry.records import PUBLISH_HZ_MAX
+    if not (0 < args.publish_hz <= PUBLISH_HZ_MAX):  # also refuses nan
+        raise CliError(f"--publish-hz {args.publish_hz:g}: must be more than 0 and at most {PUBLISH_HZ_MAX:g}")
+    try:
+        from ..envs.telemetry.mqtt import parse_mqtt_url
+        target = parse_mqtt_url(args.publish)
+    except ValueError as exc:
+        raise CliError(f"--publish {args.publish}: {exc}") from None
+    require_telemetry("paho")
+    return target
+
+
+def open_publisher(target, joints, hz: float):
+    """A :class:`armtwin.envs.telemetry.records.TwinPublisher` to ``target`` (None when ``target`` is None)."""
+    if target is None:
+        return None
+    from ..envs.telemetry.mqtt import MqttStore
+    from ..envs.telemetry.records import TwinPublisher
+    return TwinPublisher(MqttStore(target), joints, hz)
+
+
+def print_publish_report(target, publisher) -> None:
+    """One line on stderr: what became of the records sent to the store."""
+    import sys
+    if publisher is None:
+        return
+    rep = publisher.close()
+    p50 = rep.latency_p50_ms()
+    print(f"armtwin: {target.url}: {rep.describe()}"
+          + (f"; latency p50 {p50:.1f} ms" if p50 == p50 else ""), file=sys.stderr)

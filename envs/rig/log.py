@@ -26,7 +26,7 @@ from ...controllers import rigproto as rp
 if TYPE_CHECKING:
     from .link import RigState
 
-__all__ = ["SyncSample", "SampleLog", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
+__all__ = ["SyncSample", "SampleLog", "TeeLog", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
            "LOG_MAX_JOINT_DEG", "LOG_MAX_LATENCY_MS", "LOG_MAX_STT", "LOG_MAX_TIME_S"]
 
 
@@ -286,3 +286,25 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
                                   f"or an unnamed bit as 0x20)") from None
     out["Fault"] = faults
     return out
+
+
+class TeeLog:
+    """Several :class:`SampleLog` as one (the CSV or MCAP log and the remote store): every sample
+    goes to each in turn; :meth:`close` closes them all, the first error raised after all closed."""
+
+    def __init__(self, *logs: SampleLog) -> None:
+        self.logs = [log for log in logs if log is not None]
+
+    def write(self, s: SyncSample) -> None:
+        for log in self.logs:
+            log.write(s)
+
+    def close(self) -> None:
+        first: BaseException | None = None
+        for log in self.logs:
+            try:
+                log.close()
+            except Exception as exc:  # noqa: BLE001 - the others still close
+                first = first or exc
+        if first is not None:
+            raise first
