@@ -29,6 +29,7 @@ from ..controllers.gcode.interpreter import Dwell, Stop, StopKind
 from ..controllers.gcode.preflight import PreflightReport
 from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
 from .sim import Camera, JointMode, PhysicsConfig, World
+from .telemetry.mcapfile import Compression
 
 if TYPE_CHECKING:
     from .rig.log import SampleLog
@@ -51,6 +52,7 @@ class RunConfig:
         video_size: (width, height) pixels, even (yuv420p), 16x16 to 7680x4320.
         camera: camera name (:data:`CAMERAS`): "work" (default) frames the program's feed moves
             from beyond them; "iso", "front", "side", "top" frame the whole robot.
+        log_compression: chunk compression of an MCAP log (zstd, lz4, none; or its name).
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -62,10 +64,12 @@ class RunConfig:
     video_fps: float = 30.0
     video_size: tuple[int, int] = (640, 480)
     camera: str = "work"
+    log_compression: Compression = Compression.ZSTD
 
     def __post_init__(self) -> None:
-        """Checks every field (ValueError naming it); ``mode`` may be given as text."""
+        """Checks every field (ValueError naming it); ``mode`` and ``log_compression`` may be given as text."""
         object.__setattr__(self, "mode", JointMode.parse(self.mode))
+        object.__setattr__(self, "log_compression", Compression.parse(self.log_compression))
         if not isinstance(self.camera, str) or self.camera.strip().lower() not in CAMERAS:
             raise ValueError(f"unknown camera {self.camera!r}; choose one of: {', '.join(CAMERAS)}")
         object.__setattr__(self, "camera", self.camera.strip().lower())
@@ -240,7 +244,8 @@ class _RunLoop:
         if log_path and log_path.lower().endswith(".mcap"):
             from .telemetry.runlog import RunMcapLog
             self.telemetry = RunMcapLog(log_path, spec, base_position=self.robot.base_position, program=name,
-                                        source_lines=source_lines, mode=mode.value)
+                                        source_lines=source_lines, mode=mode.value,
+                                        compression=config.log_compression)
             closing.callback(self.telemetry.close)
         elif log_path:
             self.log = RunLog(log_path, spec)

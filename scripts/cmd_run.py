@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 from ..envs.config import CameraPreset
+from ..envs.telemetry.mcapfile import Compression
 from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
                   require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
@@ -42,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--log", metavar="OUT.csv|OUT.mcap",
                    help="write one CSV row per control period, or (a .mcap name) ROS 2 messages that Foxglove "
                         "and ros2 bag read: joint states, TF, tool pose, G-code line (docs/TELEMETRY.md)")
+    p.add_argument("--log-compression", default=Compression.ZSTD.value, choices=[c.value for c in Compression],
+                   help=f"chunk compression of a .mcap log: {', '.join(c.value for c in Compression)} "
+                        f"(default {Compression.ZSTD.value})")
     add_publish_options(p, "run records (commanded joints as 'virtual', simulated as 'servo'; run time)")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -125,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
     try:
-        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value)
+        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value,
+                        log_compression=args.log_compression)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:

@@ -287,3 +287,19 @@ def test_cli_sync_logs_mcap_that_plot_reads(emu, tmp_path, capsys):
     assert np.all(np.isfinite(d["Virtual_j1"])) and np.nanmedian(d["Latency_ms"]) > 0
     assert main(["plot", log, "--out", str(tmp_path / "twin.png")]) == 0
     assert (tmp_path / "twin.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("argv, msg", [(["--seconds", "0.5"], "--seconds 0.5: must be between 1 and 60 s"),
+                                       (["--outage", "nan"], "--outage nan: must be between 1 and 30 s")])
+def test_bench_log_refuses_bad_bounds(argv, msg, capsys):
+    assert main(["bench", "log", *argv]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
+
+
+def test_run_log_compression_is_chosen_by_name(tmp_path):
+    from armtwin.envs.runner import RunConfig
+    from armtwin.envs.telemetry.mcapfile import Compression
+    assert RunConfig(log_compression="LZ4").log_compression is Compression.LZ4
+    with pytest.raises(ValueError, match="unknown compression 'gzip'; choose one of: zstd, lz4, none"):
+        RunConfig(log_compression="gzip")

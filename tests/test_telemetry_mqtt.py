@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import threading
 import time
 
@@ -22,10 +21,9 @@ from armtwin.envs.telemetry.mqtt import MqttStore, MqttTarget, parse_mqtt_url  #
 from armtwin.envs.telemetry.records import TwinPublisher  # noqa: E402
 from armtwin.scripts.cli import main  # noqa: E402
 
-from mqtt_broker import MOSQUITTO, Broker  # noqa: E402
+from armtwin.envs.telemetry.broker import Broker, have_mosquitto  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not shutil.which(MOSQUITTO) and not __import__("os").path.exists(MOSQUITTO),
-                                reason="Debian's mosquitto is not installed (apt-get install mosquitto)")
+pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="Debian's mosquitto is not installed (apt-get install mosquitto)")
 
 
 @pytest.fixture
@@ -147,7 +145,10 @@ def test_cli_sync_publishes_to_the_store(emu, broker, tmp_path, capsys):
     sub.close()
     assert rc == 0, err
     assert "mqtt://127.0.0.1" in err and "40 of 40 records acknowledged, 0 dropped" in err
-    assert [m["seq"] for m in sub.got] == list(range(40)) and sub.got[-1]["stt"] == 975
+    assert [m["seq"] for m in sub.got] == list(range(40))
+    times = np.array([m["time"] for m in sub.got])
+    grid = np.arange(40) * 0.05                  # 20 Hz of the sync's clock: the first sample at or after each tick
+    assert np.all(times >= grid - 1e-6) and np.all(times < grid + 0.03)
 
 
 @pytest.mark.parametrize("argv, msg", [(["--publish", "http://x/t"], "--publish http://x/t: "),

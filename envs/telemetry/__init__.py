@@ -13,6 +13,9 @@ nothing here imports PyBullet, and importing this package imports none of them:
 | :mod:`.runlog` | :class:`RunMcapLog` — ``armtwin run --log run.mcap`` |
 | :mod:`.twinlog` | :class:`TwinMcapLog` — ``armtwin sync --log twin.mcap`` (the CSV TwinLog's interface) |
 | :mod:`.reader` | :func:`read_twin_mcap` — the twin log back as the CSV reader gives it |
+| :mod:`.mqtt` | :class:`MqttStore` — JSON records to an MQTT broker, QoS 1, through a bounded queue; :func:`parse_mqtt_url` |
+| :mod:`.records` | :class:`TwinPublisher` — down-sampled twin records for the store (the twin log's interface) |
+| :mod:`.broker` | :class:`Broker` — a local mosquitto for the tests and ``armtwin bench log`` |
 
 Topics, message types and units: docs/TELEMETRY.md.
 """

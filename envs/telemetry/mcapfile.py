@@ -20,8 +20,6 @@ import threading
 import time
 from typing import Any, Callable
 
-from mcap.writer import CompressionType, Writer
-
 from ... import __version__
 from ...controllers.choices import Choice
 from .rosmsg import MessageType
@@ -42,7 +40,9 @@ class Compression(Choice):
     NONE = "none"
 
     @property
-    def mcap(self) -> CompressionType:
+    def mcap(self):
+        """The ``mcap`` library's CompressionType (imported here: choosing one needs no extra)."""
+        from mcap.writer import CompressionType
         return {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}[self.value]
 
 
@@ -64,6 +64,7 @@ class McapFile:
 
     def __init__(self, path: str | os.PathLike, channels: dict[str, MessageType], *,
                  compression: Compression = Compression.ZSTD, chunk_size: int = 256 * 1024) -> None:
+        from mcap.writer import Writer
         self.path = os.fspath(path)
         self._f = open(self.path, "wb")
         try:
@@ -83,6 +84,8 @@ class McapFile:
         #: messages written so far (by the writer thread)
         self.messages = 0
         self.error: BaseException | None = None
+        #: CPU time the writer thread used, s (known after :meth:`close`; ``armtwin bench log``)
+        self.thread_cpu_s = 0.0
         self._closed = False
         self._thread = threading.Thread(target=self._drain, name=f"McapFile({os.path.basename(self.path)})")
         self._thread.start()
@@ -150,6 +153,7 @@ class McapFile:
         try:
             if self.error is None:
                 self._w.finish()
+            self.thread_cpu_s = time.thread_time()
         except BaseException as exc:  # noqa: BLE001
             self.error = exc
         finally:

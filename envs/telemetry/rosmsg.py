@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = ["MessageType", "JOINT_STATE", "TF_MESSAGE", "POSE_STAMPED", "STRING", "LOG", "TWIN_SAMPLE",
            "LogLevel", "encode_joint_state", "encode_tf", "encode_pose_stamped", "encode_string", "encode_log",
-           "encode_twin_sample", "Transform"]
+           "encode_twin_sample", "Transform", "FixedLayout", "JointStateLayout", "TFLayout", "TwinSampleLayout"]
 
 _SEP = "=" * 80 + "\n"
 
@@ -220,3 +220,143 @@ def encode_twin_sample(stamp_ns: int, stt: int, time_s: float, joints: Sequence[
     c.u32(faults)
     c.string(fault_names)
     return bytes(c.b)
+
+
+class FixedLayout:
+    """A message whose strings and sequence lengths are fixed (a robot's joint names, its TF
+    edges), compiled once into one ``struct`` format, so that encoding a message is one
+    ``pack`` of its numbers — what a 500 Hz log needs (a TF of 6 edges in ~10 µs instead of ~80).
+
+    Build it with the same calls as the CDR writer, in the message's field order: ``time()``,
+    ``u8()``, ``u32()``, ``u64()``, ``f64(n)`` for variable numbers, and ``const_string(s)``,
+    ``const_u32(v)`` for the fixed parts; :meth:`pack` then takes the variable values in order.
+    """
+
+    def __init__(self) -> None:
+        self.fmt = ["<4s"]
+        self.off = 0                          # offset after the encapsulation header
+        self.parts: list = [b"\x00\x01\x00\x00"]  # constants, and None where a variable goes
+        self._struct: struct.Struct | None = None
+
+    def _align(self, n: int) -> None:
+        pad = -self.off % n
+        if pad:
+            self.fmt.append(f"{pad}x")
+            self.off += pad
+
+    def _var(self, code: str, size: int, count: int = 1) -> "FixedLayout":
+        self._align(size)
+        self.fmt.append(f"{count}{code}")
+        self.off += size * count
+        self.parts.extend([None] * count)
+        return self
+
+    def time(self) -> "FixedLayout":
+        return self._var("i", 4)._var("I", 4)
+
+    def u8(self) -> "FixedLayout":
+        return self._var("B", 1)
+
+    def u32(self) -> "FixedLayout":
+        return self._var("I", 4)
+
+    def u64(self) -> "FixedLayout":
+        return self._var("Q", 8)
+
+    def f64(self, n: int = 1) -> "FixedLayout":
+        return self._var("d", 8, n) if n else self
+
+    def const_u32(self, v: int) -> "FixedLayout":
+        self._align(4)
+        self.fmt.append("I")
+        self.off += 4
+        self.parts.append(v)
+        return self
+
+    def const_string(self, s: str) -> "FixedLayout":
+        data = s.encode() + b"\x00"
+        self.const_u32(len(data))
+        self.fmt.append(f"{len(data)}s")
+        self.off += len(data)
+        self.parts.append(data)
+        return self
+
+    def const_strings(self, items: Sequence[str]) -> "FixedLayout":
+        self.const_u32(len(items))
+        for s in items:
+            self.const_string(s)
+        return self
+
+    def f64s(self, n: int) -> "FixedLayout":
+        """A float64 sequence of fixed length ``n``."""
+        self.const_u32(n)
+        return self.f64(n)
+
+    def compile(self) -> "FixedLayout":
+        self._struct = struct.Struct("".join(self.fmt))
+        slots = [i for i, p in enumerate(self.parts) if p is None]
+        self._slots = slots
+        return self
+
+    def pack(self, values: Sequence) -> bytes:
+        """The message with ``values`` (as many as the variable fields, in order) filled in."""
+        args = list(self.parts)
+        for i, v in zip(self._slots, values):
+            args[i] = v
+        return self._struct.pack(*args)  # type: ignore[union-attr]
+
+    @property
+    def size(self) -> int:
+        return self.off + 4
+
+
+def _sec_nsec(ns: int) -> tuple[int, int]:
+    return divmod(int(ns), 1_000_000_000)
+
+
+class JointStateLayout:
+    """sensor_msgs/JointState with fixed joint ``names`` and empty frame: :meth:`encode` is one pack."""
+
+    def __init__(self, names: Sequence[str], velocity: bool = False, effort: bool = False) -> None:
+        n = len(names)
+        self.n = n
+        self.layout = (FixedLayout().time().const_string("").const_strings(names).f64s(n)
+                       .f64s(n if velocity else 0).f64s(n if effort else 0).compile())
+
+    def encode(self, stamp_ns: int, position, velocity=(), effort=()) -> bytes:
+        return self.layout.pack([*_sec_nsec(stamp_ns), *map(float, position), *map(float, velocity),
+                                 *map(float, effort)])
+
+
+class TFLayout:
+    """tf2_msgs/TFMessage with fixed (parent, child) ``edges``: :meth:`encode` is one pack."""
+
+    def __init__(self, edges: Sequence[tuple[str, str]]) -> None:
+        lay = FixedLayout().const_u32(len(edges))
+        for parent, child in edges:
+            lay.time().const_string(parent).const_string(child).f64(7)
+        self.layout = lay.compile()
+
+    def encode(self, stamp_ns: int, transforms: Sequence[Transform]) -> bytes:
+        sec, nsec = _sec_nsec(stamp_ns)
+        vals: list = []
+        for t in transforms:
+            vals += (sec, nsec, *t.translation, *t.rotation)
+        return self.layout.pack(vals)
+
+
+class TwinSampleLayout:
+    """armtwin_msgs/TwinSample (:data:`TWIN_SAMPLE`) with fixed joint labels: one pack, then the
+    fault names (the only string that changes)."""
+
+    def __init__(self, joints: Sequence[str]) -> None:
+        k = len(joints)
+        self.layout = (FixedLayout().time().u64().f64().const_strings(joints).f64s(k).f64s(k).f64s(k).f64()
+                       .u32().compile())
+
+    def encode(self, stamp_ns: int, stt: int, time_s: float, virtual_deg, servo_deg, error_deg, latency_ms: float,
+               faults: int, fault_names: str) -> bytes:
+        head = self.layout.pack([*_sec_nsec(stamp_ns), int(stt), float(time_s), *map(float, virtual_deg),
+                                 *map(float, servo_deg), *map(float, error_deg), float(latency_ms), int(faults)])
+        data = fault_names.encode()
+        return head + struct.pack("<I", len(data) + 1) + data + b"\x00"   # the prefix ends 4-aligned

@@ -21,7 +21,7 @@ import numpy as np
 
 from .common import write_note, write_robot
 from .mcapfile import Compression, McapFile
-from .rosmsg import LogLevel, encode_joint_state, encode_pose_stamped, encode_string, encode_tf
+from .rosmsg import JointStateLayout, LogLevel, TFLayout, encode_pose_stamped, encode_string
 from .tf import REPORT_FRAME, RobotFrames, quat_of
 from .topics import COMMANDED, GCODE_LINE, JOINT_STATES, RUN_TOPICS, TF, TOOL_POSE, TOOL_POSE_COMMANDED
 
@@ -51,6 +51,9 @@ class RunMcapLog:
         self.spec = spec
         self.frames = RobotFrames(spec, base_position)
         self.names = list(spec.joint_names)
+        self._measured = JointStateLayout(self.names, velocity=True, effort=True)
+        self._commanded = JointStateLayout(self.names, velocity=True)
+        self._tf = TFLayout(self.frames.edges)
         self.source_lines = source_lines
         self.program = program
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
@@ -91,10 +94,9 @@ class RunMcapLog:
 
 
 def _write_period(f: McapFile, log: RunMcapLog, ns: int, text: str | None, q_cmd, qd_cmd, q, qd, tau, flange) -> None:
-    names = log.names
-    f.message(JOINT_STATES, ns, encode_joint_state(ns, names, q, qd, tau))
-    f.message(COMMANDED, ns, encode_joint_state(ns, names, q_cmd, qd_cmd))
-    f.message(TF, ns, encode_tf(ns, log.frames.moving(q)))
+    f.message(JOINT_STATES, ns, log._measured.encode(ns, q, qd, tau))
+    f.message(COMMANDED, ns, log._commanded.encode(ns, q_cmd, qd_cmd))
+    f.message(TF, ns, log._tf.encode(ns, log.frames.moving(q)))
     f.message(TOOL_POSE, ns, encode_pose_stamped(ns, REPORT_FRAME, flange[:3, 3], quat_of(flange)))
     f.message(TOOL_POSE_COMMANDED, ns, encode_pose_stamped(ns, REPORT_FRAME, *log.frames.flange(q_cmd)))
     if text is not None:

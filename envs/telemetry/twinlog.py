@@ -16,6 +16,7 @@ The loop only queues the sample (a frozen dataclass); the writer thread encodes 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Sequence
@@ -25,7 +26,7 @@ import numpy as np
 from ...controllers import rigproto as rp
 from .common import write_note, write_robot
 from .mcapfile import Compression, McapFile
-from .rosmsg import LogLevel, encode_joint_state, encode_tf, encode_twin_sample
+from .rosmsg import JointStateLayout, LogLevel, TFLayout, TwinSampleLayout
 from .tf import RobotFrames
 from .topics import COMMANDED, JOINT_STATES, TF, TWIN_SAMPLE_TOPIC, TWIN_TOPICS
 
@@ -57,6 +58,11 @@ class TwinMcapLog:
         self.labels = [f"j{j + 1}" for j in self.joints]
         self.names = [spec.joint_names[j] for j in self.joints]
         self.frames = RobotFrames(spec)
+        self.home = np.array(spec.home, dtype=float)
+        # every message's fixed parts compiled once: a sample is a few struct packs (500 Hz loops)
+        self._sample = TwinSampleLayout(self.labels)
+        self._joints = JointStateLayout(self.names)
+        self._tf = TFLayout(self.frames.edges)
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
         self.rows = 0
         self._faults = 0
@@ -83,14 +89,14 @@ class TwinMcapLog:
 def _write_sample(f: McapFile, log: TwinMcapLog, s) -> None:
     ns = log.t0 + int(round(s.time * 1e9))
     faults = int(s.faults)
-    f.message(TWIN_SAMPLE_TOPIC, ns, encode_twin_sample(ns, s.stt, s.time, log.labels, s.virtual_deg, s.servo_deg,
-                                                        s.error_deg, s.latency_ms, faults, s.faults.names()))
-    virt = np.radians(s.virtual_deg)
-    f.message(JOINT_STATES, ns, encode_joint_state(ns, log.names, np.radians(s.servo_deg)))
-    f.message(COMMANDED, ns, encode_joint_state(ns, log.names, virt))
-    q = np.array(log.spec.home, dtype=float)
+    f.message(TWIN_SAMPLE_TOPIC, ns, log._sample.encode(ns, s.stt, s.time, s.virtual_deg, s.servo_deg, s.error_deg,
+                                                        s.latency_ms, faults, s.faults.names()))
+    virt = [math.radians(v) for v in s.virtual_deg]
+    f.message(JOINT_STATES, ns, log._joints.encode(ns, [math.radians(v) for v in s.servo_deg]))
+    f.message(COMMANDED, ns, log._joints.encode(ns, virt))
+    q = log.home.copy()
     q[log.joints] = virt
-    f.message(TF, ns, encode_tf(ns, log.frames.moving(q)))
+    f.message(TF, ns, log._tf.encode(ns, log.frames.moving(q)))
     changed = (faults ^ log._faults) & ~_QUIET
     for b in range(changed.bit_length()):
         if changed >> b & 1:

@@ -1,5 +1,7 @@
-"""A real MQTT broker for tests: Debian's mosquitto on 127.0.0.1 and a free port, with
-persistence (so a subscriber's session and its queued messages survive a restart)."""
+"""A local MQTT broker for the tests and ``armtwin bench log``: Debian's mosquitto
+(``apt-get install mosquitto``) on 127.0.0.1 and a free port, with persistence (so a
+subscriber's session and its queued messages survive a restart, as a real store's broker does).
+Not for production: a plant's broker is its own."""
 
 from __future__ import annotations
 
@@ -9,7 +11,16 @@ import subprocess
 import time
 from pathlib import Path
 
+#: the broker's program (Debian installs it in /usr/sbin, often not on a user's PATH)
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+__all__ = ["Broker", "free_port", "MOSQUITTO", "have_mosquitto"]
+
+
+def have_mosquitto() -> bool:
+    """Whether the mosquitto program is installed."""
+    import os
+    return os.access(MOSQUITTO, os.X_OK)
 
 
 def free_port() -> int:
@@ -25,7 +36,10 @@ class Broker:
         self.port = port or free_port()
         self.folder = folder
         self.conf = folder / "mosquitto.conf"
-        self.conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+        # `user`: run as root, mosquitto would switch to the user "mosquitto", which cannot write its
+        # persistence file (or log) into our folder: the sessions would not survive a restart
+        import getpass
+        self.conf.write_text(f"user {getpass.getuser()}\nlistener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
                              f"persistence_location {folder}/\nlog_dest file {folder}/mosquitto.log\n")
         self.proc: subprocess.Popen | None = None
 
