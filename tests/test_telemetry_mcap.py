@@ -241,11 +241,8 @@ def test_the_mcap_twin_log_reads_back_as_the_csv_twin_log(tmp_path):
 
 
 def test_a_twin_log_cut_short_by_a_kill_reads_up_to_its_last_complete_chunk(tmp_path):
-    from armtwin.envs.telemetry.mcapfile import McapFile
     path = tmp_path / "t.mcap"
-    log = TwinMcapLog(path, IRB, (0, 1))
-    log.file.close()                                   # replaced by one with small chunks, as a long run has many
-    log.file = McapFile(path, TWIN_TOPICS, chunk_size=8 * 1024)
+    log = TwinMcapLog(path, IRB, (0, 1), chunk_size=8 * 1024)   # small chunks: as a long run has many
     for s in _samples(400):
         log.write(s)
     log.close()

@@ -45,13 +45,15 @@ class TwinMcapLog:
         joints: 0-based robot joints mapped to the rig's motors.
         compression: chunk compression.
         start_ns: the wall-clock time (ns since the epoch) that sample time 0 maps to (default: now).
+        chunk_size: bytes of messages per MCAP chunk (a killed writer loses at most the one being built).
 
     Raises:
         OSError: the file cannot be created.
     """
 
     def __init__(self, path: str | os.PathLike, spec, joints: Sequence[int], *,
-                 compression: Compression = Compression.ZSTD, start_ns: int | None = None) -> None:
+                 compression: Compression = Compression.ZSTD, start_ns: int | None = None,
+                 chunk_size: int = 256 * 1024) -> None:
         self.path = os.fspath(path)
         self.spec = spec
         self.joints = list(joints)
@@ -66,7 +68,7 @@ class TwinMcapLog:
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
         self.rows = 0
         self._faults = 0
-        self.file = McapFile(self.path, TWIN_TOPICS, compression=compression)
+        self.file = McapFile(self.path, TWIN_TOPICS, compression=compression, chunk_size=chunk_size)
         self.file.submit(write_robot, spec, self.frames, self.t0,
                          {"command": "sync", "joints": ",".join(self.labels)})
 
