@@ -167,7 +167,7 @@ class RunLog:
 def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
                 source_lines: Sequence[str] | None = None, stop: threading.Event | None = None,
-                name: str = "", publish: SampleLog | None = None) -> RunResult:
+                name: str = "", publish: SampleLog | None = None, live=None) -> RunResult:
     """Run a compiled program in a new world.
 
     The control samples come from the program's
@@ -193,6 +193,9 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
             :class:`~armtwin.envs.telemetry.records.TwinPublisher`) given every control period as a
             twin sample: virtual = the commanded joints, servo = the simulated ones (deg; mm for a
             prismatic joint); the caller closes it.
+        live: a :class:`~armtwin.envs.telemetry.live.LiveServer` (``--live``) streaming the MCAP log's
+            topics while the run goes (closed with the run); with a CSV log or none, the messages
+            go to it alone.
         stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
             being written, closes its files and returns with ``interrupted`` True; set before the
             run starts, nothing is written.
@@ -213,7 +216,7 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         return _RunLoop.result_of_nothing(report, traj, t_wall)
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
-                        video_path=video_path, source_lines=source_lines, progress=progress, name=name)
+                        video_path=video_path, source_lines=source_lines, progress=progress, name=name, live=live)
         loop.publish = publish
         loop.run(stopped)
     return loop.result(report, t_wall)
@@ -228,7 +231,7 @@ class _RunLoop:
 
     def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
                  log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
-                 progress: Callable[[float], None] | None, name: str = "") -> None:
+                 progress: Callable[[float], None] | None, name: str = "", live=None) -> None:
         self.traj, self.spec = traj, spec
         self.log_path, self.video_path = log_path, video_path
         self.source_lines, self.progress = source_lines, progress
@@ -241,13 +244,14 @@ class _RunLoop:
         self.robot = self.world.add_robot(spec, mode, q0=q0)
         self.log: RunLog | None = None
         self.telemetry = None         # the MCAP log (``--log run.mcap``): ROS 2 messages instead of CSV rows
-        if log_path and log_path.lower().endswith(".mcap"):
+        mcap = log_path is not None and log_path.lower().endswith(".mcap")
+        if mcap or live is not None:
             from .telemetry.runlog import RunMcapLog
-            self.telemetry = RunMcapLog(log_path, spec, base_position=self.robot.base_position, program=name,
-                                        source_lines=source_lines, mode=mode.value,
-                                        compression=config.log_compression)
+            self.telemetry = RunMcapLog(log_path if mcap else None, spec, base_position=self.robot.base_position,
+                                        program=name, source_lines=source_lines, mode=mode.value,
+                                        compression=config.log_compression, live=live)
             closing.callback(self.telemetry.close)
-        elif log_path:
+        if log_path and not mcap:
             self.log = RunLog(log_path, spec)
             closing.callback(self.log.close)
         self.publish: SampleLog | None = None      # run_program's ``publish`` sample log

@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
              "viser": "ui", "trimesh": "ui", "yourdfpy": "ui", "playwright": "test", "hypothesis": "test",
              "ray": "cluster", "scipy": "fit", "numba": "fit", "mcap": "telemetry", "mcap_ros2": "telemetry",
-             "paho": "telemetry"}
+             "paho": "telemetry", "foxglove": "telemetry"}
 
 
 def missing_extra(module: str, extra: str | None = None) -> CliError:

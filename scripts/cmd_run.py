@@ -28,8 +28,8 @@ from ..envs.telemetry.mcapfile import Compression
 from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
                   require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
-from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_publish_options, add_video_options,
-                      check_output_name, check_outputs, check_publish, joint_mode, open_publisher,
+from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_live_options, add_publish_options, add_video_options,
+                      check_output_name, check_outputs, check_publish, joint_mode, open_live, open_publisher,
                       print_publish_report, same_file, video_settings)
 
 
@@ -46,6 +46,7 @@ def register(sub) -> None:
     p.add_argument("--log-compression", default=Compression.ZSTD.value, choices=[c.value for c in Compression],
                    help=f"chunk compression of a .mcap log: {', '.join(c.value for c in Compression)} "
                         f"(default {Compression.ZSTD.value})")
+    add_live_options(p)
     add_publish_options(p, "run records (commanded joints as 'virtual', simulated as 'servo'; run time)")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -141,13 +142,15 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.json else StderrProgress(f"{spec.name} {mode.value}")
     signals = _StopSignals()
     mcap = bool(args.log) and args.log.lower().endswith(".mcap")
+    from ..envs.telemetry.topics import RUN_TOPICS
+    live = open_live(args, RUN_TOPICS)
     publisher = open_publisher(target, range(spec.dof), args.publish_hz)
     try:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                               name=Path(args.program).name,
-                              source_lines=_source_lines(args.program) if args.video or mcap else None,
-                              stop=signals.stop, publish=publisher)
+                              source_lines=_source_lines(args.program) if args.video or mcap or live else None,
+                              stop=signals.stop, publish=publisher, live=live)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:

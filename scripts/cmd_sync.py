@@ -36,8 +36,9 @@ import sys
 import threading
 
 from .cli import CliError, get_robot
-from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_publish_options, check_baud, check_log_file,
-                      check_outputs, check_publish, joint_mode, open_log, open_publisher, parse_joints,
+from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_live_options, add_publish_options, check_baud,
+                      check_log_file, check_outputs, check_publish, joint_mode, open_live, open_log, open_publisher,
+                      parse_joints,
                       print_publish_report)
 
 #: the published power test: {sample number: power on?}
@@ -67,6 +68,7 @@ def register(sub) -> None:
                    help="twin log: a .csv name (CSV rows), or a .mcap name (ROS 2 messages for Foxglove and ros2 bag, "
                         "docs/TELEMETRY.md); an existing file is replaced")
     add_publish_options(p)
+    add_live_options(p)
     p.add_argument("--connect-timeout", type=float, default=None, metavar="S",
                    help="give up (exit 1, nothing logged) when the rig has not answered within S seconds of opening "
                         "the port; 0: run on without an answer, every sample logged with LINK. Default: 5 s for a "
@@ -205,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
 
         # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        log = open_log(args.log, joints, "--log", spec)
+        from ..envs.telemetry.topics import TWIN_TOPICS
+        log = open_log(args.log, joints, "--log", spec, live=open_live(args, TWIN_TOPICS))
         publisher = open_publisher(target, joints, args.publish_hz)
         sync = TwinSync(robot, link, cfg, TeeLog(log, publisher) if publisher is not None else log)
         sched = dict(POWER_TEST) if args.power_test else None

@@ -21,7 +21,7 @@ from .cli import CliError, output_file
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
            "parse_joints", "check_log_file", "open_log", "add_publish_options", "check_publish", "open_publisher",
-           "print_publish_report"]
+           "print_publish_report", "add_live_options", "open_live"]
 
 #: the file name endings of logs: CSV rows, or ROS 2 messages in MCAP (the 'telemetry' extra; docs/TELEMETRY.md)
 LOG_SUFFIXES = (".csv", ".mcap")
@@ -188,18 +188,24 @@ def check_log_file(path: str, opt: str, port: str) -> str:
     return path
 
 
-def open_log(path: str, joints, opt: str, spec=None):
+def open_log(path: str, joints, opt: str, spec=None, live=None):
     """The twin log at ``path``: a CSV :class:`armtwin.envs.rig.TwinLog`, or for a ``.mcap`` name the
-    MCAP :class:`armtwin.envs.telemetry.twinlog.TwinMcapLog` of robot ``spec``; CliError naming
-    ``opt`` when it cannot be written."""
+    MCAP :class:`armtwin.envs.telemetry.twinlog.TwinMcapLog` of robot ``spec``; with a ``live``
+    server (``--live``) the same messages stream to it (beside a CSV log, from a file-less MCAP
+    log). CliError naming ``opt`` when it cannot be written."""
+    mcap = path.lower().endswith(".mcap")
+    if (mcap or live is not None) and spec is None:
+        raise CliError(f"{opt} {path}: an MCAP log needs the robot (internal: open_log without spec)")
     try:
-        if path.lower().endswith(".mcap"):
-            if spec is None:
-                raise CliError(f"{opt} {path}: an MCAP log needs the robot (internal: open_log without spec)")
+        if mcap:
             from ..envs.telemetry.twinlog import TwinMcapLog
-            return TwinMcapLog(path, spec, joints)
-        from ..envs.rig.log import TwinLog
-        return TwinLog(path, joints)
+            return TwinMcapLog(path, spec, joints, live=live)
+        from ..envs.rig.log import TeeLog, TwinLog
+        csv_log = TwinLog(path, joints)
+        if live is None:
+            return csv_log
+        from ..envs.telemetry.twinlog import TwinMcapLog
+        return TeeLog(csv_log, TwinMcapLog(None, spec, joints, live=live))
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
 
@@ -250,3 +256,34 @@ def print_publish_report(target, publisher) -> None:
     p50 = rep.latency_p50_ms()
     print(f"armtwin: {target.url}: {rep.describe()}"
           + (f"; latency p50 {p50:.1f} ms" if p50 == p50 else ""), file=sys.stderr)
+
+
+# ----- the live view (--live) ----------------------------------------------------------------------------
+
+def add_live_options(p: argparse.ArgumentParser) -> None:
+    """``--live`` and ``--live-port``; open the server with :func:`open_live`."""
+    p.add_argument("--live", action="store_true",
+                   help="stream the log's topics to Foxglove (WebSocket on 127.0.0.1, 'telemetry' extra with "
+                        "foxglove-sdk; docs/TELEMETRY.md)")
+    p.add_argument("--live-port", type=int, default=8765, metavar="PORT",
+                   help="port of the --live server on 127.0.0.1, 1..65535 (default 8765)")
+
+
+def open_live(args: argparse.Namespace, topics):
+    """The :class:`armtwin.envs.telemetry.live.LiveServer` of ``--live`` (None without it), its URL said
+    on stderr; CliError for a bad port, a port in use or a missing package."""
+    import sys
+    if not getattr(args, "live", False):
+        return None
+    if not 1 <= args.live_port <= 65535:
+        raise CliError(f"--live-port {args.live_port}: must be between 1 and 65535")
+    from .cli import require_telemetry
+    require_telemetry("mcap", "foxglove")
+    from ..envs.telemetry.live import LiveServer
+    try:
+        server = LiveServer(topics, port=args.live_port)
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    print(f"armtwin: live: Foxglove WebSocket on {server.url} (Foxglove: Open connection → Foxglove WebSocket)",
+          file=sys.stderr)
+    return server

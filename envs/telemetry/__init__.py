@@ -1,6 +1,6 @@
 """Telemetry in the robotics ecosystem's formats: MCAP logs of ROS 2 messages, and a remote store.
 
-One module per concern (the 'telemetry' extra: ``mcap``, ``mcap-ros2-support``, ``paho-mqtt``);
+One module per concern (the 'telemetry' extra: ``mcap``, ``mcap-ros2-support``, ``paho-mqtt``, ``foxglove-sdk``);
 nothing here imports PyBullet, and importing this package imports none of them:
 
 | module | what |
@@ -15,6 +15,7 @@ nothing here imports PyBullet, and importing this package imports none of them:
 | :mod:`.reader` | :func:`read_twin_mcap` — the twin log back as the CSV reader gives it |
 | :mod:`.mqtt` | :class:`MqttStore` — JSON records to an MQTT broker, QoS 1, through a bounded queue; :func:`parse_mqtt_url` |
 | :mod:`.records` | :class:`TwinPublisher` — down-sampled twin records for the store (the twin log's interface) |
+| :mod:`.live` | :class:`LiveServer` — ``--live``: the log's topics to Foxglove over WebSocket |
 | :mod:`.broker` | :class:`Broker` — a local mosquitto for the tests and ``armtwin bench log`` |
 
 Topics, message types and units: docs/TELEMETRY.md.

@@ -53,8 +53,9 @@ class McapFile:
     """An MCAP file (profile ``ros2``) written by its own thread.
 
     Args:
-        path: the ``.mcap`` file (replaced if it exists).
+        path: the ``.mcap`` file (replaced if it exists), or None for none (only ``live``).
         channels: ``{topic: message type}``, registered before anything is written.
+        live: a :class:`~.live.LiveServer` that gets every message too (closed with this file).
         compression: chunk compression.
         chunk_size: bytes of messages per chunk (a SIGKILL loses at most the chunk being built).
 
@@ -62,23 +63,28 @@ class McapFile:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike, channels: dict[str, MessageType], *,
-                 compression: Compression = Compression.ZSTD, chunk_size: int = 256 * 1024) -> None:
-        from mcap.writer import Writer
-        self.path = os.fspath(path)
-        self._f = open(self.path, "wb")
-        try:
-            self._w = Writer(self._f, chunk_size=chunk_size, compression=Compression.parse(compression).mcap)
-            self._w.start(profile="ros2", library=f"armtwin {__version__}")
-            schemas: dict[str, int] = {}
-            self.channels: dict[str, int] = {}
-            for topic, mtype in channels.items():
-                if mtype.name not in schemas:
-                    schemas[mtype.name] = self._w.register_schema(mtype.name, "ros2msg", mtype.definition.encode())
-                self.channels[topic] = self._w.register_channel(topic, "cdr", schemas[mtype.name])
-        except BaseException:
-            self._f.close()
-            raise
+    def __init__(self, path: str | os.PathLike | None, channels: dict[str, MessageType], *,
+                 compression: Compression = Compression.ZSTD, chunk_size: int = 256 * 1024, live=None) -> None:
+        self.path = os.fspath(path) if path is not None else None
+        self.live = live
+        self.channels: dict[str, int] = {}
+        self._f = self._w = None
+        if self.path is not None:
+            from mcap.writer import Writer
+            self._f = open(self.path, "wb")
+            try:
+                self._w = Writer(self._f, chunk_size=chunk_size, compression=Compression.parse(compression).mcap)
+                self._w.start(profile="ros2", library=f"armtwin {__version__}")
+                schemas: dict[str, int] = {}
+                for topic, mtype in channels.items():
+                    if mtype.name not in schemas:
+                        schemas[mtype.name] = self._w.register_schema(mtype.name, "ros2msg", mtype.definition.encode())
+                    self.channels[topic] = self._w.register_channel(topic, "cdr", schemas[mtype.name])
+            except BaseException:
+                self._f.close()
+                raise
+        else:
+            self.channels = {topic: i for i, topic in enumerate(channels)}
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._seq = dict.fromkeys(self.channels.values(), 0)
         #: messages written so far (by the writer thread)
@@ -87,7 +93,8 @@ class McapFile:
         #: CPU time the writer thread used, s (known after :meth:`close`; ``armtwin bench log``)
         self.thread_cpu_s = 0.0
         self._closed = False
-        self._thread = threading.Thread(target=self._drain, name=f"McapFile({os.path.basename(self.path)})")
+        name = os.path.basename(self.path) if self.path else "live"
+        self._thread = threading.Thread(target=self._drain, name=f"McapFile({name})")
         self._thread.start()
 
     # ----- the caller's side ------------------------------------------------------------------
@@ -127,17 +134,22 @@ class McapFile:
         ch = self.channels[topic]
         seq = self._seq[ch]
         self._seq[ch] = seq + 1
-        self._w.add_message(ch, log_time=log_time_ns, data=data, publish_time=log_time_ns, sequence=seq)
+        if self._w is not None:
+            self._w.add_message(ch, log_time=log_time_ns, data=data, publish_time=log_time_ns, sequence=seq)
+        if self.live is not None:
+            self.live.message(topic, log_time_ns, data)
         self.messages += 1
 
     def attach(self, name: str, media_type: str, data: bytes, log_time_ns: int) -> None:
-        """Write an attachment (writer thread only)."""
-        self._w.add_attachment(create_time=time.time_ns(), log_time=log_time_ns, name=name, media_type=media_type,
-                               data=data)
+        """Write an attachment (writer thread only; nothing without a file)."""
+        if self._w is not None:
+            self._w.add_attachment(create_time=time.time_ns(), log_time=log_time_ns, name=name, media_type=media_type,
+                                   data=data)
 
     def metadata(self, name: str, data: dict[str, str]) -> None:
-        """Write a metadata record (writer thread only)."""
-        self._w.add_metadata(name, data)
+        """Write a metadata record (writer thread only; nothing without a file)."""
+        if self._w is not None:
+            self._w.add_metadata(name, data)
 
     def _drain(self) -> None:
         while True:
@@ -151,13 +163,16 @@ class McapFile:
                 except BaseException as exc:  # noqa: BLE001 - reported by close(); the caller never blocks
                     self.error = exc
         try:
-            if self.error is None:
+            if self.error is None and self._w is not None:
                 self._w.finish()
             self.thread_cpu_s = time.thread_time()
         except BaseException as exc:  # noqa: BLE001
             self.error = exc
         finally:
             try:
-                self._f.close()
+                if self._f is not None:
+                    self._f.close()
             except OSError as exc:
                 self.error = self.error or exc
+            if self.live is not None:
+                self.live.close()

@@ -32,22 +32,23 @@ class RunMcapLog:
     """The MCAP log of one ``armtwin run``.
 
     Args:
-        path: the ``.mcap`` file (replaced if it exists).
+        path: the ``.mcap`` file (replaced if it exists), or None (only ``live``).
         spec: the robot.
         base_position: where the robot's root link stands in the world, m.
         program: the program's name (metadata and notes).
         source_lines: the program's lines, for ``/gcode/line`` (line numbers only without them).
         compression: chunk compression.
+        live: a :class:`~.live.LiveServer` streaming the same messages (``--live``; closed with the log).
         start_ns: the wall-clock time (ns since the epoch) that run time 0 maps to (default: now).
 
     Raises:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike, spec, *, base_position: Sequence[float] = (0.0, 0.0, 0.0),
+    def __init__(self, path: str | os.PathLike | None, spec, *, base_position: Sequence[float] = (0.0, 0.0, 0.0),
                  program: str = "", source_lines: Sequence[str] | None = None, mode: str = "",
-                 compression: Compression = Compression.ZSTD, start_ns: int | None = None) -> None:
-        self.path = os.fspath(path)
+                 compression: Compression = Compression.ZSTD, start_ns: int | None = None, live=None) -> None:
+        self.path = os.fspath(path) if path is not None else None
         self.spec = spec
         self.frames = RobotFrames(spec, base_position)
         self.names = list(spec.joint_names)
@@ -59,7 +60,7 @@ class RunMcapLog:
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
         self.rows = 0
         self._line = None
-        self.file = McapFile(self.path, RUN_TOPICS, compression=compression)
+        self.file = McapFile(self.path, RUN_TOPICS, compression=compression, live=live)
         meta = {"command": "run", "program": program, "joint_mode": mode}
         self.file.submit(write_robot, spec, self.frames, self.t0, meta)
         self.note(0.0, LogLevel.INFO, f"run of {program or 'a program'} on the {spec.name}"

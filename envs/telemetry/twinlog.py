@@ -40,10 +40,11 @@ class TwinMcapLog:
     """The MCAP twin log.
 
     Args:
-        path: the ``.mcap`` file (replaced if it exists).
+        path: the ``.mcap`` file (replaced if it exists), or None (only ``live``).
         spec: the robot.
         joints: 0-based robot joints mapped to the rig's motors.
         compression: chunk compression.
+        live: a :class:`~.live.LiveServer` streaming the same messages (``--live``; closed with the log).
         start_ns: the wall-clock time (ns since the epoch) that sample time 0 maps to (default: now).
         chunk_size: bytes of messages per MCAP chunk (a killed writer loses at most the one being built).
 
@@ -51,10 +52,10 @@ class TwinMcapLog:
         OSError: the file cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike, spec, joints: Sequence[int], *,
+    def __init__(self, path: str | os.PathLike | None, spec, joints: Sequence[int], *,
                  compression: Compression = Compression.ZSTD, start_ns: int | None = None,
-                 chunk_size: int = 256 * 1024) -> None:
-        self.path = os.fspath(path)
+                 chunk_size: int = 256 * 1024, live=None) -> None:
+        self.path = os.fspath(path) if path is not None else None
         self.spec = spec
         self.joints = list(joints)
         self.labels = [f"j{j + 1}" for j in self.joints]
@@ -68,7 +69,7 @@ class TwinMcapLog:
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
         self.rows = 0
         self._faults = 0
-        self.file = McapFile(self.path, TWIN_TOPICS, compression=compression, chunk_size=chunk_size)
+        self.file = McapFile(self.path, TWIN_TOPICS, compression=compression, chunk_size=chunk_size, live=live)
         self.file.submit(write_robot, spec, self.frames, self.t0,
                          {"command": "sync", "joints": ",".join(self.labels)})
 
