@@ -300,3 +300,31 @@ def test_run_log_compression_is_chosen_by_name(tmp_path):
     assert RunConfig(log_compression="LZ4").log_compression is Compression.LZ4
     with pytest.raises(ValueError, match="unknown compression 'gzip'; choose one of: zstd, lz4, none"):
         RunConfig(log_compression="gzip")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_ends_sync_with_a_finished_mcap_twin_log(sig, emu, tmp_path):
+    import re
+    log = tmp_path / "twin.mcap"
+    p = subprocess.Popen([sys.executable, "-m", "armtwin", "sync", "--port", emu.device, "--robot", "irb120",
+                          "--log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.poll() is None:
+            if log.exists() and log.stat().st_size > 60_000:       # chunks written: well under way
+                break
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 128 + int(sig), err
+    samples = int(re.search(r"samples (\d+) ", out).group(1))
+    with open(log, "rb") as f:
+        summary = make_reader(f).get_summary()                      # finished: summary and index written
+    assert summary is not None
+    d = read_twin_log(log)
+    assert d["STT"].tolist() == list(range(samples)) and samples > 200    # every sample, none lost
