@@ -28,9 +28,9 @@ from ..envs.telemetry.mcapfile import Compression
 from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
                   require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
-from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_live_options, add_publish_options, add_video_options,
-                      check_output_name, check_outputs, check_publish, joint_mode, open_live, open_publisher,
-                      print_publish_report, same_file, video_settings)
+from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_live_options, add_publish_options,
+                      add_video_options, check_live, check_output_name, check_outputs, check_publish, joint_mode,
+                      open_live, open_publisher, print_publish_report, same_file, video_settings)
 
 
 def register(sub) -> None:
@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     video = video_settings(args)
     mode = joint_mode(args)
     target = check_publish(args)
+    check_live(args)
     if args.log:
         output_file(args.log, "--log", LOG_SUFFIXES)
         if args.log.lower().endswith(".mcap"):

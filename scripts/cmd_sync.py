@@ -37,9 +37,8 @@ import threading
 
 from .cli import CliError, get_robot
 from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_live_options, add_publish_options, check_baud,
-                      check_log_file, check_outputs, check_publish, joint_mode, open_live, open_log, open_publisher,
-                      parse_joints,
-                      print_publish_report)
+                      check_live, check_log_file, check_outputs, check_publish, joint_mode, open_live, open_log,
+                      open_publisher, parse_joints, print_publish_report)
 
 #: the published power test: {sample number: power on?}
 POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
@@ -156,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         check_outputs(args.program, {"--log": args.log})
     check_log_file(args.log, "--log", args.port)
     target = check_publish(args)
+    check_live(args)
     mode = joint_mode(args)
     cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
     source = None  # checked before anything is opened

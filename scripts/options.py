@@ -21,7 +21,7 @@ from .cli import CliError, output_file
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
            "parse_joints", "check_log_file", "open_log", "add_publish_options", "check_publish", "open_publisher",
-           "print_publish_report", "add_live_options", "open_live"]
+           "print_publish_report", "add_live_options", "check_live", "open_live"]
 
 #: the file name endings of logs: CSV rows, or ROS 2 messages in MCAP (the 'telemetry' extra; docs/TELEMETRY.md)
 LOG_SUFFIXES = (".csv", ".mcap")
@@ -269,14 +269,19 @@ def add_live_options(p: argparse.ArgumentParser) -> None:
                    help="port of the --live server on 127.0.0.1, 1..65535 (default 8765)")
 
 
+def check_live(args: argparse.Namespace) -> None:
+    """CliError for a ``--live-port`` out of range (checked before anything runs)."""
+    if getattr(args, "live", False) and not 1 <= args.live_port <= 65535:
+        raise CliError(f"--live-port {args.live_port}: must be between 1 and 65535")
+
+
 def open_live(args: argparse.Namespace, topics):
     """The :class:`armtwin.envs.telemetry.live.LiveServer` of ``--live`` (None without it), its URL said
     on stderr; CliError for a bad port, a port in use or a missing package."""
     import sys
     if not getattr(args, "live", False):
         return None
-    if not 1 <= args.live_port <= 65535:
-        raise CliError(f"--live-port {args.live_port}: must be between 1 and 65535")
+    check_live(args)
     from .cli import require_telemetry
     require_telemetry("mcap", "foxglove")
     from ..envs.telemetry.live import LiveServer
