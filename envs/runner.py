@@ -249,7 +249,8 @@ class _RunLoop:
             from .telemetry.runlog import RunMcapLog
             self.telemetry = RunMcapLog(log_path if mcap else None, spec, base_position=self.robot.base_position,
                                         program=name, source_lines=source_lines, mode=mode.value,
-                                        compression=config.log_compression, live=live)
+                                        compression=config.log_compression, live=live,
+                                        planned_path=traj.planned_path())
             closing.callback(self.telemetry.close)
         if log_path and not mcap:
             self.log = RunLog(log_path, spec)

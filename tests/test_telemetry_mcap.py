@@ -127,6 +127,7 @@ def test_run_log_mcap_holds_the_runs_joints_tf_pose_and_lines(tmp_path, capsys):
     assert {c.topic: c.message_encoding for c in summary.channels.values()} == dict.fromkeys(RUN_TOPICS, "cdr")
     assert {summary.schemas[c.schema_id].name for c in summary.channels.values()} == {t.name for t in RUN_TOPICS.values()}
     n = len(rows)
+    assert counts["/path/planned"] == 1
     for topic in ("/joint_states", "/joint_states/commanded", "/tf", "/tool_pose", "/tool_pose/commanded"):
         assert counts[topic] == n, topic        # one message per control period: nothing dropped
     assert att.name == "irb120.urdf" and att.data == IRB.urdf_path.read_bytes()
@@ -153,6 +154,14 @@ def test_run_log_mcap_holds_the_runs_joints_tf_pose_and_lines(tmp_path, capsys):
     src = PROGRAM.splitlines()
     assert lines and all(src[int(x.split(":")[0]) - 1].strip() == x.split(": ", 1)[1] for x in lines)
     assert [int(x.split(":")[0]) for x in lines] == sorted({int(r["line"]) for r in rows})
+    (path,) = [d for t, _, d in msgs if t == "/path/planned"]
+    pts = np.array([[p.pose.position.x, p.pose.position.y, p.pose.position.z] for p in path.poses])
+    cmd_mm = np.array([[float(r[c]) for c in ("x_cmd_mm", "y_cmd_mm", "z_cmd_mm")] for r in rows])
+    assert path.header.frame_id == "base" and len(pts) >= 5
+    for x in cmd_mm[:: max(1, len(cmd_mm) // 50)]:           # every commanded point lies on the programmed polyline
+        a, b = pts[:-1] * 1000, pts[1:] * 1000
+        u = np.clip(np.einsum("ij,ij->i", x - a, b - a) / np.maximum(np.einsum("ij,ij->i", b - a, b - a), 1e-12), 0, 1)
+        assert np.min(np.linalg.norm(a + u[:, None] * (b - a) - x, axis=1)) < 1e-3
     notes = [d.msg for t, _, d in msgs if t == "/rosout"]
     assert notes[0].startswith("run of p.ngc on the irb120") and notes[-1] == f"run ended: {n} control periods"
     # a run log is not a twin log: plot says so in one line

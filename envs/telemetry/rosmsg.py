@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["MessageType", "JOINT_STATE", "TF_MESSAGE", "POSE_STAMPED", "STRING", "LOG", "TWIN_SAMPLE",
-           "LogLevel", "encode_joint_state", "encode_tf", "encode_pose_stamped", "encode_string", "encode_log",
+__all__ = ["MessageType", "JOINT_STATE", "TF_MESSAGE", "POSE_STAMPED", "STRING", "PATH", "LOG", "TWIN_SAMPLE",
+           "LogLevel", "encode_joint_state", "encode_tf", "encode_pose_stamped", "encode_path", "encode_string", "encode_log",
            "encode_twin_sample", "Transform", "FixedLayout", "JointStateLayout", "TFLayout", "TwinSampleLayout"]
 
 _SEP = "=" * 80 + "\n"
@@ -60,6 +60,9 @@ TF_MESSAGE = MessageType("tf2_msgs/msg/TFMessage", _deps(
 POSE_STAMPED = MessageType("geometry_msgs/msg/PoseStamped", _deps(
     "std_msgs/Header header\nPose pose\n", _HEADER, _TIME, _POSE, _POINT, _QUAT))
 STRING = MessageType("std_msgs/msg/String", "string data\n")
+PATH = MessageType("nav_msgs/msg/Path", _deps(
+    "std_msgs/Header header\ngeometry_msgs/PoseStamped[] poses\n", _HEADER, _TIME,
+    ("geometry_msgs/PoseStamped", "std_msgs/Header header\nPose pose\n"), _POSE, _POINT, _QUAT))
 LOG = MessageType("rcl_interfaces/msg/Log", _deps(
     "byte DEBUG=10\nbyte INFO=20\nbyte WARN=30\nbyte ERROR=40\nbyte FATAL=50\n"
     "builtin_interfaces/Time stamp\nuint8 level\nstring name\nstring msg\nstring file\nstring function\n"
@@ -181,6 +184,17 @@ def encode_pose_stamped(stamp_ns: int, frame: str, position, orientation) -> byt
     c.header(stamp_ns, frame)
     c.f64(*position)
     c.f64(*orientation)
+    return bytes(c.b)
+
+
+def encode_path(stamp_ns: int, frame: str, points) -> bytes:
+    """nav_msgs/Path through ``points`` (N, 3), m, in ``frame`` (orientations identity)."""
+    c = _Cdr()
+    c.header(stamp_ns, frame)
+    c.u32(len(points))
+    for x, y, z in points:
+        c.header(stamp_ns, frame)
+        c.f64(float(x), float(y), float(z), 0.0, 0.0, 0.0, 1.0)
     return bytes(c.b)
 
 

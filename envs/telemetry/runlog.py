@@ -21,9 +21,9 @@ import numpy as np
 
 from .common import write_note, write_robot
 from .mcapfile import Compression, McapFile
-from .rosmsg import JointStateLayout, LogLevel, TFLayout, encode_pose_stamped, encode_string
+from .rosmsg import JointStateLayout, LogLevel, TFLayout, encode_path, encode_pose_stamped, encode_string
 from .tf import REPORT_FRAME, RobotFrames, quat_of
-from .topics import COMMANDED, GCODE_LINE, JOINT_STATES, RUN_TOPICS, TF, TOOL_POSE, TOOL_POSE_COMMANDED
+from .topics import COMMANDED, GCODE_LINE, JOINT_STATES, PLANNED_PATH, RUN_TOPICS, TF, TOOL_POSE, TOOL_POSE_COMMANDED
 
 __all__ = ["RunMcapLog"]
 
@@ -39,6 +39,7 @@ class RunMcapLog:
         source_lines: the program's lines, for ``/gcode/line`` (line numbers only without them).
         compression: chunk compression.
         live: a :class:`~.live.LiveServer` streaming the same messages (``--live``; closed with the log).
+        planned_path: (M, 3) the programmed path in the reporting frame, m: ``/path/planned`` once.
         start_ns: the wall-clock time (ns since the epoch) that run time 0 maps to (default: now).
 
     Raises:
@@ -47,7 +48,8 @@ class RunMcapLog:
 
     def __init__(self, path: str | os.PathLike | None, spec, *, base_position: Sequence[float] = (0.0, 0.0, 0.0),
                  program: str = "", source_lines: Sequence[str] | None = None, mode: str = "",
-                 compression: Compression = Compression.ZSTD, start_ns: int | None = None, live=None) -> None:
+                 compression: Compression = Compression.ZSTD, start_ns: int | None = None, live=None,
+                 planned_path: np.ndarray | None = None) -> None:
         self.path = os.fspath(path) if path is not None else None
         self.spec = spec
         self.frames = RobotFrames(spec, base_position)
@@ -63,6 +65,9 @@ class RunMcapLog:
         self.file = McapFile(self.path, RUN_TOPICS, compression=compression, live=live)
         meta = {"command": "run", "program": program, "joint_mode": mode}
         self.file.submit(write_robot, spec, self.frames, self.t0, meta)
+        if planned_path is not None:
+            self.file.submit(lambda f, ns, pts: f.message(PLANNED_PATH, ns, encode_path(ns, REPORT_FRAME, pts)),
+                             self.t0, np.array(planned_path, dtype=float))
         self.note(0.0, LogLevel.INFO, f"run of {program or 'a program'} on the {spec.name}"
                   + (f" ({mode} joints)" if mode else ""))
 

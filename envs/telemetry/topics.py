@@ -8,10 +8,10 @@ run's own time (simulated time for ``armtwin run``, the sync's clock for ``armtw
 
 from __future__ import annotations
 
-from .rosmsg import JOINT_STATE, LOG, POSE_STAMPED, STRING, TF_MESSAGE, TWIN_SAMPLE, MessageType
+from .rosmsg import JOINT_STATE, LOG, PATH, POSE_STAMPED, STRING, TF_MESSAGE, TWIN_SAMPLE, MessageType
 
 __all__ = ["RUN_TOPICS", "TWIN_TOPICS", "JOINT_STATES", "COMMANDED", "TF", "TF_STATIC", "TOOL_POSE",
-           "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC"]
+           "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC", "PLANNED_PATH"]
 
 JOINT_STATES = "/joint_states"
 COMMANDED = "/joint_states/commanded"
@@ -23,6 +23,7 @@ GCODE_LINE = "/gcode/line"
 ROSOUT = "/rosout"
 ROBOT_DESCRIPTION = "/robot_description"
 TWIN_SAMPLE_TOPIC = "/twin/sample"
+PLANNED_PATH = "/path/planned"
 
 #: ``armtwin run --log run.mcap``
 RUN_TOPICS: dict[str, MessageType] = {
@@ -33,6 +34,7 @@ RUN_TOPICS: dict[str, MessageType] = {
     TOOL_POSE: POSE_STAMPED,            # the flange (tool0) as the engine has it, frame "base", m
     TOOL_POSE_COMMANDED: POSE_STAMPED,  # the flange at the commanded joints, frame "base", m
     GCODE_LINE: STRING,                 # "12: G1 X40 Y0" whenever the current line changes
+    PLANNED_PATH: PATH,                 # the programmed path (chord end points), frame "base", m (once)
     ROSOUT: LOG,                        # start, instability, interruption, end
     ROBOT_DESCRIPTION: STRING,          # the URDF (once; also an MCAP attachment)
 }
