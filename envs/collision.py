@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..controllers.gcode.errors import ErrorCode
 from ..controllers.kinematics import chain_of, link_frames_batch
 from ..controllers.tools import Tool, ToolKind
 from ..robots.tooling import tool_collision
@@ -642,12 +643,16 @@ def allowed_pairs(spec, tool: Tool | None = None) -> frozenset[tuple[str, str]]:
     return _allowed(spec.name, key)
 
 
+#: the fault codes of :func:`collision_pass` and of :func:`clearance_pass`
+COLLISION_FAULTS = (ErrorCode.COLLISION, ErrorCode.SELF_COLLISION)
+CLEARANCE_FAULTS = (ErrorCode.NEAR_MISS,)
+
+
 def collision_pass(model: CollisionModel, sink: list[Contact] | None = None) -> "CheckPass":
     """A preflight :class:`~armtwin.controllers.gcode.preflight.CheckPass` that checks the
     program's joint path with ``model``: one COLLISION (110) or SELF_COLLISION (111) fault per
     line naming the pairs that first touch on it; every :class:`Contact` is also appended to
     ``sink`` (for ``--json``)."""
-    from ..controllers.gcode.errors import ErrorCode
     from ..controllers.gcode.preflight import CheckPass
 
     def run(path: "PathCheck", findings: "Findings") -> None:
@@ -662,7 +667,7 @@ def collision_pass(model: CollisionModel, sink: list[Contact] | None = None) -> 
             code = ErrorCode.SELF_COLLISION if self_pair else ErrorCode.COLLISION
             findings.add(code, line, "; ".join(c.describe() for c in cs))
 
-    return CheckPass("collisions", run, (ErrorCode.COLLISION, ErrorCode.SELF_COLLISION))
+    return CheckPass("collisions", run, COLLISION_FAULTS)
 
 
 def timed_collision_pass(model: CollisionModel, record) -> "CheckPass":
@@ -685,7 +690,7 @@ def clearance_pass(model: CollisionModel, contacts: list[Contact], sink: list[Co
     pair's first approach and its smallest distance on that line. Pairs that touch — those in
     ``contacts``, filled by the :func:`collision_pass` that runs before it — are left out (their
     collision is reported already). Near misses are appended to ``sink``."""
-    from ..controllers.gcode.errors import ErrorCode, Severity
+    from ..controllers.gcode.errors import Severity
     from ..controllers.gcode.preflight import CheckPass
     if model.clearance <= 0:
         raise ValueError("a clearance pass needs a model made with clearance > 0")
@@ -705,4 +710,4 @@ def clearance_pass(model: CollisionModel, contacts: list[Contact], sink: list[Co
                 f"{c.other} (clearance {model.clearance * 1000:g} mm) at t = {c.time:.3f} s" for c in cs),
                 Severity.WARNING)
 
-    return CheckPass("clearance", run, (ErrorCode.NEAR_MISS,))
+    return CheckPass("clearance", run, CLEARANCE_FAULTS)

@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -32,6 +32,10 @@ from ..controllers.gcode.trajectory import ControlTrajectory, HoldPiece
 from ..robots.spec import DriveGains
 from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
+from .telemetry.mcapfile import Compression
+
+if TYPE_CHECKING:
+    from .rig.log import SampleLog
 
 __all__ = ["RunResult", "RunConfig", "run_program", "log_columns", "RunLog", "CAMERAS"]
 
@@ -53,6 +57,7 @@ class RunConfig:
             from beyond them; "iso", "front", "side", "top" frame the whole robot.
         drive: drive data overriding the robot's (e.g. hinge gains fitted by ``armtwin fit
             --model hinge``), or None.
+        log_compression: chunk compression of an MCAP log (zstd, lz4, none; or its name).
 
     Raises:
         ValueError: an unknown mode or camera, a non-positive physics step or frame rate, or a
@@ -65,10 +70,12 @@ class RunConfig:
     video_size: tuple[int, int] = (640, 480)
     camera: str = "work"
     drive: DriveGains | None = None
+    log_compression: Compression = Compression.ZSTD
 
     def __post_init__(self) -> None:
-        """Checks every field (ValueError naming it); ``mode`` may be given as text."""
+        """Checks every field (ValueError naming it); ``mode`` and ``log_compression`` may be given as text."""
         object.__setattr__(self, "mode", JointMode.parse(self.mode))
+        object.__setattr__(self, "log_compression", Compression.parse(self.log_compression))
         if not isinstance(self.camera, str) or self.camera.strip().lower() not in CAMERAS:
             raise ValueError(f"unknown camera {self.camera!r}; choose one of: {', '.join(CAMERAS)}")
         object.__setattr__(self, "camera", self.camera.strip().lower())
@@ -171,7 +178,8 @@ class RunLog:
 def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(), *, log_path: str | None = None,
                 video_path: str | None = None, progress: Callable[[float], None] | None = None,
                 source_lines: Sequence[str] | None = None, stop: threading.Event | None = None,
-                name: str = "", cell: Cell | None = None) -> RunResult:
+                name: str = "", cell: Cell | None = None, publish: SampleLog | None = None,
+                live=None) -> RunResult:
     """Run a compiled program in a new world.
 
     The control samples come from the program's
@@ -193,6 +201,13 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         progress: called with the finished fraction 0..1 now and then.
         source_lines: the program's text lines, shown in the video overlay (optional).
         name: the program's name, for the video's title card and overlay (e.g. its file name).
+        publish: a sample log (``write(SyncSample)``, ``close()``; e.g. the remote store's
+            :class:`~armtwin.envs.telemetry.records.TwinPublisher`) given every control period as a
+            twin sample: virtual = the commanded joints, servo = the simulated ones (deg; mm for a
+            prismatic joint); the caller closes it.
+        live: a :class:`~armtwin.envs.telemetry.live.LiveServer` (``--live``) streaming the MCAP log's
+            topics while the run goes (closed with the run); with a CSV log or none, the messages
+            go to it alone.
         stop: when it is set (e.g. by a SIGINT or SIGTERM handler) the run ends after the row
             being written, closes its files and returns with ``interrupted`` True; set before the
             run starts, nothing is written.
@@ -217,7 +232,8 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
     with ExitStack() as closing:      # the world, the log and the video are closed on every path out
         loop = _RunLoop(traj, spec, config, closing, q0=report.program.q_start, log_path=log_path,
                         video_path=video_path, source_lines=source_lines, progress=progress, name=name,
-                        outputs=program.outputs, tool=program.body_tool, cell=cell)
+                        outputs=program.outputs, tool=program.body_tool, cell=cell, live=live)
+        loop.publish = publish
         loop.run(stopped)
     return loop.result(report, t_wall)
 
@@ -232,7 +248,7 @@ class _RunLoop:
     def __init__(self, traj: ControlTrajectory, spec, config: RunConfig, closing: ExitStack, *, q0: np.ndarray,
                  log_path: str | None, video_path: str | None, source_lines: Sequence[str] | None,
                  progress: Callable[[float], None] | None, name: str = "", outputs: OutputTimeline | None = None,
-                 tool=None, cell: Cell | None = None) -> None:
+                 tool=None, cell: Cell | None = None, live=None) -> None:
         self.traj, self.spec = traj, spec
         self.outputs = outputs
         plan = traj.plan
@@ -259,9 +275,19 @@ class _RunLoop:
             #: the cell's bodies in the world, by name
             self.cell_bodies = place_cell(self.world, cell, self.robot).bodies
         self.log: RunLog | None = None
-        if log_path:
+        self.telemetry = None         # the MCAP log (``--log run.mcap``): ROS 2 messages instead of CSV rows
+        mcap = log_path is not None and log_path.lower().endswith(".mcap")
+        if mcap or live is not None:
+            from .telemetry.runlog import RunMcapLog
+            self.telemetry = RunMcapLog(log_path if mcap else None, spec, base_position=self.robot.base_position,
+                                        program=name, source_lines=source_lines, mode=mode.value,
+                                        compression=config.log_compression, live=live,
+                                        planned_path=traj.planned_path())
+            closing.callback(self.telemetry.close)
+        if log_path and not mcap:
             self.log = RunLog(log_path, spec)
             closing.callback(self.log.close)
+        self.publish: SampleLog | None = None      # run_program's ``publish`` sample log
         self.recorder = None
         if video_path:
             from .camera import cameras_for_work
@@ -316,6 +342,14 @@ class _RunLoop:
             parts.append("out " + ",".join(str(n) for n in sorted(st.digital)))
         return st.log_row(level), "  ".join(parts)
 
+    def _publish(self, publish: SampleLog, k: int, t: float, q_cmd: np.ndarray, q: np.ndarray) -> None:
+        """Control period ``k`` as a twin sample to ``publish`` (commanded vs simulated joints)."""
+        from ..controllers import rigproto as rp
+        from .rig.log import SyncSample
+        to_disp = lambda v: np.where(self.spec.prismatic, v * 1000, np.degrees(v))  # noqa: E731
+        virt, sim = to_disp(q_cmd), to_disp(q)
+        publish.write(SyncSample(k, t, virt, sim, virt - sim, math.nan, rp.Fault.NONE))
+
     def step(self, k: int, t: float, line: int, pos: np.ndarray, q: np.ndarray, qd: np.ndarray,
              cmd_text: tuple[list[str], list[str]] | None, block: int = -1, level: float = 0.0) -> bool:
         """Control period ``k`` at ``t`` s: command, step the world, log, film; False when the dynamic
@@ -340,6 +374,11 @@ class _RunLoop:
                 cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
             self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
                            + self._joints_text(robot.q) + [f"{v * 1000:.4f}" for v in F[:3, 3]] + out_row)
+        if self.telemetry is not None:
+            st = robot.state()
+            self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, F)
+        if self.publish is not None:
+            self._publish(self.publish, k, t, q, robot.q)
         if self.recorder is not None:
             src = self.source_lines
             text = src[line - 1].strip() if src and 0 < line <= len(src) else ""
@@ -352,6 +391,9 @@ class _RunLoop:
         self.done, self.t_done, self.last_line = k + 1, t, line
         if not robot.stable:
             self.message = robot.instability.message if robot.instability is not None else "unstable"
+            if self.telemetry is not None:
+                from .telemetry.rosmsg import LogLevel
+                self.telemetry.note(t, LogLevel.ERROR, f"STOPPED at line {line}: {self.message}")
             return False
         return True
 
@@ -359,6 +401,13 @@ class _RunLoop:
         """Step through every control sample (dwells as one held pose) until the end, an
         instability, or ``stopped()`` after a row."""
         self._steps(stopped)
+        if self.telemetry is not None:
+            from .telemetry.rosmsg import LogLevel
+            if self.interrupted:
+                self.telemetry.note(self.t_done, LogLevel.WARN, f"interrupted at t = {self.t_done:.3f} s "
+                                    f"after {self.done} control periods")
+            elif not self.message:
+                self.telemetry.note(self.t_done, LogLevel.INFO, f"run ended: {self.done} control periods")
         if self.progress is not None and not self.interrupted:
             self.progress(1.0)
 

@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: optional packages -> the setup.cfg extra that installs them (for a one-line message, not a traceback)
 _EXTRA_OF = {"gcodeparser": "bench", "panda_gym": "bench", "stable_baselines3": "rl", "torch": "rl",
              "viser": "ui", "trimesh": "ui", "yourdfpy": "ui", "playwright": "test", "hypothesis": "test",
-             "ray": "cluster", "scipy": "fit", "numba": "fit"}
+             "ray": "cluster", "scipy": "fit", "numba": "fit", "mcap": "telemetry", "mcap_ros2": "telemetry",
+             "paho": "telemetry", "foxglove": "telemetry"}
 
 
 def missing_extra(module: str, extra: str | None = None) -> CliError:
@@ -123,6 +124,15 @@ def missing_extra(module: str, extra: str | None = None) -> CliError:
     extra = extra or _EXTRA_OF.get(top, top)
     return CliError(f"this command needs the '{top}' package of the '{extra}' extra: pip install -e \".[{extra}]\" "
                     f"(from the repository)")
+
+
+def require_telemetry(*modules: str) -> None:
+    """CliError (the one-line extras hint) unless the 'telemetry' extra's packages are installed
+    (``modules``, default the MCAP ones): checked before a run starts, not when its log is opened."""
+    import importlib.util
+    for mod in modules or ("mcap", "mcap_ros2"):
+        if importlib.util.find_spec(mod) is None:
+            raise missing_extra(mod)
 
 
 def main(argv: list[str] | None = None) -> int:

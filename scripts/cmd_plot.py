@@ -22,15 +22,19 @@ _COLOURS = {"POWER": "#d62728", "LINK": "#7f7f7f", "WATCHDOG": "#ff7f0e", "STALL
 
 def register(sub) -> None:
     p = sub.add_parser("plot", help="plot a twin CSV log (joints, error, latency, faults) to PNG, SVG or PDF")
-    p.add_argument("log", help="CSV written by `armtwin sync --log`")
+    p.add_argument("log", help="twin log written by `armtwin sync --log`: .csv or .mcap")
     p.add_argument("--out", default=None, help="image file: .png, .svg or .pdf (default: the log's name with .png)")
     p.set_defaults(func=run)
 
 
 def read_log(path: str):
-    """The checked columns of a twin log (:func:`armtwin.envs.rig.read_twin_log`: ``Fault`` as a
-    list of str, the rest as arrays); CliError on a file that cannot be read or is not a valid log."""
+    """The checked columns of a twin log, CSV or MCAP (:func:`armtwin.envs.rig.read_twin_log`:
+    ``Fault`` as a list of str, the rest as arrays); CliError on a file that cannot be read or is
+    not a valid log."""
     from ..envs.rig.log import TwinLogError, read_twin_log
+    if path.lower().endswith(".mcap"):
+        from .cli import require_telemetry
+        require_telemetry()
     try:
         return read_twin_log(path)
     except OSError as exc:

@@ -37,7 +37,7 @@ RANGE_TOLERANCE_DEG = 1.0
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="video of a twin-sync log: virtual and servo twins side by side")
-    p.add_argument("log", help="CSV written by `armtwin sync --log`")
+    p.add_argument("log", help="twin log written by `armtwin sync --log`: .csv or .mcap")
     p.add_argument("--robot", required=True, help="the robot the log was recorded with")
     add_video_options(p, required=True, renderer=True, cameras=(),
                       video_help="output file: .mp4 (H.264) or .gif; the camera frames both twins")

@@ -24,10 +24,13 @@ import threading
 from pathlib import Path
 
 from ..envs.config import CameraPreset
-from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json
+from ..envs.telemetry.mcapfile import Compression
+from .cli import (EXIT_INTERRUPTED, EXIT_TERMINATED, CliError, StderrProgress, add_json_flag, output_file, print_json,
+                  require_telemetry)
 from .cmd_check import EXIT_FAULTY, add_program_args, check, print_report, report_dict
-from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_video_options, check_output_name, check_outputs,
-                      joint_mode, same_file, video_settings)
+from .options import (LOG_SUFFIXES, VIDEO_SUFFIXES, add_joint_mode, add_live_options, add_publish_options,
+                      add_video_options, check_live, check_output_name, check_outputs, check_publish, joint_mode,
+                      open_live, open_publisher, print_publish_report, same_file, video_settings)
 from .placing import add_place_options, placement_json
 
 
@@ -39,7 +42,14 @@ def register(sub) -> None:
     add_video_options(p, default_camera=CameraPreset.WORK, gif=False,
                       video_help="write a video with the programmed and followed paths (.mp4 or .gif); camera "
                                  "'work' frames the program's path, the others the whole robot")
-    p.add_argument("--log", metavar="OUT.csv", help="write one CSV row per control period")
+    p.add_argument("--log", metavar="OUT.csv|OUT.mcap",
+                   help="write one CSV row per control period, or (a .mcap name) ROS 2 messages that Foxglove "
+                        "and ros2 bag read: joint states, TF, tool pose, G-code line (docs/TELEMETRY.md)")
+    p.add_argument("--log-compression", default=Compression.ZSTD.value, choices=[c.value for c in Compression],
+                   help=f"chunk compression of a .mcap log: {', '.join(c.value for c in Compression)} "
+                        f"(default {Compression.ZSTD.value})")
+    add_live_options(p)
+    add_publish_options(p, "run records (commanded joints as 'virtual', simulated as 'servo'; run time)")
     p.add_argument("--hinge-gains", metavar="FILE.toml",
                    help="with --joint-mode hinge: the hinge gains of this file (`armtwin fit RUN.csv --model hinge "
                         "--save FILE.toml`) instead of the robot's")
@@ -109,8 +119,12 @@ def run(args: argparse.Namespace) -> int:
             check_output_name(path, opt, suffixes)
     video = video_settings(args)
     mode = joint_mode(args)
+    target = check_publish(args)
+    check_live(args)
     if args.log:
         output_file(args.log, "--log", LOG_SUFFIXES)
+        if args.log.lower().endswith(".mcap"):
+            require_telemetry()
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
@@ -135,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"--hinge-gains {exc}") from None
     try:
-        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value, drive=drive)
+        cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value, drive=drive,
+                        log_compression=args.log_compression)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -145,17 +160,23 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAULTY
     progress = None if args.json else StderrProgress(f"{spec.name} {mode.value}")
     signals = _StopSignals()
+    mcap = bool(args.log) and args.log.lower().endswith(".mcap")
+    from ..envs.telemetry.topics import RUN_TOPICS
+    live = open_live(args, RUN_TOPICS)
+    publisher = open_publisher(target, range(spec.dof), args.publish_hz)
     try:
         with signals:    # from here a signal ends the run after the row being written
             res = run_program(program, spec, cfg, log_path=args.log, video_path=args.video, progress=progress,
                               name=Path(args.program).name,
-                              source_lines=_source_lines(args.program) if args.video else None, stop=signals.stop,
+                              source_lines=_source_lines(args.program) if args.video or mcap or live else None,
+                              stop=signals.stop, publish=publisher, live=live,
                               cell=args.cell_check.cell if args.cell_check is not None else None)
     except OSError as exc:   # an output that could not be written after all (a full disk, a folder made meanwhile)
         raise CliError(_output_error(exc, {"--log": args.log, "--video": args.video})) from None
     finally:
         if progress is not None:
             progress.done()
+        print_publish_report(target, publisher)
     out = {"program": args.program, "robot": spec.name, "mode": mode.value, "ran": True, **res.to_dict(),
            **placement_json(args, spec)}
     if args.cell_check is not None:

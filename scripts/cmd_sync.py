@@ -41,8 +41,9 @@ import sys
 import threading
 
 from .cli import CliError, get_robot
-from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_motor_params, check_baud, check_log_file, check_outputs,
-                      joint_mode, motor_params, open_log, parse_joints)
+from .options import (BAUD_MAX, BAUD_MIN, add_joint_mode, add_live_options, add_motor_params, add_publish_options,
+                      check_baud, check_live, check_log_file, check_outputs, check_publish, joint_mode, motor_params,
+                      open_live, open_log, open_publisher, parse_joints, print_publish_report)
 
 #: the published power test: {sample number: power on?}
 POWER_TEST = {3000: False, 3150: True, 3600: False, 3750: True}
@@ -67,7 +68,11 @@ def register(sub) -> None:
                    help="stop after this many samples (log rows); with --seconds, whichever comes first")
     p.add_argument("--rate", type=float, default=500.0, help="loop rate, Hz (default 500)")
     p.add_argument("--baud", type=int, default=115200, help=f"serial speed, {BAUD_MIN}..{BAUD_MAX} bit/s (default 115200)")
-    p.add_argument("--log", required=True, help="CSV log path (a .csv name; an existing file is replaced)")
+    p.add_argument("--log", required=True,
+                   help="twin log: a .csv name (CSV rows), or a .mcap name (ROS 2 messages for Foxglove and ros2 bag, "
+                        "docs/TELEMETRY.md); an existing file is replaced")
+    add_publish_options(p)
+    add_live_options(p)
     p.add_argument("--connect-timeout", type=float, default=None, metavar="S",
                    help="give up (exit 1, nothing logged) when the rig has not answered within S seconds of opening "
                         "the port; 0: run on without an answer, every sample logged with LINK. Default: 5 s for a "
@@ -130,6 +135,7 @@ def _program_source(path: str, spec, period: float):
 def run(args: argparse.Namespace) -> int:
     from ..controllers.virtual_rig import VirtualRig
     from ..envs.rig.link import LinkConfig, RigLink, RigLinkError
+    from ..envs.rig.log import TeeLog
     from ..envs.rig.sync import Direction, RigNoAnswer, SyncConfig, TwinSync, connect, smooth_motion
     from ..envs.sim import PhysicsConfig, World
     from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED
@@ -160,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     if fits is not None and direction is not Direction.VIRTUAL_TO_REAL:
         raise CliError("--motor-params predicts what the rig does with the targets it is sent: it needs "
                        "--direction virtual-to-real")
+    target = check_publish(args)
+    check_live(args)
     mode = joint_mode(args)
     cfg = SyncConfig(joints, direction, rate_hz=args.rate, local_demo=args.demo)
     source = None  # checked before anything is opened
@@ -190,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
     world = World(PhysicsConfig(dt=1.0 / args.rate))
     log = None
     sync = None
+    publisher = None
     stopped_by: list[int] = []  # the signal that ended the run
     stop = threading.Event()
     old: dict = {}
@@ -211,10 +220,14 @@ def run(args: argparse.Namespace) -> int:
 
         # from here on Ctrl-C / SIGTERM end the run at the next sample: the log closed, the summary printed
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        log = open_log(args.log, joints, "--log")
-        sync = TwinSync(robot, link, cfg, log, virtual_rig=None if fits is None else VirtualRig(fits))
+        from ..envs.telemetry.topics import TWIN_TOPICS
+        log = open_log(args.log, joints, "--log", spec, live=open_live(args, TWIN_TOPICS))
+        publisher = open_publisher(target, joints, args.publish_hz)
+        sync = TwinSync(robot, link, cfg, TeeLog(log, publisher) if publisher is not None else log,
+                        virtual_rig=None if fits is None else VirtualRig(fits))
         sched = dict(POWER_TEST) if args.power_test else None
-        print(f"armtwin: sync: {start_msg}; logging to {args.log}", file=sys.stderr)
+        print(f"armtwin: sync: {start_msg}; logging to {args.log}"
+              + (f", publishing {args.publish_hz:g} records/s to {target.url}" if target else ""), file=sys.stderr)
         last = {"t": -1.0}
 
         def progress(s):
@@ -238,10 +251,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
-        if log is not None:
-            log.close()
-        link.close()
-        world.close()
+        try:
+            if log is not None:
+                log.close()
+        finally:
+            print_publish_report(target, publisher)
+            link.close()
+            world.close()
     st = link.stats
     p50 = st.latencies_ms.percentile(50)
     print(f"samples {rep.samples}  rate {rep.rate_hz:.1f} Hz  latency p50 {p50:.2f} ms  lost frames {st.lost}  "

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if joints is not None:
             link = _open_rig(args)
-            log = open_log(args.rig_log, joints, "--rig-log") if args.rig_log else None
+            log = open_log(args.rig_log, joints, "--rig-log", spec) if args.rig_log else None
         try:
             pendant = Pendant(spec, host=args.host, port=args.port, mode=mode, config=config,
                               low_graphics=args.low_graphics)

@@ -21,10 +21,11 @@ from .cli import CliError, output_file
 __all__ = ["add_joint_mode", "joint_mode", "add_video_options", "video_settings", "same_file", "check_outputs",
            "check_output_name", "LOG_SUFFIXES", "VIDEO_SUFFIXES", "BAUD_MIN", "BAUD_MAX", "check_baud",
            "parse_joints", "check_log_file", "open_log", "add_tool_options", "tool_settings", "add_motor_params",
-           "motor_params"]
+           "motor_params", "add_publish_options", "check_publish", "open_publisher", "print_publish_report",
+           "add_live_options", "check_live", "open_live"]
 
-#: the file name endings of CSV logs
-LOG_SUFFIXES = (".csv",)
+#: the file name endings of logs: CSV rows, or ROS 2 messages in MCAP (the 'telemetry' extra; docs/TELEMETRY.md)
+LOG_SUFFIXES = (".csv", ".mcap")
 
 
 # ----- joint model -----------------------------------------------------------------------------
@@ -238,22 +239,123 @@ def motor_params(args: argparse.Namespace, motors: int):
 
 
 def check_log_file(path: str, opt: str, port: str) -> str:
-    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` name (so
-    a G-code program or another file is never written over by mistake), a regular file when it
+    """Check a twin-log option before anything is opened: not the serial port, a ``.csv`` or ``.mcap``
+    name (so a G-code program or another file is never written over by mistake; ``.mcap`` needs the
+    'telemetry' extra), a regular file when it
     exists (a FIFO would block, a device would swallow the log) that can be written, in a folder
     that can be written. Returns ``path``; CliError naming ``opt`` otherwise."""
     if same_file(path, port):
         raise CliError(f"{opt} {path}: is the serial port itself")
-    output_file(path, opt, (".csv",))
+    output_file(path, opt, LOG_SUFFIXES)
+    if path.lower().endswith(".mcap"):
+        from .cli import require_telemetry
+        require_telemetry()
     if os.path.exists(path) and not os.access(path, os.W_OK):  # output_file checked what it is
         raise CliError(f"{opt} {path}: cannot write it: permission denied")
     return path
 
 
-def open_log(path: str, joints, opt: str):
-    """A :class:`armtwin.envs.rig.TwinLog` at ``path``; CliError naming ``opt`` when it cannot be written."""
-    from ..envs.rig.log import TwinLog
+def open_log(path: str, joints, opt: str, spec=None, live=None):
+    """The twin log at ``path``: a CSV :class:`armtwin.envs.rig.TwinLog`, or for a ``.mcap`` name the
+    MCAP :class:`armtwin.envs.telemetry.twinlog.TwinMcapLog` of robot ``spec``; with a ``live``
+    server (``--live``) the same messages stream to it (beside a CSV log, from a file-less MCAP
+    log). CliError naming ``opt`` when it cannot be written."""
+    mcap = path.lower().endswith(".mcap")
+    if (mcap or live is not None) and spec is None:
+        raise CliError(f"{opt} {path}: an MCAP log needs the robot (internal: open_log without spec)")
     try:
-        return TwinLog(path, joints)
+        if mcap:
+            from ..envs.telemetry.twinlog import TwinMcapLog
+            return TwinMcapLog(path, spec, joints, live=live)
+        from ..envs.rig.log import TeeLog, TwinLog
+        csv_log = TwinLog(path, joints)
+        if live is None:
+            return csv_log
+        from ..envs.telemetry.twinlog import TwinMcapLog
+        return TeeLog(csv_log, TwinMcapLog(None, spec, joints, live=live))
     except OSError as exc:
         raise CliError(f"{opt} {path}: cannot write it: {exc.strerror or exc}") from None
+
+
+# ----- the remote store (--publish mqtt://host:port/topic) ------------------------------------------------
+
+def add_publish_options(p: argparse.ArgumentParser, what: str = "twin records") -> None:
+    """``--publish URL`` and ``--publish-hz``; check them with :func:`check_publish`."""
+    p.add_argument("--publish", metavar="mqtt://HOST:PORT/TOPIC", default=None,
+                   help=f"also send down-sampled {what} (JSON, QoS 1) to an MQTT broker; a bounded local queue "
+                        f"rides out a broker outage and the summary says what it dropped (docs/TELEMETRY.md)")
+    p.add_argument("--publish-hz", type=float, default=10.0, metavar="HZ",
+                   help="records per second for --publish (default 10, at most 100)")
+
+
+def check_publish(args: argparse.Namespace):
+    """The parsed ``--publish`` target (None without it); CliError naming the option at fault."""
+    if args.publish is None:
+        return None
+    from .cli import require_telemetry
+    from ..envs.telemetry.records import PUBLISH_HZ_MAX
+    if not (0 < args.publish_hz <= PUBLISH_HZ_MAX):  # also refuses nan
+        raise CliError(f"--publish-hz {args.publish_hz:g}: must be more than 0 and at most {PUBLISH_HZ_MAX:g}")
+    try:
+        from ..envs.telemetry.mqtt import parse_mqtt_url
+        target = parse_mqtt_url(args.publish)
+    except ValueError as exc:
+        raise CliError(f"--publish {args.publish}: {exc}") from None
+    require_telemetry("paho")
+    return target
+
+
+def open_publisher(target, joints, hz: float):
+    """A :class:`armtwin.envs.telemetry.records.TwinPublisher` to ``target`` (None when ``target`` is None)."""
+    if target is None:
+        return None
+    from ..envs.telemetry.mqtt import MqttStore
+    from ..envs.telemetry.records import TwinPublisher
+    return TwinPublisher(MqttStore(target), joints, hz)
+
+
+def print_publish_report(target, publisher) -> None:
+    """One line on stderr: what became of the records sent to the store."""
+    import sys
+    if publisher is None:
+        return
+    rep = publisher.close()
+    p50 = rep.latency_p50_ms()
+    print(f"armtwin: {target.url}: {rep.describe()}"
+          + (f"; latency p50 {p50:.1f} ms" if p50 == p50 else ""), file=sys.stderr)
+
+
+# ----- the live view (--live) ----------------------------------------------------------------------------
+
+def add_live_options(p: argparse.ArgumentParser) -> None:
+    """``--live`` and ``--live-port``; open the server with :func:`open_live`."""
+    p.add_argument("--live", action="store_true",
+                   help="stream the log's topics to Foxglove (WebSocket on 127.0.0.1, 'telemetry' extra with "
+                        "foxglove-sdk; docs/TELEMETRY.md)")
+    p.add_argument("--live-port", type=int, default=8765, metavar="PORT",
+                   help="port of the --live server on 127.0.0.1, 1..65535 (default 8765)")
+
+
+def check_live(args: argparse.Namespace) -> None:
+    """CliError for a ``--live-port`` out of range (checked before anything runs)."""
+    if getattr(args, "live", False) and not 1 <= args.live_port <= 65535:
+        raise CliError(f"--live-port {args.live_port}: must be between 1 and 65535")
+
+
+def open_live(args: argparse.Namespace, topics):
+    """The :class:`armtwin.envs.telemetry.live.LiveServer` of ``--live`` (None without it), its URL said
+    on stderr; CliError for a bad port, a port in use or a missing package."""
+    import sys
+    if not getattr(args, "live", False):
+        return None
+    check_live(args)
+    from .cli import require_telemetry
+    require_telemetry("mcap", "foxglove")
+    from ..envs.telemetry.live import LiveServer
+    try:
+        server = LiveServer(topics, port=args.live_port)
+    except OSError as exc:
+        raise CliError(str(exc)) from None
+    print(f"armtwin: live: Foxglove WebSocket on {server.url} (Foxglove: Open connection → Foxglove WebSocket)",
+          file=sys.stderr)
+    return server

@@ -88,6 +88,8 @@ def test_check_does_not_change_the_state_and_apply_makes_the_next_one():
 def test_the_preflight_passes_declare_the_preflight_faults():
     from armtwin.controllers.gcode.intent import INTENT_FAULTS
     from armtwin.controllers.gcode.preflight import PASSES
+    from armtwin.envs.collision import CLEARANCE_FAULTS, COLLISION_FAULTS
     declared = {c for p in PASSES for c in p.faults} | set(INTENT_FAULTS)   # the .intent warnings too
+    declared |= set(COLLISION_FAULTS) | set(CLEARANCE_FAULTS)   # the workcell's passes (check --cell)
     # 105 also comes from the interpreter (the point cap), 106 (no motion) and 119 (the cap notice) from the report
     assert declared | {ErrorCode.NO_MOTION, ErrorCode.TOO_MANY_FAULTS} == {c for c in ErrorCode if c >= 100}

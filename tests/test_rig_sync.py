@@ -477,13 +477,13 @@ def test_cli_sync_power_test_refuses_a_program_too_short_for_it(tmp_path, capsys
     assert "needs a run of at least 3751 samples" in err and "the program's" in err and err.count("\n") == 1
 
 
-def test_cli_sync_log_must_be_a_csv_file_it_can_write(tmp_path, capsys):
+def test_cli_sync_log_must_be_a_csv_or_mcap_file_it_can_write(tmp_path, capsys):
     prog = tmp_path / "prog.ngc"
     prog.write_text("G0 X300 Y0 Z400\n")
     os.mkfifo(tmp_path / "fifo.csv")  # opening it for writing would block for ever
     (tmp_path / "dir.csv").mkdir()
-    for log, words in ((prog, f"--log {prog}: use a .csv file name"),
-                       (tmp_path / "notes.txt", "use a .csv file name"),
+    for log, words in ((prog, f"--log {prog}: use a .csv or .mcap file name"),
+                       (tmp_path / "notes.txt", "use a .csv or .mcap file name"),
                        (tmp_path / "fifo.csv", f"--log {tmp_path / 'fifo.csv'}: is not a regular file"),
                        (tmp_path / "dir.csv", f"--log {tmp_path / 'dir.csv'}: is a folder")):
         assert main(["sync", "--port", "/dev/nonexistent-rig", "--robot", "irb120", "--seconds", "1",

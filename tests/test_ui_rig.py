@@ -270,14 +270,14 @@ def test_ui_refuses_a_prismatic_rig_joint(tmp_path, capsys):
     assert len(err) == 1 and "prismatic" in err[0]
 
 
-def test_ui_rig_log_must_be_a_csv_file_it_can_write(tmp_path, capsys):
+def test_ui_rig_log_must_be_a_csv_or_mcap_file_it_can_write(tmp_path, capsys):
     prog = tmp_path / "prog.ngc"
     prog.write_text("G21 G90\nG1 X10 F600\n")
     os.mkfifo(tmp_path / "fifo.csv")  # opening it for writing would block the pendant for ever
     (tmp_path / "dir.csv").mkdir()
     save = tmp_path / "save"
     save.mkdir()
-    for log, words in ((prog, f"--rig-log {prog}: use a .csv file name"),
+    for log, words in ((prog, f"--rig-log {prog}: use a .csv or .mcap file name"),
                        (tmp_path / "fifo.csv", f"--rig-log {tmp_path / 'fifo.csv'}: is not a regular file"),
                        (tmp_path / "dir.csv", f"--rig-log {tmp_path / 'dir.csv'}: is a folder")):
         assert main(["ui", "irb120", "--port", "0", "--save-dir", str(save), "--rig", "/dev/nonexistent-rig",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 #: public name -> the submodule that defines it
 _WHERE = {
     **dict.fromkeys(("RigLinkError", "LinkConfig", "RigState", "LatencyWindow", "LinkStats", "RigLink"), "link"),
-    **dict.fromkeys(("SyncSample", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
+    **dict.fromkeys(("SyncSample", "SampleLog", "TeeLog", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
                      "LOG_MAX_JOINT_DEG", "LOG_MAX_LATENCY_MS", "LOG_MAX_STT", "LOG_MAX_TIME_S"), "log"),
     **dict.fromkeys(("Direction", "SyncConfig", "FaultEvent", "PowerCommand", "SyncReport", "TwinSync",
                      "smooth_motion", "RampInfo", "RigLoop", "connect", "RigNoAnswer", "RigProtocolMismatch"), "sync"),
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # the names as the type checker and editors see them
     from .emulator import FIRMWARE_DIR, Emulator, build_emulator
     from .gym import TwinSyncWrapper
     from .link import LatencyWindow, LinkConfig, LinkStats, RigLink, RigLinkError, RigState
-    from .log import (FAULT_NAMES, LOG_MAX_JOINT_DEG, LOG_MAX_LATENCY_MS, LOG_MAX_STT, LOG_MAX_TIME_S, SyncSample,
+    from .log import (FAULT_NAMES, LOG_MAX_JOINT_DEG, LOG_MAX_LATENCY_MS, LOG_MAX_STT, LOG_MAX_TIME_S, SampleLog, SyncSample, TeeLog,
                       TwinLog, TwinLogData, TwinLogError, read_twin_log)
     from .sync import (Direction, FaultEvent, PowerCommand, RampInfo, RigLoop, RigNoAnswer, RigProtocolMismatch,
                        SyncConfig, SyncReport, TwinSync, connect, smooth_motion)

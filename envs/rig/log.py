@@ -17,7 +17,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ...controllers import rigproto as rp
 if TYPE_CHECKING:
     from .link import RigState
 
-__all__ = ["SyncSample", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
+__all__ = ["SyncSample", "SampleLog", "TeeLog", "TwinLog", "TwinLogData", "TwinLogError", "read_twin_log", "FAULT_NAMES",
            "LOG_MAX_JOINT_DEG", "LOG_MAX_LATENCY_MS", "LOG_MAX_STT", "LOG_MAX_TIME_S"]
 
 
@@ -61,6 +61,15 @@ class SyncSample:
     pwm: tuple[int, ...] = ()
     rig_state: RigState | None = None
     predicted_deg: np.ndarray | None = None
+
+
+class SampleLog(Protocol):
+    """What the sync loop writes its samples to: the CSV :class:`TwinLog`, or the MCAP
+    :class:`armtwin.envs.telemetry.twinlog.TwinMcapLog`."""
+
+    def write(self, s: SyncSample) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class TwinLog:
@@ -154,7 +163,8 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def read_twin_log(path: str | os.PathLike) -> TwinLogData:
-    """Read a :class:`TwinLog` CSV back, checking every value.
+    """Read a :class:`TwinLog` CSV back, checking every value; a ``.mcap`` name is read as the
+    MCAP twin log (:func:`armtwin.envs.telemetry.reader.read_twin_mcap`, the same columns).
 
     The header must be ``STT, Time, Error_<j>…, Virtual_<j>…, Servo_<j>…, Latency_ms, Fault``
     (the same joint labels in each group). A row is checked as :class:`TwinLog` writes it:
@@ -176,6 +186,9 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
         TwinLogError: not a twin log, no samples, or a bad value (naming its line and column).
     """
     path = os.fspath(path)
+    if path.lower().endswith(".mcap"):
+        from ..telemetry.reader import read_twin_mcap
+        return read_twin_mcap(path)
     where = _one_line(path, 300)  # the file's name as the messages show it
     try:
         with open(path, newline="", encoding="utf-8") as f:
@@ -276,3 +289,25 @@ def read_twin_log(path: str | os.PathLike) -> TwinLogData:
                                   f"or an unnamed bit as 0x20)") from None
     out["Fault"] = faults
     return out
+
+
+class TeeLog:
+    """Several :class:`SampleLog` as one (the CSV or MCAP log and the remote store): every sample
+    goes to each in turn; :meth:`close` closes them all, the first error raised after all closed."""
+
+    def __init__(self, *logs: SampleLog) -> None:
+        self.logs = [log for log in logs if log is not None]
+
+    def write(self, s: SyncSample) -> None:
+        for log in self.logs:
+            log.write(s)
+
+    def close(self) -> None:
+        first: BaseException | None = None
+        for log in self.logs:
+            try:
+                log.close()
+            except Exception as exc:  # noqa: BLE001 - the others still close
+                first = first or exc
+        if first is not None:
+            raise first

@@ -29,7 +29,7 @@ from ...controllers.choices import Choice
 from ...controllers.ramp import Ramp, SlewLimiter, plan_ramp
 from ...controllers.servo import PULSES_PER_DEG
 from .link import RigLink, RigLinkError
-from .log import SyncSample, TwinLog
+from .log import SampleLog, SyncSample
 
 __all__ = ["Direction", "SyncConfig", "FaultEvent", "PowerCommand", "RampInfo", "SyncReport", "TwinSync",
            "smooth_motion", "connect", "RigNoAnswer", "RigProtocolMismatch", "RigLoop"]
@@ -269,7 +269,8 @@ class TwinSync:
             to :meth:`run` only its ``spec`` is used (another thread may own the robot).
         link: an open :class:`RigLink`.
         config: joints, direction, rate, ramp and target limits.
-        log: optional :class:`TwinLog` receiving every sample.
+        log: optional log receiving every sample: the CSV :class:`TwinLog` or the MCAP
+            :class:`~armtwin.envs.telemetry.twinlog.TwinMcapLog`.
         virtual_rig: VIRTUAL_TO_REAL: a :class:`~armtwin.controllers.virtual_rig.VirtualRig` (the
             rig's identified motors on the host) that is sent what the rig is sent, from the rig's
             first measured state on; each sample then carries its prediction
@@ -279,7 +280,7 @@ class TwinSync:
         ValueError: a mapped joint that does not exist or is prismatic.
     """
 
-    def __init__(self, robot, link: RigLink, config: SyncConfig, log: TwinLog | None = None, *,
+    def __init__(self, robot, link: RigLink, config: SyncConfig, log: SampleLog | None = None, *,
                  virtual_rig=None) -> None:
         spec = robot.spec
         for j in config.joints:
