@@ -96,6 +96,7 @@ def test_bench_env_json(capsys):
 # ----- interruption (issue 15 item 7): the policy so far, the curve and a summary are kept --------------
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -110,6 +111,18 @@ def _start_train(out: Path, steps: int, *extra: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "armtwin", "train", "armtwin/ScaraReach-v0", "--steps", str(steps), "--out", str(out),
             *_FAST, *extra]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_steps(proc: subprocess.Popen, steps: int, timeout: float = 120.0) -> None:
+    """Read the child's stderr until its progress shows ``steps`` steps done (``train: N/…``)."""
+    seen = ""
+    t0 = time.monotonic()
+    while not any(int(n) >= steps for n in re.findall(r"train: (\d+)/", seen)):
+        ch = proc.stderr.read(1)
+        if not ch:
+            raise AssertionError(f"the run ended before {steps} steps: {seen[-500:]}")
+        seen += ch
+        assert time.monotonic() - t0 < timeout, seen[-500:]
 
 
 def _wait_for(proc: subprocess.Popen, needle: str, timeout: float = 120.0) -> str:
@@ -181,25 +194,32 @@ def test_signals_at_random_moments_of_train_never_lose_what_was_written(tmp_path
     and is whole; the policy is a valid archive; a video cut short still plays."""
     _require_stable_baselines3()
     rng = np.random.default_rng(2026)
-    outcomes = set()
-    for trial in range(4):
+    # one moment in each phase, measured from the run's own progress (not from the wall clock: a
+    # busy machine would put every moment into start-up): early training, mid training, around the
+    # end of training / the evaluation, and none (the run finishes)
+    phases = [0, 100, 300, None]      # steps done when the signal is due; None: no signal
+    outcomes = []
+    for trial, marker in enumerate(phases):
         out = tmp_path / f"run{trial}"
         sig = [signal.SIGINT, signal.SIGTERM][int(rng.integers(2))]
         proc = _start_train(out, 300)
         try:
             _wait_for(proc, "Ctrl-C stops")          # handlers are installed before this line is printed
-            time.sleep(float(rng.uniform(0.0, 6.0)))
-            if proc.poll() is None:
-                proc.send_signal(sig)
+            if marker is not None:
+                if marker:
+                    _wait_steps(proc, marker)
+                time.sleep(float(rng.uniform(0.0, 0.5)))
+                if proc.poll() is None:
+                    proc.send_signal(sig)
             _, err = proc.communicate(timeout=180)
         finally:
             proc.kill()
         assert proc.returncode in (0, 128 + sig), err[-2000:]
         summary = _assert_kept(out, err)
         assert summary["interrupted"] == (proc.returncode != 0)
-        outcomes.add("finished" if proc.returncode == 0 else "stopped at %s" % (
+        outcomes.append("finished" if proc.returncode == 0 else "stopped at %s" % (
             "evaluation" if summary["steps_done"] == 300 else "training"))
-    assert len(outcomes) >= 2, outcomes   # the moments fell into different phases
+    assert outcomes[0] == "stopped at training" and outcomes[-1] == "finished", outcomes
 
 
 # ----- the learning regression test (issue 21 item 1) -------------------------------------------------

@@ -149,8 +149,13 @@ def test_every_optional_package_the_cli_names_is_in_that_extra():
     extras = {k: {re.split(r"[<>=!~ \[]", ln.strip())[0].lower().replace("-", "_")
                   for ln in v.splitlines() if ln.strip() and not ln.strip().startswith("#")}
               for k, v in cfg["options.extras_require"].items()}
+    # the distributions that install each import name (paho -> paho-mqtt, mcap_ros2 ->
+    # mcap-ros2-support), as pip recorded them; the name itself for a package not installed here
+    from importlib.metadata import packages_distributions
+    dists = packages_distributions()
     for module, extra in _EXTRA_OF.items():
-        assert module.lower() in extras[extra], f"{module} is not in the {extra!r} extra"
+        names = {d.lower().replace("-", "_") for d in dists.get(module, [])} | {module.lower()}
+        assert names & extras[extra], f"{module} ({', '.join(sorted(names))}) is not in the {extra!r} extra"
 
 
 _BLOCK = textwrap.dedent("""
