@@ -530,8 +530,8 @@ class ReachEnv(ArmEnv):
 
     ## Description
     The robot starts at its ``home`` pose; a goal — a tool position, optionally with the
-    tool orientation — is drawn at every reset as the flange pose of random joints around
-    home (revolute joints within ±``goal_spread`` rad), kept when it is at least 8 cm above
+    tool orientation — is drawn at every reset as the tool pose (the flange's, or with
+    ``tool`` its TCP's) of random joints around home (revolute joints within ±``goal_spread`` rad), kept when it is at least 8 cm above
     the floor and a fifth of the reach away from the J1 axis. With Cartesian control and no
     orientation, a goal must also be reachable by armtwin's IK with the tool orientation
     held from home. Each action goes through :meth:`SimRobot.command` and
@@ -559,7 +559,7 @@ class ReachEnv(ArmEnv):
     | ``observation`` | n | joint positions scaled to [-1, 1] over their ranges |
     | | n | joint velocities / speed limits |
     | | n | (commanded − measured joints) / range: the drive lag |
-    | | 3 | tool position, m, base frame |
+    | | 3 | tool position (with ``tool``: its TCP), m, base frame |
     | | 2 or 6 | tool orientation: SCARA cos/sin of the roll; arms the first two columns of R |
     | ``achieved_goal`` | 3, 5 or 7 | tool goal vector (position; + roll cos/sin or quaternion xyzw) |
     | ``desired_goal`` | 3, 5 or 7 | the goal, same layout |
@@ -598,7 +598,8 @@ class ReachEnv(ArmEnv):
     AuboI5Reach set ``robot``. All arguments of :class:`ArmEnv` (robot, joint_mode
     ="articulation", control="cartesian", orientation=False, control_freq=25.0,
     physics_dt=None, tool_step=0.04, rot_step=0.2, joint_step=0.05, render_mode=None,
-    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None) and:
+    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None,
+    tool=None) and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -612,7 +613,9 @@ class ReachEnv(ArmEnv):
     ## Version history
     * v0: initial version; options and reset options are checked when given (a ValueError
       naming the option), a refused action changes no state, copies are independent;
-      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged).
+      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged);
+      ``tool`` added (None by default: the env is unchanged): the tool's body and mass on the
+      flange, every tool pose of the tables above the TCP's.
     """
 
     def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
@@ -697,8 +700,10 @@ class TrackEnv(ArmEnv):
     ## Arguments
     ``gymnasium.make("armtwin/IRB120Track-v1", **kwargs)``; ids ScaraTrack, IRB120Track and
     AuboI5Track set ``robot``. All arguments of :class:`ArmEnv` except ``orientation``
-    (position paths, orientation held; ``obs_type``, ``image_size`` and ``randomize`` as in
-    :class:`ReachEnv`), and:
+    (position paths, orientation held; ``obs_type``, ``image_size``, ``randomize`` and ``tool``
+    as in :class:`ReachEnv`: with ``tool`` the paths are the TCP's, and a ``program`` starts with
+    that tool mounted, as ``armtwin run --tool N`` runs it, so a zero action commands ``run``'s
+    joints), and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -716,7 +721,8 @@ class TrackEnv(ArmEnv):
     * v1: the desired goal after k steps is the path point at k·dt, the one the last step is
       scored against (v0 showed the next step's point and scored against the previous
       observation's goal, so ``compute_reward`` of a step's own observation differed from its
-      reward); ``lookahead`` >= 1; every option and reset option checked when given.
+      reward); ``lookahead`` >= 1; every option and reset option checked when given; ``tool``
+      added (None by default: the env is unchanged).
     * v0: initial version.
     """
 
