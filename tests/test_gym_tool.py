@@ -82,21 +82,21 @@ def test_reach_with_a_tool_reaches_its_goals_with_the_tip(robot):
 
 
 def test_reach_goals_are_sampled_at_the_tcp():
-    """Goals are TCP poses of joints (reachable by the tip), so their distribution moves with the tool."""
-    with_tool = ReachEnv("irb120", joint_mode="kinematic", tool=TOOL_100)
-    try:
-        for seed in range(5):
-            obs, _ = with_tool.reset(seed=seed)
-            T = with_tool.kinematics.flange_of(np.eye(4))   # smoke: the kinematics is the tool's
-            assert T[2, 3] == pytest.approx(-0.100)
-            goal = obs["desired_goal"].astype(float)
-            # the IK of the tip reaches it with the orientation held from home
-            R0 = with_tool.kinematics.fk(with_tool.robot_spec.home)[:3, :3]
-            Tg = np.eye(4)
-            Tg[:3, :3], Tg[:3, 3] = R0, goal
-            assert with_tool.kinematics.solve(Tg, with_tool.robot_spec.home).ok
-    finally:
-        with_tool.close()
+    """Goals are TCP poses of joints around home: with a joint window of 1 mrad they sit at the
+    tool tip of the home pose, a tool length from the flange's home position (the 6-axis arms:
+    the SCARA's prismatic joint is drawn over its whole stroke)."""
+    for robot in ("irb120", "aubo_i5"):
+        env = ReachEnv(robot, joint_mode="kinematic", tool=TOOL_100, goal_spread=1e-3, orientation=True)
+        try:
+            home = env.robot_spec.home
+            tip, flange = env.kinematics.fk(home), env.kinematics.flange_of(env.kinematics.fk(home))
+            for seed in range(3):
+                obs, _ = env.reset(seed=seed)
+                goal = obs["desired_goal"].astype(float)
+                assert np.linalg.norm(goal[:3] - tip[:3, 3]) < 2e-3, robot
+                assert np.linalg.norm(goal[:3] - flange[:3, 3]) > 0.098, robot
+        finally:
+            env.close()
 
 
 def _rollout(env, seed, steps=20):
@@ -145,8 +145,9 @@ PROGRAM = "G21 G90\nG0 X-10 Y0 Z5\nG1 Z0 F1500\nG2 X10 Y0 R10 F3000\nG1 Y10\nG0 
 
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_track_program_with_a_tool_commands_the_runners_joints(robot, tmp_path):
-    """``run --tool 1`` and TrackEnv(program, tool=1): the same joints (a zero action is the runner's
-    command), and the desired goals are the program's path of the tool tip."""
+    """``run --tool 1``, the pendant with ``--tool 1`` and TrackEnv(program, tool=1): the same joints
+    (a zero action is the runner's command), and the desired goals are the program's path of the tool tip."""
+    from armtwin.envs.pendant import PendantConfig, PendantCore
     from armtwin.envs.runner import RunConfig, run_program
 
     spec = robots.get(robot)
@@ -163,6 +164,14 @@ def test_track_program_with_a_tool_commands_the_runners_joints(robot, tmp_path):
     n = spec.dof
     logged = np.array([[float(v) for v in r[8:8 + n]] for r in rows[1:]])
     np.testing.assert_allclose(logged, np.array([spec.to_display(x) for x in q]), rtol=0, atol=1e-4)
+
+    core = PendantCore(spec, config=PendantConfig(dt=period, tool=1))
+    try:
+        planned = core.plan_program(PROGRAM)      # the robot stands at home, where programs start: no lead-in
+    finally:
+        core.close()
+    assert not isinstance(planned, str), planned
+    assert np.array_equal(np.array([p[0] for p in planned]), q)
 
     env = TrackEnv(robot, program=PROGRAM, tool=1, control="joint", joint_mode="kinematic",
                    control_freq=1.0 / period)
