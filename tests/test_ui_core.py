@@ -397,6 +397,22 @@ def test_taught_points_saved_and_run_with_the_same_tool_reproduce_the_tcp_poses(
     np.testing.assert_allclose(tooled.tool_pose(), taught[-1], atol=5e-4)
 
 
+def test_page_reads_out_the_tcp_and_draws_the_tool(tmp_path):
+    from armtwin.envs.pendant import Pendant
+    with Pendant("irb120", port=0, config=PendantConfig(save_dir=tmp_path, tool=2)) as p:
+        text = p._readout_text()
+        assert "T2 spindle" in text and "TCP x" in text
+        z = float(text.split("TCP x")[1].split(" z ")[1].split(" mm")[0])
+        assert z == pytest.approx(p.core.tool_pose()[2, 3] * 1000.0, abs=0.05)
+        flange_z = p.core.robot.flange_pose()[2, 3] * 1000.0
+        assert flange_z - z == pytest.approx(120.0, abs=0.1)      # the spindle points down from the flange
+    # the page draws the robot from the description the simulation loads: with the tool's links
+    from armtwin.envs.pendant.gui import robot_view
+    read = lambda server, path, root_node_name: path.read_text()     # noqa: E731 - stands in for ViserUrdf
+    assert '<link name="tcp"' in robot_view(None, robots.get("irb120"), p.core.config.mounted, read)
+    assert "tcp" not in robot_view(None, robots.get("irb120"), None, read)
+
+
 def test_a_tool_outside_the_table_is_refused():
     with pytest.raises(ValueError, match="PendantConfig.tool 9"):
         PendantConfig(tool=9)

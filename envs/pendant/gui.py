@@ -27,7 +27,7 @@ from ..sim import JointMode
 
 from .core import MoveResult, PendantConfig, PendantCore
 
-__all__ = ["Pendant", "rig_markdown"]
+__all__ = ["Pendant", "rig_markdown", "robot_view"]
 
 class Pendant:
     """The viser teach pendant. Starts serving on construction.
@@ -76,7 +76,7 @@ class Pendant:
             sc.add_light_ambient("/ambient", intensity=1.2)
         sc.add_grid("/grid", width=2.0, height=2.0, cell_size=0.1, plane="xy")
         self._world_T_report = self.core.robot.world_T_report
-        self.urdf = _robot_view(self.server, spec, self.core.config.mounted, ViserUrdf)
+        self.urdf = robot_view(self.server, spec, self.core.config.mounted, ViserUrdf)
         names = self.urdf.get_actuated_joint_names()
         self._order = [list(spec.joint_names).index(n) for n in names]
         self.urdf.update_cfg(self.core.joints()[self._order])
@@ -384,8 +384,9 @@ class Pendant:
         a, b, c = r["rpy_deg"]
         line = f"  \nprogram line {r['program_line']}" if r["program_line"] else ""
         warn = "  \n**unstable**" if not r["stable"] else ""
-        point = "tool" if self.core.config.mounted is None else "TCP"
-        return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s · {r['tool']}  \n{joints}  \n"
+        bare = self.core.config.mounted is None
+        point, tool = ("tool", "") if bare else ("TCP", f" · {r['tool']}")
+        return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s{tool}  \n{joints}  \n"
                 f"{point} x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
 
     # ----- life cycle -------------------------------------------------------------------------
@@ -471,7 +472,7 @@ def rig_markdown(tw: dict | None) -> str:
     return "  \n".join(lines)
 
 
-def _robot_view(server, spec: RobotSpec, tool, viser_urdf):
+def robot_view(server, spec: RobotSpec, tool, viser_urdf):
     """The robot drawn in the page (viser's ``ViserUrdf``), with the mounted tool's body on its flange
     (:func:`~armtwin.robots.tooling.urdf_with_tool`, the description the simulation loads)."""
     if tool is None:
