@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..controllers.choices import Choice
-from ..controllers.tools import MAX_TOOL_NUMBER, Tool, default_tools, tool_from_entry
+from ..controllers.tools import MAX_TCP_MM, MAX_TOOL_MASS, MAX_TOOL_NUMBER, Tool, default_tools, tool_from_entry
 from .config import MAX_VIDEO_SIZE, MIN_VIDEO_SIZE
 
 __all__ = ["ObsType", "IMAGE_SIZE", "CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
@@ -163,7 +163,13 @@ def tool(name: str, value: Any) -> Tool | None:
               f"{{'tcp': [0, 0, 100], 'mass': 0.3}} (mm, kg)"
     if value is None:
         return None
-    if isinstance(value, Tool):
+    if isinstance(value, Tool):     # built in code: the bounds a table file is held to
+        if not (math.isfinite(value.mass) and 0.0 <= value.mass <= MAX_TOOL_MASS):
+            raise ValueError(f"{name}: the tool's mass must be from 0 to {MAX_TOOL_MASS:g} kg, got {value.mass!r}")
+        for what, v in (("TCP", value.offset), ("centre of mass", value.com)):
+            if not (np.all(np.isfinite(v)) and np.all(np.abs(v) <= MAX_TCP_MM / 1000.0)):
+                raise ValueError(f"{name}: the tool's {what} must be within ±{MAX_TCP_MM:g} mm of the flange, "
+                                 f"got {(np.asarray(v) * 1000.0).tolist()} mm")
         return value
     if isinstance(value, dict):
         entry = dict(value)
