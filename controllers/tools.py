@@ -36,8 +36,8 @@ import numpy as np
 from .choices import Choice
 from .transforms import rpy_to_matrix
 
-__all__ = ["ToolKind", "Tool", "ToolTable", "ToolTableError", "default_tools", "load_tools", "MAX_TOOL_NUMBER",
-           "MAX_TCP_MM", "MAX_TOOL_MASS"]
+__all__ = ["ToolKind", "Tool", "ToolTable", "ToolTableError", "default_tools", "load_tools", "tool_from_entry",
+           "MAX_TOOL_NUMBER", "MAX_TCP_MM", "MAX_TOOL_MASS"]
 
 #: the largest tool number (LinuxCNC's pocket numbers go higher; a robot's rack does not)
 MAX_TOOL_NUMBER = 9999
@@ -211,11 +211,23 @@ def load_tools(path: str | Path) -> ToolTable:
             raise ToolTableError(f"{where}: tool numbers go from 0 to {MAX_TOOL_NUMBER}")
         if not isinstance(entry, dict):
             raise ToolTableError(f"{where}: must be a table")
-        for k in entry:
-            if k not in _KEYS:
-                raise ToolTableError(f"{where}.{k}: unknown key; a tool has {', '.join(sorted(_KEYS))}")
-        tools[number] = _tool(number, entry, where)
+        tools[number] = tool_from_entry(entry, number, where)
     return ToolTable(tools, source)
+
+
+def tool_from_entry(entry: Mapping, number: int, where: str) -> Tool:
+    """One tool from a mapping with a tool table entry's keys and units (mm, deg, kg: see the module
+    docstring), for tools given in code (the Gym envs' ``tool={"tcp": [0, 0, 100], "mass": 0.3}``).
+
+    Raises:
+        ToolTableError: an unknown key or a bad value, naming ``where`` and the key (``tool.tcp: …``).
+    """
+    if not isinstance(entry, Mapping):
+        raise ToolTableError(f"{where}: a tool entry is a mapping of {', '.join(sorted(_KEYS))}")
+    for k in entry:
+        if k not in _KEYS:
+            raise ToolTableError(f"{where}.{k}: unknown key; a tool has {', '.join(sorted(_KEYS))}")
+    return _tool(number, entry, where)
 
 
 def _vector(entry: Mapping, key: str, where: str, default, limit: float) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..controllers.choices import Choice
-from ..controllers.kinematics import chain_of, fk_batch
+from ..controllers.tcp import TcpKinematics
 from ..robots import RobotSpec
 
 __all__ = ["ControlMode", "JointDeltaControl", "CartesianDeltaControl", "JointDeltaBatch", "CartesianDeltaBatch",
@@ -118,6 +118,9 @@ class CartesianDeltaBatch:
     Where the IK finds no solution for the new pose (out of reach, out of range), that robot's
     joints stay where they are and the call reports the failure for it.
 
+    The tool poses are those of the controlled point: the TCP of ``kinematics``' tool (the
+    flange without one); ``ik`` must take poses of that same point.
+
     Args:
         spec: the robot.
         dt: control period, s.
@@ -127,11 +130,12 @@ class CartesianDeltaBatch:
         tool_step: m per step at action 1.
         rot_step: rad per step at action 1.
         box: (low (3,), high (3,)) m: targets are clipped into this box (reporting frame).
+        kinematics: FK of the controlled point (default: the flange of ``spec``).
     """
 
     def __init__(self, spec: RobotSpec, dt: float, ik: BatchIKFunction, num: int = 1, *, orientation: bool = False,
                  tool_step: float = 0.04, rot_step: float = 0.2,
-                 box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 box: tuple[np.ndarray, np.ndarray] | None = None, kinematics: TcpKinematics | None = None) -> None:
         if tool_step <= 0 or rot_step <= 0:
             raise ValueError("tool_step and rot_step must be > 0")
         self.spec = spec
@@ -143,7 +147,7 @@ class CartesianDeltaBatch:
         self.tool_step, self.rot_step = float(tool_step), float(rot_step)
         self.box = box
         self._max_dq = spec.max_velocity * dt
-        self._chain = chain_of(spec)
+        self._fk = (kinematics or TcpKinematics(spec)).fk_batch
         self.reset(np.tile(spec.home, (self.num, 1)))
 
     def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
@@ -152,11 +156,11 @@ class CartesianDeltaBatch:
         if mask is None:
             self._clipped = np.zeros(self.num, dtype=bool)  # the last step was limited by the joint speeds
             self._q = q.copy()
-            self._T = fk_batch(self._chain, self._q)
+            self._T = self._fk(self._q)
         else:
             self._clipped[mask] = False
             self._q[mask] = q[mask]
-            self._T[mask] = fk_batch(self._chain, q[mask])
+            self._T[mask] = self._fk(q[mask])
 
     def targets(self, action: np.ndarray, base: np.ndarray) -> np.ndarray:
         """The tool poses (N, 4, 4) the actions (N, k) ask for, starting from poses ``base`` (N, 4, 4)."""
@@ -186,7 +190,7 @@ class CartesianDeltaBatch:
         self._clipped = (limited != dq).any(1)
         if reference is None:
             if self._clipped.any():  # the joints could not get there in one step: hold where they go
-                T[self._clipped, :3, 3] = fk_batch(self._chain, self._q[self._clipped])[:, :3, 3]
+                T[self._clipped, :3, 3] = self._fk(self._q[self._clipped])[:, :3, 3]
             # the orientation stays the one asked for (the IK pulls it back); failed rows keep their pose
             self._T = T if every else np.where(ok[:, None, None], T, self._T)
         return self._q.copy(), ~ok
@@ -253,16 +257,18 @@ class CartesianDeltaControl(CartesianDeltaBatch):
         tool_step: m per step at action 1.
         rot_step: rad per step at action 1.
         box: (low (3,), high (3,)) m: targets are clipped into this box (reporting frame).
+        kinematics: FK of the controlled point (default: the flange of ``spec``).
     """
 
     def __init__(self, spec: RobotSpec, dt: float, ik: IKFunction, *, orientation: bool = False,
                  tool_step: float = 0.04, rot_step: float = 0.2,
-                 box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 box: tuple[np.ndarray, np.ndarray] | None = None, kinematics: TcpKinematics | None = None) -> None:
         def one(T: np.ndarray, q_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             q = ik(T[0], q_near[0])
             return (q_near, np.zeros(1, dtype=bool)) if q is None else (np.asarray(q, dtype=float)[None], np.ones(1, dtype=bool))
 
-        super().__init__(spec, dt, one, 1, orientation=orientation, tool_step=tool_step, rot_step=rot_step, box=box)
+        super().__init__(spec, dt, one, 1, orientation=orientation, tool_step=tool_step, rot_step=rot_step, box=box,
+                         kinematics=kinematics)
 
     def reset(self, q: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Hold joints ``q`` (n,) and the tool pose they reach."""

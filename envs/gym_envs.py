@@ -9,6 +9,10 @@ The pieces are separate, in the panda-gym spirit:
   command path of the G-code runner;
 * the **action interface** — joint deltas or Cartesian tool deltas through armtwin's own
   IK (:mod:`armtwin.envs.actions`);
+* the **controlled point** — the flange, or with ``tool=`` the tool's TCP
+  (:class:`~armtwin.controllers.tcp.TcpKinematics`): observations, goals, rewards, Cartesian
+  actions and Track's paths are the TCP's, and the tool's body and mass are on the simulated
+  flange as ``armtwin run --tool N`` puts them;
 * the **task** — :class:`~armtwin.envs.tasks.Reach` or :class:`~armtwin.envs.tasks.Track`
   (:mod:`armtwin.envs.tasks`), which samples goals and scores them.
 
@@ -33,8 +37,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import EzPickle
 
-from ..controllers import ik
-from ..controllers.kinematics import chain_of, fk_batch
+from ..controllers.tcp import TcpKinematics
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from ..robots import get as get_robot
@@ -58,15 +61,16 @@ DEFAULT_PHYSICS_DT = MappingProxyType({JointMode.KINEMATIC: None, JointMode.ARTI
 _RENDER_MODES = ["rgb_array", "human"] if os.environ.get("DISPLAY") else ["rgb_array"]
 
 
-def _ik_solvers(spec: RobotSpec) -> tuple[Callable, Callable]:
-    """armtwin's IK as ``(T, q_near) -> q | None`` and ``(T (N,4,4), q0) -> (Q, ok)``."""
+def _ik_solvers(kin: TcpKinematics) -> tuple[Callable, Callable]:
+    """armtwin's IK of the controlled point (TCP poses) as ``(T, q_near) -> q | None`` and
+    ``(T (N,4,4), q0) -> (Q, ok)``."""
 
     def one(T: np.ndarray, q_near: np.ndarray) -> np.ndarray | None:
-        r = ik.solve(spec, T, q_near)
+        r = kin.solve(T, q_near)
         return r.best if r.ok else None
 
     def path(T: np.ndarray, q0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r = ik.solve_path(spec, T, q0)
+        r = kin.solve_path(T, q0)
         return r.q, r.ok
 
     return one, path
@@ -158,6 +162,11 @@ class ArmEnv(gym.Env, EzPickle):
         image_size: pixels per side of image observations.
         randomize: per-episode domain randomisation (:class:`~armtwin.envs.randomize.Randomization`
             or a dict of its fields); None: off.
+        tool: the tool on the flange, whose TCP is the controlled point
+            (:func:`~armtwin.envs.gym_options.tool`): None or 0 the bare flange; a number (``2``,
+            ``"T2"``), name or kind (``"spindle"``) of the built-in tool table; a
+            :class:`~armtwin.controllers.tools.Tool`; or a dict in the tool table's units
+            (``{"tcp": [0, 0, 100], "mass": 0.3}``: mm, kg).
     """
 
     metadata = {"render_modes": _RENDER_MODES, "render_fps": 25}
@@ -167,7 +176,7 @@ class ArmEnv(gym.Env, EzPickle):
                  physics_dt: float | None = None, tool_step: float = 0.04, rot_step: float = 0.2,
                  joint_step: float = 0.05, render_mode: str | None = None, width: int = 320, height: int = 240,
                  camera: str = "iso", obs_type: str | ObsType = "state", image_size: int = 84,
-                 randomize: Randomization | dict | None = None) -> None:
+                 randomize: Randomization | dict | None = None, tool: Any = None) -> None:
         # every option is checked here, before a world exists (bounds: armtwin.envs.gym_options)
         if isinstance(robot, RobotSpec):
             self.robot_spec = robot
@@ -197,6 +206,9 @@ class ArmEnv(gym.Env, EzPickle):
         self.obs_type = ObsType.parse(obs_type)
         self.image_size = opt.whole("image_size", image_size, opt.IMAGE_SIZE)
         self.randomization = Randomization.of(randomize)
+        #: the tool on the flange (None: the bare flange) and the kinematics of its TCP
+        self.tool = opt.tool("tool", tool)
+        self.kinematics = TcpKinematics(spec, self.tool)
         self.render_mode = render_mode
         self.dt = 1.0 / control_freq  # s, control period
         if physics_dt is None:
@@ -206,13 +218,12 @@ class ArmEnv(gym.Env, EzPickle):
         self.physics = PhysicsConfig(dt=self.dt, substeps=substeps)
         self.metadata = {**type(self).metadata, "render_fps": int(round(control_freq))}  # a copy, per instance
 
-        # workspace bounds: every reachable flange position lies in this box (reporting frame)
-        r = workspace_radius(spec)
-        #: (low (3,), high (3,)) m: every reachable flange position lies in this box (reporting frame)
+        # workspace bounds: every reachable TCP position lies in this box (reporting frame)
+        r = workspace_radius(spec, self.tool)
+        #: (low (3,), high (3,)) m: every reachable TCP (flange) position lies in this box (reporting frame)
         self.workspace_box = (np.full(3, -r), np.full(3, r))
         self._tool_step, self._joint_step = tool_step, joint_step
-        self._ik, self._ik_path = _ik_solvers(spec) if self._needs_ik() else (None, None)
-        self._chain = chain_of(spec)
+        self._ik, self._ik_path = _ik_solvers(self.kinematics) if self._needs_ik() else (None, None)
 
         self._camera = cameras[camera]
         self._size = (width, height)
@@ -220,13 +231,14 @@ class ArmEnv(gym.Env, EzPickle):
         # the world and the robot
         self.world = World(self.physics, gui=(render_mode == "human"), renderer="tiny")
         try:
-            self.robot: SimRobot = self.world.add_robot(spec, self.joint_mode)
+            self.robot: SimRobot = self.world.add_robot(spec, self.joint_mode, tool=self.tool)  # its mass a payload
             self._mount_z = float(-self.robot.world_T_report[2, 3])  # m, the floor in the reporting frame
 
             # the action interface and the task
             if self.control is ControlMode.CARTESIAN:
                 self.controller = CartesianDeltaControl(spec, self.dt, self._ik, orientation=self.orientation,
-                                                        tool_step=tool_step, rot_step=rot_step, box=self.workspace_box)
+                                                        tool_step=tool_step, rot_step=rot_step, box=self.workspace_box,
+                                                        kinematics=self.kinematics)
             else:
                 self.controller = JointDeltaControl(spec, self.dt, joint_step=joint_step, linear_step=tool_step / 4)
             self.task: Task = self.make_task()
@@ -295,15 +307,16 @@ class ArmEnv(gym.Env, EzPickle):
     def make_controller(self, num: int) -> JointDeltaBatch | CartesianDeltaBatch:
         """The action interface of this env's settings for ``num`` robots, with the batch IK."""
         if self.control is ControlMode.CARTESIAN:
-            spec = self.robot_spec
+            kin = self.kinematics
 
             def ik_batch(T: np.ndarray, q_near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                r = ik.solve_batch(spec, T, q_near)
+                r = kin.solve_batch(T, q_near)
                 return r.q, r.ok
 
             c = self.controller
-            return CartesianDeltaBatch(spec, self.dt, ik_batch, num, orientation=self.orientation,
-                                       tool_step=c.tool_step, rot_step=c.rot_step, box=self.workspace_box)
+            return CartesianDeltaBatch(self.robot_spec, self.dt, ik_batch, num, orientation=self.orientation,
+                                       tool_step=c.tool_step, rot_step=c.rot_step, box=self.workspace_box,
+                                       kinematics=kin)
         return JointDeltaBatch(self.robot_spec, self.dt, num, joint_step=self._joint_step,
                                linear_step=self._tool_step / 4)
 
@@ -409,7 +422,7 @@ class ArmEnv(gym.Env, EzPickle):
 
     def _observe(self) -> dict[str, np.ndarray]:
         st = self.robot.state()
-        T = self.robot.flange_pose()  # as the engine has it
+        T = self.robot.tcp_pose()  # the TCP (the flange without a tool), as the engine has it
         self._T_tool = T
         self._achieved = self.task.goals.of_pose(T)
         L, kind = self.layout, self.obs_type
@@ -517,8 +530,8 @@ class ReachEnv(ArmEnv):
 
     ## Description
     The robot starts at its ``home`` pose; a goal — a tool position, optionally with the
-    tool orientation — is drawn at every reset as the flange pose of random joints around
-    home (revolute joints within ±``goal_spread`` rad), kept when it is at least 8 cm above
+    tool orientation — is drawn at every reset as the tool pose (the flange's, or with
+    ``tool`` its TCP's) of random joints around home (revolute joints within ±``goal_spread`` rad), kept when it is at least 8 cm above
     the floor and a fifth of the reach away from the J1 axis. With Cartesian control and no
     orientation, a goal must also be reachable by armtwin's IK with the tool orientation
     held from home. Each action goes through :meth:`SimRobot.command` and
@@ -546,7 +559,7 @@ class ReachEnv(ArmEnv):
     | ``observation`` | n | joint positions scaled to [-1, 1] over their ranges |
     | | n | joint velocities / speed limits |
     | | n | (commanded − measured joints) / range: the drive lag |
-    | | 3 | tool position, m, base frame |
+    | | 3 | tool position (with ``tool``: its TCP), m, base frame |
     | | 2 or 6 | tool orientation: SCARA cos/sin of the roll; arms the first two columns of R |
     | ``achieved_goal`` | 3, 5 or 7 | tool goal vector (position; + roll cos/sin or quaternion xyzw) |
     | ``desired_goal`` | 3, 5 or 7 | the goal, same layout |
@@ -585,7 +598,8 @@ class ReachEnv(ArmEnv):
     AuboI5Reach set ``robot``. All arguments of :class:`ArmEnv` (robot, joint_mode
     ="articulation", control="cartesian", orientation=False, control_freq=25.0,
     physics_dt=None, tool_step=0.04, rot_step=0.2, joint_step=0.05, render_mode=None,
-    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None) and:
+    width=320, height=240, camera="iso", obs_type="state", image_size=84, randomize=None,
+    tool=None) and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -599,7 +613,9 @@ class ReachEnv(ArmEnv):
     ## Version history
     * v0: initial version; options and reset options are checked when given (a ValueError
       naming the option), a refused action changes no state, copies are independent;
-      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged).
+      ``obs_type``/``image_size`` and ``randomize`` added (off by default: the env is unchanged);
+      ``tool`` added (None by default: the env is unchanged): the tool's body and mass on the
+      flange, every tool pose of the tables above the TCP's.
     """
 
     def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
@@ -620,14 +636,14 @@ class ReachEnv(ArmEnv):
     def make_task(self) -> Task:
         feasible = None
         if self.control is ControlMode.CARTESIAN and not self.orientation:
-            R0 = fk_batch(self._chain, self.robot_spec.home[None])[0][:3, :3]
+            R0 = self.kinematics.fk(self.robot_spec.home)[:3, :3]
             home = self.robot_spec.home
 
             def feasible(T: np.ndarray) -> bool:
                 return self._ik(transform(R0, T[:3, 3]), home) is not None
 
         return Reach(self.robot_spec, orientation=self.orientation, mount_z=self._mount_z, feasible=feasible,
-                     **self._task_args)
+                     kinematics=self.kinematics, **self._task_args)
 
     def terminates_on_success(self) -> bool:
         return self._terminate
@@ -684,8 +700,10 @@ class TrackEnv(ArmEnv):
     ## Arguments
     ``gymnasium.make("armtwin/IRB120Track-v1", **kwargs)``; ids ScaraTrack, IRB120Track and
     AuboI5Track set ``robot``. All arguments of :class:`ArmEnv` except ``orientation``
-    (position paths, orientation held; ``obs_type``, ``image_size`` and ``randomize`` as in
-    :class:`ReachEnv`), and:
+    (position paths, orientation held; ``obs_type``, ``image_size``, ``randomize`` and ``tool``
+    as in :class:`ReachEnv`: with ``tool`` the paths are the TCP's, and a ``program`` starts with
+    that tool mounted, as ``armtwin run --tool N`` runs it, so a zero action commands ``run``'s
+    joints), and:
 
     | argument | default | meaning |
     |---|---|---|
@@ -703,7 +721,8 @@ class TrackEnv(ArmEnv):
     * v1: the desired goal after k steps is the path point at k·dt, the one the last step is
       scored against (v0 showed the next step's point and scored against the previous
       observation's goal, so ``compute_reward`` of a step's own observation differed from its
-      reward); ``lookahead`` >= 1; every option and reset option checked when given.
+      reward); ``lookahead`` >= 1; every option and reset option checked when given; ``tool``
+      added (None by default: the env is unchanged).
     * v0: initial version.
     """
 
@@ -743,8 +762,8 @@ class TrackEnv(ArmEnv):
             raise ValueError(f"duration {self._duration:g} s at {1 / self.dt:g} Hz is {steps} control steps; "
                              f"at most {opt.MAX_EPISODE_STEPS} per episode")
         home = spec.home
-        T_home = fk_batch(self._chain, home[None])[0]
-        centres = Reach(spec, mount_z=self._mount_z, goal_spread=0.8,
+        T_home = self.kinematics.fk(home)
+        centres = Reach(spec, mount_z=self._mount_z, goal_spread=0.8, kinematics=self.kinematics,
                         feasible=lambda T: self._ik(transform(T_home[:3, :3], T[:3, 3]), home) is not None)
         shape, duration, dt = self._shape, self._duration, self.dt
 
@@ -753,7 +772,7 @@ class TrackEnv(ArmEnv):
             return random_path(rng, c, T_home[:3, :3], duration, dt, shape=shape)
 
         if self._program is not None and self._factory is None:
-            fixed = gcode_path(self._program, spec, dt)
+            fixed = gcode_path(self._program, spec, dt, tool=self.tool)
             self._factory = lambda rng: fixed
         if self._factory is None:
             random_path(np.random.default_rng(0), T_home[:3, 3], T_home[:3, :3], duration, dt, shape=shape)  # checks `path`

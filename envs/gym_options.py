@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from ..controllers.choices import Choice
+from ..controllers.tools import MAX_TCP_MM, MAX_TOOL_MASS, MAX_TOOL_NUMBER, Tool, default_tools, tool_from_entry
 from .config import MAX_VIDEO_SIZE, MIN_VIDEO_SIZE
 
 __all__ = ["ObsType", "IMAGE_SIZE", "CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
            "ANGLE_THRESHOLD_RAD", "GOAL_SPREAD_RAD", "MAX_EPISODE_STEPS", "LOOKAHEAD", "FRAME_WIDTH", "FRAME_HEIGHT",
-           "number", "whole", "flag", "vector", "reset_options"]
+           "number", "whole", "flag", "vector", "reset_options", "tool", "DICT_TOOL_NUMBER"]
 
 class ObsType(Choice):
     """What an observation holds besides the goals: the state vector, a camera image (RGB, or RGB
@@ -138,3 +139,57 @@ def vector(name: str, value: Any, size: int) -> np.ndarray:
     if not np.all(np.isfinite(v)):
         raise ValueError(f"{name} must be finite, got {v.tolist()}")
     return v
+
+
+#: the T number of a tool given as a dict without ``number``: the first one after the built-in table's
+DICT_TOOL_NUMBER = max(default_tools()) + 1
+
+
+def tool(name: str, value: Any) -> Tool | None:
+    """The ``tool=`` option as the :class:`~armtwin.controllers.tools.Tool` on the flange (None: the bare flange).
+
+    Accepted: None or 0 (the bare flange); a tool of the built-in table
+    (:func:`~armtwin.controllers.tools.default_tools`, docs/GCODE.md "Tools") by number (``2``), by
+    ``"T2"``, by its name or by its kind (``"spindle"``); a :class:`Tool`; or a dict with the keys
+    of a tool table entry, in its units (``{"tcp": [0, 0, 100], "mass": 0.3}``: mm, deg, kg), and
+    optionally ``number`` (default :data:`DICT_TOOL_NUMBER`).
+
+    Raises:
+        ValueError: anything else, naming the option, the value and what the built-in table holds.
+    """
+    table = default_tools()
+    listing = "; ".join(f"T{n} {t.name} ({t.kind.value})" for n, t in table.items())
+    choices = f"a tool number or name of the built-in table ({listing}), a Tool, or a dict such as " \
+              f"{{'tcp': [0, 0, 100], 'mass': 0.3}} (mm, kg)"
+    if value is None:
+        return None
+    if isinstance(value, Tool):     # built in code: the bounds a table file is held to
+        if not (math.isfinite(value.mass) and 0.0 <= value.mass <= MAX_TOOL_MASS):
+            raise ValueError(f"{name}: the tool's mass must be from 0 to {MAX_TOOL_MASS:g} kg, got {value.mass!r}")
+        for what, v in (("TCP", value.offset), ("centre of mass", value.com)):
+            if not (np.all(np.isfinite(v)) and np.all(np.abs(v) <= MAX_TCP_MM / 1000.0)):
+                raise ValueError(f"{name}: the tool's {what} must be within ±{MAX_TCP_MM:g} mm of the flange, "
+                                 f"got {(np.asarray(v) * 1000.0).tolist()} mm")
+        return value
+    if isinstance(value, dict):
+        entry = dict(value)
+        number = entry.pop("number", DICT_TOOL_NUMBER)
+        number = whole(f"{name}['number']", number, (0, MAX_TOOL_NUMBER))
+        return tool_from_entry(entry, number, name)     # a ToolTableError (a ValueError) names the key
+    n: int | None = None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        n = int(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if text[:1] == "t" and text[1:].isdigit():
+            n = int(text[1:])
+        else:
+            found = [k for k, t in table.items() if text in (t.name.lower(), t.kind.value)]
+            n = found[0] if len(found) == 1 else None
+            if n is None:
+                raise ValueError(f"{name}: no tool named {value!r}; give {choices}")
+    else:
+        raise ValueError(f"{name} must be {choices}, got {value!r}")
+    if n not in table:
+        raise ValueError(f"{name}: no tool {value!r} in the built-in table; give {choices}")
+    return None if n == 0 else table[n]

@@ -1,7 +1,8 @@
 """Tasks for the Gymnasium environments: what the robot should do, and how it is scored.
 
 A task knows nothing about PyBullet or about the robot object: it receives the robot's
-spec (data) and, at each step, the tool pose the environment measured. It samples goals
+spec (data), the kinematics of its controlled point (:class:`~armtwin.controllers.tcp.TcpKinematics`:
+the flange, or a tool's TCP) and, at each step, the TCP pose the environment measured. It samples goals
 with the environment's random generator, turns tool poses into *goal vectors* (the
 ``achieved_goal`` / ``desired_goal`` of a goal-conditioned observation) and scores them
 with a vectorised :meth:`Task.compute_reward`, so hindsight relabelling (HER) can
@@ -25,7 +26,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..controllers.choices import Choice
-from ..controllers.kinematics import chain_of, fk_batch
+from ..controllers.tcp import TcpKinematics
+from ..controllers.tools import Tool
 from ..controllers.transforms import matrix_to_quat
 from ..robots import RobotSpec
 from .gym_options import MAX_EPISODE_STEPS, vector
@@ -44,16 +46,18 @@ class RewardType(Choice):
 
 
 
-def workspace_radius(spec: RobotSpec) -> float:
-    """An upper bound (m) on the distance of the flange from the reporting-frame origin.
+def workspace_radius(spec: RobotSpec, tool: Tool | None = None) -> float:
+    """An upper bound (m) on the distance of the flange (or ``tool``'s TCP) from the reporting-frame origin.
 
-    The sum of all link offsets, the flange offset and every prismatic stroke: no joint
-    vector can put the flange farther away.
+    The sum of all link offsets, the flange offset, every prismatic stroke and the TCP's
+    distance from the flange: no joint vector can put the TCP farther away.
     """
     total = float(np.linalg.norm(spec.report_frame.xyz))
     total += sum(float(np.linalg.norm(j.origin.xyz)) for j in spec.joints)
     total += float(np.linalg.norm(spec.tool.xyz))
     total += float(sum(max(abs(lo), abs(hi)) for lo, hi, p in zip(spec.lower, spec.upper, spec.prismatic) if p))
+    if tool is not None:
+        total += float(np.linalg.norm(tool.offset))
     return total
 
 
@@ -206,7 +210,7 @@ class Task:
 class Reach(Task):
     """Move the tool to a random goal inside the reachable workspace.
 
-    Goals are the flange poses of random joint vectors around the home pose (revolute
+    Goals are the TCP poses (``kinematics``; the flange by default) of random joint vectors around the home pose (revolute
     joints within ``home ± goal_spread``), kept when they lie at least ``floor`` above the
     mounting plane and at least a fifth of the reach away from the J1 axis; when
     ``feasible`` is given, a goal must also pass it (the Cartesian controller checks that
@@ -223,12 +227,13 @@ class Reach(Task):
         floor: m, minimum goal height above the mount (world z).
         feasible: optional test ``(goal_pose (4, 4)) -> bool``.
         mount_z: m, z of the mounting plane in the reporting frame.
+        kinematics: FK of the controlled point (default: the flange of ``spec``).
     """
 
     def __init__(self, spec: RobotSpec, *, orientation: bool = False, reward_type: RewardType = RewardType.SPARSE,
                  distance_threshold: float = 0.02, angle_threshold: float = 0.1, episode_steps: int = 50,
                  goal_spread: float = 1.2, floor: float = 0.08, mount_z: float = 0.0,
-                 feasible: Callable[[np.ndarray], bool] | None = None) -> None:
+                 feasible: Callable[[np.ndarray], bool] | None = None, kinematics: TcpKinematics | None = None) -> None:
         if distance_threshold <= 0 or angle_threshold <= 0:
             raise ValueError("distance_threshold and angle_threshold must be > 0")
         if int(episode_steps) != episode_steps or episode_steps < 1:
@@ -243,15 +248,15 @@ class Reach(Task):
         self.floor = float(floor)
         self.mount_z = float(mount_z)  # z of the mounting plane in the reporting frame
         self.feasible = feasible
-        self._goal = self.goals.of_pose(chain_fk(spec, spec.home))
-        self._chain = chain_of(spec)
+        self._fk = (kinematics or TcpKinematics(spec)).fk_batch
+        self._goal = self.goals.of_pose(self._fk(spec.home[None])[0])
 
     def sample_goal(self, rng: np.random.Generator, batch: int = 32, tries: int = 50) -> np.ndarray:
         """A goal vector drawn as the class docstring says."""
         min_r = 0.2 * self.spec.reach
         for _ in range(tries):
             Q = sample_workspace_configs(self.spec, rng, batch, self.goal_spread)
-            T = fk_batch(self._chain, Q)
+            T = self._fk(Q)
             p = T[:, :3, 3]
             ok = (p[:, 2] - self.mount_z >= self.floor) & (np.hypot(p[:, 0], p[:, 1]) >= min_r)
             for i in np.flatnonzero(ok):
@@ -277,11 +282,6 @@ class Reach(Task):
 
     def markers(self) -> np.ndarray:
         return self._goal[None, :3]
-
-
-def chain_fk(spec: RobotSpec, q: np.ndarray) -> np.ndarray:
-    """Flange pose (4, 4) of ``q`` (batch FK of one row; cached chain)."""
-    return fk_batch(chain_of(spec), np.asarray(q, dtype=float)[None])[0]
 
 
 # ----- Track ------------------------------------------------------------------------------
@@ -386,7 +386,7 @@ def program_text(program: str) -> str:
     return program
 
 
-def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> TimedPath:
+def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None, tool: Tool | None = None) -> TimedPath:
     """The timed tool path of a G-code program (file name or text), with its joints, as ``armtwin run`` has them.
 
     Compiled by :func:`armtwin.controllers.gcode.compile_program` with the robot's default
@@ -395,26 +395,33 @@ def gcode_path(program: str, spec: RobotSpec, dt: float, origin_mm=None) -> Time
     path's samples and joints are those the runner commands every ``dt`` (sample k at k·dt, and
     one at the end). A program that cannot run raises ValueError naming its first fault.
 
-    The path is the **flange's** (the envs observe and steer the flange): a program that mounts a
-    tool (``T n M6``, G43) moves its TCP, and the path here is that TCP path less the tool — the
-    flange poses its joints put the TCP on the program.
+    ``tool`` is on the flange when the program starts (``armtwin run --tool N``; a tool that is
+    not in the built-in table takes its number there): the program moves its TCP until it mounts
+    another. The path is that of the point the env observes and steers — ``tool``'s TCP, the
+    flange without a tool — carried by the flange poses the program's joints give: with ``tool``
+    and a program that keeps it, the program's own path; without ``tool``, a program that mounts
+    one (``T n M6``, G43) has its TCP on the program and the path here is the flange's behind it.
     """
     from pathlib import Path
 
     from ..controllers.gcode import compile_program, machine_for
+    from ..controllers.tools import ToolTable, default_tools
 
     text = program_text(program)
-    machine = machine_for(spec, origin_mm) if origin_mm is not None else machine_for(spec)
+    tools: dict = {}
+    if tool is not None:
+        tools = {"tools": ToolTable({**default_tools().tools, tool.number: tool}), "tool": tool.number}
+    machine = machine_for(spec, origin_mm, **tools)
     compiled = compile_program(text, spec, machine, period=dt)
     if compiled.trajectory is None:
         raise ValueError(f"G-code program {program if len(program) < 80 else '(text)'}: {compiled.refusal}")
     samples, q, _ = compiled.trajectory.arrays()
     name = Path(program).name if len(program) < 260 and "\n" not in program else "gcode"
-    if samples.flange_of_block is None:
+    if samples.flange_of_block is None and tool is None:
         position, rotation = samples.position, samples.rotation
-    else:   # the program moves a tool's TCP: the flange that carries it
-        flange = samples.poses()
-        position, rotation = flange[:, :3, 3], flange[:, :3, :3]
+    else:   # the program moves a tool's TCP: the flange that carries it, and the env's TCP on that flange
+        T = TcpKinematics(spec, tool).tcp_of(samples.poses())
+        position, rotation = T[:, :3, 3], T[:, :3, :3]
     return TimedPath(np.asarray(samples.t, float), np.asarray(position, float), np.asarray(rotation, float), name, q)
 
 

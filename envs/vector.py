@@ -10,7 +10,8 @@ and keyword arguments — the same options, spaces, task, rewards, episode ends 
   one ``stepSimulation`` advances them all;
 * the control, the kinematics and the scoring run for all N at once: the batch action interface
   (:mod:`armtwin.envs.actions`, with armtwin's batch IK for Cartesian control), the analytic batch
-  FK of the measured joints for the tool poses (the engine's own link poses agree to 4·10⁻⁷ m),
+  FK of the measured joints for the tool poses — the TCP's with ``tool=`` — (the engine's own link
+  poses agree to 4·10⁻⁷ m),
   one :class:`~armtwin.envs.gym_envs.ObservationLayout` call and one vectorised ``compute_reward``;
 * no rendering.
 
@@ -38,7 +39,6 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..controllers.kinematics import chain_of, fk_batch
 from ..robots import RobotSpec
 from . import gym_options as opt
 from .gym_envs import ArmEnv, ReachEnv, TrackEnv
@@ -84,7 +84,7 @@ class ArmVectorEnv(VectorEnv):
         template = self.single_env_class(robot, **kwargs)  # checks every option; its world is not used
         try:
             spec = template.robot_spec
-            r = workspace_radius(spec)
+            r = workspace_radius(spec, template.tool)     # the tools of neighbours never touch either
             spacing = 2.2 * r if spacing is None else opt.number("spacing", spacing, (2.0 * r, 1000.0), "m", low_open=False)
             self.template = template
             self.num_envs = n
@@ -101,12 +101,12 @@ class ArmVectorEnv(VectorEnv):
             self.controller = template.make_controller(n)
         finally:
             template.close()
-        self._chain = chain_of(spec)
+        self._kinematics = template.kinematics       # FK of the controlled point (a tool's TCP)
         self._terminate = template.terminates_on_success()
         side = int(math.ceil(math.sqrt(n)))
         self.world = World(template.physics, renderer="tiny")
         try:
-            self.robots = [self.world.add_robot(spec, template.joint_mode,
+            self.robots = [self.world.add_robot(spec, template.joint_mode, tool=template.tool,
                                                 position=(spacing * (i % side), spacing * (i // side), 0.0))
                            for i in range(n)]
         except Exception:
@@ -228,7 +228,7 @@ class ArmVectorEnv(VectorEnv):
     def _observe(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """The batch observation, and the float32 achieved and desired goals it holds."""
         q, qd = self.world.joint_states(self.robots)
-        T = fk_batch(self._chain, q)
+        T = self._kinematics.fk_batch(q)
         goals = self.tasks[0].goals
         achieved_full = goals.of_pose(T)
         tasks, steps = self.tasks, self._steps

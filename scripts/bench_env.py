@@ -9,7 +9,9 @@ processes on the machine falls on all) and each is timed by wall clock and by th
 time. Prints env-steps/s of each and the ratios to panda-gym (per CPU second; JSON keys
 ``ratio_vs_panda_gym``, ``vector_ratio_vs_panda_gym``, ``vector_ratio_vs_single``). Then each
 renders ``--frames`` ``rgb_array`` frames at its default size (armtwin 320×240, panda-gym
-720×480) and the frame rates are shown too. panda-gym is not a dependency: install it for the
+720×480) and the frame rates are shown too. With ``--tool N`` the single env is also stepped
+with tool N of the built-in table on the flange (``tool=N``: the TCP observed, the IK at the
+TCP, the tool's body and mass simulated), and the ratio to the bare flange is shown. panda-gym is not a dependency: install it for the
 comparison (``pip install panda-gym``); without it only armtwin's numbers are shown.
 """
 
@@ -41,6 +43,8 @@ def register(sub) -> None:
                         "of --steps (default 84; 0: skip it)")
     p.add_argument("--frames", type=int, default=10,
                    help="rgb_array frames rendered per environment at its default size (default 10; 0: skip)")
+    p.add_argument("--tool", type=int, default=0, metavar="N",
+                   help="also step the single env with tool N of the built-in table on the flange (default 0: skip)")
     p.add_argument("--armtwin-only", action="store_true",
                    help="measure armtwin alone (without panda-gym, the 'bench' extra, there is nothing to compare)")
     add_json_flag(p)
@@ -141,7 +145,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--image-size must be from 16 to 256 pixels (0: skip image observations), got {args.image_size}")
     import gymnasium as gym
 
+    from ..envs import gym_options
     from ..envs import registration  # noqa: F401 - registers the ids
+    try:
+        tool = gym_options.tool("--tool", args.tool)
+    except ValueError as exc:
+        raise CliError(str(exc).split("; give")[0]) from None
 
     with _quiet_stdout():
         ours = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation"), seed=0)
@@ -151,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
                                           joint_mode="articulation"), seed=0) if args.num_envs else None)
         img = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", obs_type="rgb",
                                 image_size=args.image_size), seed=0) if args.image_size else None)
+        tooled = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", tool=tool), seed=0)
+                  if tool is not None else None)
     panda, panda_error = None, ""
     if not args.armtwin_only:
         try:
@@ -173,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
             vec.run(n)
         if img is not None:
             img.run(max(1, n // 4))
+        if tooled is not None:
+            tooled.run(n)
         if panda is not None:
             panda.run(n)
     res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
@@ -183,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
                                        **same.result()}}
     if img is not None:
         res["armtwin_rgb"] = {"image_size": args.image_size, **img.result()}
+    if tooled is not None:
+        res["armtwin_tool"] = {"tool": args.tool, "name": tool.name, **tooled.result()}
+        res["tool_ratio_vs_flange"] = res["armtwin_tool"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
+        tooled.env.close()
     if vec is not None:
         res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
                                  **vec.result()}
@@ -227,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
         g = res["armtwin_rgb"]
         label = f"  rgb observations {g['image_size']}x{g['image_size']}"
         print(f"{label:34s} {g['steps']:7d} {g['steps_per_s_wall']:13.0f} {g['steps_per_s_cpu']:12.0f}")
+    if tooled is not None:
+        t = res["armtwin_tool"]
+        label = f"  with tool T{t['tool']} on the flange"
+        print(f"{label:34s} {t['steps']:7d} {t['steps_per_s_wall']:13.0f} {t['steps_per_s_cpu']:12.0f}"
+              f"   {t['name']}: {res['tool_ratio_vs_flange']:.2f}x the bare flange")
     c = res["armtwin_same_physics_dt"]
     print(f"{'  same, physics step as panda-gym':34s} {c['steps']:7d} {c['steps_per_s_wall']:13.0f} {c['steps_per_s_cpu']:12.0f}"
           f"   physics step {c['physics_dt_s'] * 1000:.1f} ms")

@@ -5,7 +5,15 @@ joints and the tool, an IK target (dragged, or typed as X/Y/Z in mm) with a bran
 readouts, the joint model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
 ``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
 
-    armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]]
+    armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--tool N [--tools FILE.toml]]
+                     [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]]
+
+With ``--tool N`` (a tool of the built-in table, or of ``--tools FILE`` as for ``armtwin run``)
+the tool is on the simulated flange (its mass a payload of the dynamic joint models) and the
+readout, the IK target, the tool jog (base or tool axes), the taught points and their saved
+G-code are at its TCP; the saved program names the tool (``G43 H N``), so ``armtwin run
+--tool N`` puts the tool tip on the taught poses. A bad table or tool number is one line on
+stderr with exit code 2.
 
 With ``--rig PORT`` the pendant's simulated robot also commands the servo rig (virtual → real,
 as ``armtwin sync --direction virtual-to-real`` with the pendant as the program): ``--joints``
@@ -27,7 +35,7 @@ import sys
 from pathlib import Path
 
 from .cli import CliError, get_robot, missing_extra
-from .options import add_joint_mode, check_log_file, joint_mode, open_log, parse_joints
+from .options import add_joint_mode, add_tool_options, check_log_file, joint_mode, open_log, parse_joints, tool_settings
 
 
 def register(sub) -> None:
@@ -36,6 +44,7 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     add_joint_mode(p, what="initial joint model")
+    add_tool_options(p, program=False)
     p.add_argument("--save-dir", default=".", help="folder for 'save as G-code' (default: the current folder)")
     p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
     p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")
@@ -119,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--save-dir {save_dir}: not a folder")
     if args.programs is not None and not Path(args.programs).is_dir():
         raise CliError(f"--programs {args.programs}: not a folder")
+    tools = tool_settings(args)
     try:    # the 'ui' extra (viser draws the robot from its URDF with yourdfpy and trimesh)
         import trimesh  # noqa: F401
         import viser  # noqa: F401
@@ -127,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         raise missing_extra(exc.name or "viser", "ui") from None
     from ..envs.pendant import Pendant, PendantConfig
     mode = joint_mode(args)
-    config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None)
+    config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None,
+                           tools=tools["tools"], tool=tools["tool"])
     joints = _rig_options(args, spec)
     _check_bindable(args.host, args.port)
     link = log = pendant = None

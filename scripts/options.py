@@ -107,14 +107,17 @@ def video_settings(args: argparse.Namespace) -> VideoSettings:
 
 # ----- tools ---------------------------------------------------------------------------------------
 
-def add_tool_options(p: argparse.ArgumentParser) -> None:
-    """``--tools FILE`` (the tool table), ``--tool N`` (mounted at the start) and ``--pen-servo``
-    (the M300 dialect option); read them with :func:`tool_settings`."""
+def add_tool_options(p: argparse.ArgumentParser, *, program: bool = True) -> None:
+    """``--tools FILE`` (the tool table), ``--tool N`` (mounted at the start) and, for commands that
+    read a program, ``--pen-servo`` (the M300 dialect option); read them with :func:`tool_settings`."""
     p.add_argument("--tools", metavar="FILE.toml",
                    help="tool table (TOML, [tool.N] entries; docs/GCODE.md \"Tools\"); default the built-in table")
     p.add_argument("--tool", type=int, default=0, metavar="N",
-                   help="the tool mounted when the program starts; its TCP follows the program until an M6 "
-                        "(default 0: the bare flange)")
+                   help=("the tool mounted when the program starts; its TCP follows the program until an M6 "
+                         if program else "the tool on the flange; jog, IK target, readout and taught points are "
+                         "at its TCP, and programs run start with it ") + "(default 0: the bare flange)")
+    if not program:
+        return
     p.add_argument("--pen-servo", action="store_true",
                    help="dialect option: M300 S drives a servo pen (S below 40: pen down), as Inkscape's "
                         "pen-plotter writers mean it")

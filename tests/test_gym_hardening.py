@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from armtwin.controllers.tools import Tool
 from armtwin.envs import gym_options as opt
 from armtwin.envs import registration
 from armtwin.envs.gym_envs import ReachEnv, TrackEnv
@@ -44,6 +45,13 @@ def time_limit(seconds: float):
 
 
 # ----- 9, 14: options checked when given ---------------------------------------------------
+
+def _tcp(z: float) -> np.ndarray:
+    """A TCP ``z`` m along the flange's z axis, (4, 4)."""
+    m = np.eye(4)
+    m[2, 3] = z
+    return m
+
 
 @pytest.mark.parametrize("kw,match", [
     ({"width": 20000, "height": 20000, "render_mode": "rgb_array"}, "width"),   # segfaulted in render()
@@ -69,6 +77,20 @@ def time_limit(seconds: float):
     ({"robot": "no_such_robot"}, "unknown robot"),
     ({"robot": 5}, "robot"),
     ({"camera": None}, "camera"),
+    ({"tool": 9}, "tool: no tool 9"),                                              # not in the built-in table
+    ({"tool": "lazer"}, "tool: no tool named"),
+    ({"tool": "T99"}, "tool"),
+    ({"tool": True}, "tool must be"),                                              # a bool is not tool 1
+    ({"tool": 2.5}, "tool must be"),
+    ({"tool": [0, 0, 100]}, "tool must be"),
+    ({"tool": {"tcp": [0, 0]}}, r"tool\.tcp: three numbers"),
+    ({"tool": {"tcp": [0, 0, float("nan")]}}, r"tool\.tcp"),
+    ({"tool": {"tcp": [0, 0, 1e6]}}, r"tool\.tcp"),
+    ({"tool": {"mass": 1000}}, r"tool\.mass"),
+    ({"tool": {"tcp_mm": [0, 0, 100]}}, r"tool\.tcp_mm: unknown key"),
+    ({"tool": {"number": -1}}, r"tool\['number'\]"),
+    ({"tool": Tool(3, "heavy", mass=-1.0)}, "tool: the tool's mass"),
+    ({"tool": Tool(3, "5 m long", tcp=_tcp(5.0))}, "tool: the tool's TCP"),
 ])
 def test_reach_options_are_refused_when_given(kw, match):
     kw = {"robot": "scara", **kw}
@@ -328,6 +350,8 @@ _COMMON = {
     "height": _mostly(st.integers(8, 200)),
     "render_mode": st.sampled_from([None, None, "rgb_array", "ascii"]),
     "camera": st.sampled_from(["iso", "top", "under", None]),
+    "tool": st.sampled_from([None, 1, "spindle", "T5", {"tcp": [0, 0, 100], "mass": 0.3}, 9, "lazer", True,
+                             {"tcp": [0, 0]}, {"mass": -1}]),
 }
 _REACH = {
     **_COMMON,

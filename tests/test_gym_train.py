@@ -72,7 +72,8 @@ def test_train_bad_input_is_one_line_exit_2(argv, needle, capsys):
 def test_bench_env_json(capsys):
     # panda-gym comes with the 'bench' extra, which the test install does not have: when it is
     # missing, bench env refuses (test_hardening_io tests that) unless told to measure armtwin alone.
-    argv = ["bench", "env", "--steps", "8", "--frames", "1", "--num-envs", "4", "--image-size", "32", "--json"]
+    argv = ["bench", "env", "--steps", "8", "--frames", "1", "--num-envs", "4", "--image-size", "32", "--tool", "2",
+            "--json"]
     if importlib.util.find_spec("panda_gym") is None:
         argv.append("--armtwin-only")
     assert main(argv) == 0
@@ -85,6 +86,9 @@ def test_bench_env_json(capsys):
     assert res["armtwin"]["steps"] == 8 and res["armtwin"]["steps_per_s_cpu"] > 0
     assert res["armtwin"]["control"] == "cartesian" and res["armtwin"]["joint_mode"] == "articulation"
     assert res["armtwin"]["render"]["width"] == 320 and res["armtwin"]["render"]["fps_cpu"] > 0
+    assert res["armtwin_tool"]["tool"] == 2 and res["armtwin_tool"]["steps"] == 8
+    assert res["tool_ratio_vs_flange"] == pytest.approx(
+        res["armtwin_tool"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"])
     if res["panda_gym"] is not None:
         assert res["panda_gym"]["steps"] == 8
         assert res["ratio_vs_panda_gym"] == pytest.approx(
@@ -95,7 +99,6 @@ def test_bench_env_json(capsys):
 
 # ----- interruption (issue 15 item 7): the policy so far, the curve and a summary are kept --------------
 
-import os
 import re
 import signal
 import subprocess

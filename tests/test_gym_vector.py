@@ -155,7 +155,8 @@ def test_non_finite_actions_are_refused_and_change_nothing(bad):
 @pytest.mark.parametrize("kw,match", [({"num_envs": 0}, "num_envs"), ({"num_envs": 10 ** 6}, "num_envs"),
                                       ({"autoreset_mode": "sometimes"}, "autoreset_mode"),
                                       ({"render_mode": "rgb_array"}, "render"), ({"control_freq": 0}, "control_freq"),
-                                      ({"spacing": 0.1}, "spacing")])
+                                      ({"spacing": 0.1}, "spacing"), ({"tool": "lazer"}, "tool"),
+                                      ({"tool": {"mass": -1}}, r"tool\.mass")])
 def test_bad_vector_options_are_value_errors(kw, match):
     with pytest.raises(ValueError, match=match):
         ReachVectorEnv(**{"num_envs": 2, "robot": "scara", **kw})

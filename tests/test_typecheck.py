@@ -28,6 +28,7 @@ TYPED = [
     "controllers/ident.py",
     "controllers/virtual_rig.py",
     "controllers/tools.py",
+    "controllers/tcp.py",
     "controllers/torque_budget.py",
     "envs/config.py",
     "envs/camera.py",

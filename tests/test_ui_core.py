@@ -294,3 +294,133 @@ def test_a_bad_jog_step_is_refused_and_the_pendant_keeps_working(core, bad):
     assert core.jog_joint(0, +1, 1.0).applied  # later jogs still work
     with pytest.raises(ValueError, match="finite"):
         core.move_to_pose(np.full((4, 4), np.nan))
+
+
+# ----- a tool on the flange (issue 17.1): the pendant works at the TCP -----------------------------
+
+@pytest.fixture(params=["scara", "irb120", "aubo_i5"])
+def tooled(request, tmp_path):
+    """A pendant with T1 (the built-in 100 mm pen holder) on the flange, as ``armtwin ui R --tool 1``."""
+    c = PendantCore(robots.get(request.param), config=PendantConfig(save_dir=tmp_path, tool=1))
+    yield c
+    c.close()
+
+
+def _tip_axis(c: PendantCore) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's flange position and tool axis (the flange's z), m."""
+    F = c.robot.flange_pose()
+    return F[:3, 3], F[:3, 2]
+
+
+def test_readout_and_target_are_the_tcp_100mm_along_the_tool_axis(tooled):
+    tooled.jog_joint(0, +1, 10.0)
+    tooled.tick(2)
+    r = tooled.readout()
+    flange, axis = _tip_axis(tooled)
+    np.testing.assert_allclose(r["position_mm"], (flange + 0.100 * axis) * 1000.0, atol=1e-3)
+    np.testing.assert_allclose(tooled.target_pose()[:3, 3], flange + 0.100 * axis, atol=1e-6)
+    assert r["tool"].startswith("T1 pen holder") and "100 mm" in r["tool"]
+    assert "tcp" in tooled.robot.link_index        # the tool's body (and mass) is on the simulated flange
+
+
+def test_ik_target_puts_the_tool_tip_on_the_target(tooled):
+    T = tooled.target_pose()
+    T[:3, 3] += [0.02, -0.03, -0.04]
+    r = tooled.move_to_pose(T)
+    assert r.applied, r.message
+    tooled.tick(2)
+    np.testing.assert_allclose(tooled.tool_pose()[:3, 3], T[:3, 3], atol=1e-6)
+    flange, axis = _tip_axis(tooled)
+    np.testing.assert_allclose(flange, T[:3, 3] - 0.100 * axis, atol=1e-6)   # the flange 100 mm behind the tip
+
+
+def test_jog_in_tool_space_moves_and_turns_about_the_tip(tooled):
+    T0 = tooled.target_pose()
+    r = tooled.jog_tool("z", +1, 10.0, frame="tool")         # along the tool axis: toward the work
+    assert r.applied, r.message
+    T1 = tooled.target_pose()
+    np.testing.assert_allclose(T1[:3, 3] - T0[:3, 3], 0.010 * T0[:3, 2], atol=1e-6)
+    np.testing.assert_allclose(T1[:3, :3], T0[:3, :3], atol=1e-6)
+    flange_before = tooled.kinematics.flange_of(T1)[:3, 3]
+    r = tooled.jog_tool("rz", +1, 15.0, frame="tool")        # a turn about the tool axis keeps the tip
+    assert r.applied, r.message
+    T2 = tooled.target_pose()
+    np.testing.assert_allclose(T2[:3, 3], T1[:3, 3], atol=1e-6)
+    if not tooled.spec.roll_only:   # a tilt about base x keeps the tip; the flange swings around it
+        r = tooled.jog_tool("rx", +1, 10.0, frame="base")
+        assert r.applied, r.message
+        T3 = tooled.target_pose()
+        np.testing.assert_allclose(T3[:3, 3], T2[:3, 3], atol=1e-6)
+        swing = np.linalg.norm(tooled.kinematics.flange_of(T3)[:3, 3] - flange_before)
+        assert swing == pytest.approx(2 * 0.100 * math.sin(math.radians(5.0)), abs=1e-4)
+
+
+def test_taught_points_saved_and_run_with_the_same_tool_reproduce_the_tcp_poses(tooled, tmp_path):
+    from armtwin.controllers.gcode import compile_program, machine_for
+    from armtwin.envs.runner import RunConfig, run_program
+    spec = tooled.spec
+    tooled.jog_tool("x", -1, 20.0)
+    tooled.record_point()
+    tooled.jog_tool("y", +1, 30.0)
+    tooled.jog_tool("rz", +1, 20.0)
+    tooled.record_point()
+    tooled.jog_tool("z", -1, 15.0, frame="tool")
+    tooled.record_point()
+    taught = [T.copy() for T in tooled.points]
+    r = tooled.save_gcode("tooled")
+    assert r.saved, r.message
+    text = r.path.read_text()
+    assert "G43 H1" in text and "--tool 1" in text
+    # the program's points are the taught TCP positions, read with the tool mounted (run --tool 1) ...
+    machine = machine_for(spec, tool=1)
+    prog = load_program(text, spec, machine)
+    assert not prog.faults, prog.faults
+    ends = [b.end for b in prog.blocks if isinstance(b, Motion)]
+    np.testing.assert_allclose(np.array(ends), np.array([T[:3, 3] for T in taught]), atol=2e-6)
+    # ... and `armtwin run --tool 1` puts the engine's TCP on the taught poses (orientation included)
+    compiled = compile_program(text, spec, machine)
+    assert compiled.ok, compiled.refusal
+    _, q, _ = compiled.trajectory.arrays()
+    np.testing.assert_allclose(tooled.kinematics.fk(q[-1]), taught[-1], atol=1e-5)
+    log = tmp_path / "run.csv"
+    res = run_program(compiled, spec, RunConfig(), log_path=str(log))
+    assert res.stable and res.max_error_mm < 0.01
+    # the pendant runs it the same way and ends with the tip on the last taught pose
+    tooled.jog_joint(0, +1, 5.0)
+    msg = tooled.run_program(text, r.path.name)
+    assert msg.startswith("running"), msg
+    for _ in range(10_000):
+        if not tooled.running_program:
+            break
+        tooled.tick(50)
+    tooled.tick(2)
+    np.testing.assert_allclose(tooled.tool_pose(), taught[-1], atol=5e-4)
+
+
+def test_page_reads_out_the_tcp_and_draws_the_tool(tmp_path):
+    from armtwin.envs.pendant import Pendant
+    with Pendant("irb120", port=0, config=PendantConfig(save_dir=tmp_path, tool=2)) as p:
+        text = p._readout_text()
+        assert "T2 spindle" in text and "TCP x" in text
+        z = float(text.split("TCP x")[1].split(" z ")[1].split(" mm")[0])
+        assert z == pytest.approx(p.core.tool_pose()[2, 3] * 1000.0, abs=0.05)
+        flange_z = p.core.robot.flange_pose()[2, 3] * 1000.0
+        assert flange_z - z == pytest.approx(120.0, abs=0.1)      # the spindle points down from the flange
+    # the page draws the robot from the description the simulation loads: with the tool's links
+    from armtwin.envs.pendant.gui import robot_view
+    read = lambda server, path, root_node_name: path.read_text()     # noqa: E731 - stands in for ViserUrdf
+    assert '<link name="tcp"' in robot_view(None, robots.get("irb120"), p.core.config.mounted, read)
+    assert "tcp" not in robot_view(None, robots.get("irb120"), None, read)
+
+
+def test_a_tool_outside_the_table_is_refused():
+    with pytest.raises(ValueError, match="PendantConfig.tool 9"):
+        PendantConfig(tool=9)
+    with pytest.raises(ValueError, match="PendantConfig.tool"):
+        PendantConfig(tool=True)
+
+
+@pytest.mark.parametrize("args, words", [(("ui", "irb120", "--tool", "9"), "--tool 9"),
+                                         (("ui", "irb120", "--tools", "/no/such/tools.toml"), "--tools")])
+def test_armtwin_ui_rejects_a_bad_tool_in_one_line(args, words):
+    test_armtwin_ui_rejects_bad_input_in_one_line(args, words)

@@ -1,6 +1,7 @@
 """A browser teach pendant for a simulated robot (``armtwin ui ROBOT``), in two rooms:
 
-* :mod:`.core` — :class:`PendantCore`, the logic without a GUI: a world with one robot, joint
+* :mod:`.core` — :class:`PendantCore`, the logic without a GUI: a world with one robot (and its
+  tool, whose TCP is then the controlled point: ``PendantConfig(tool=N)``), joint
   targets, jogging, IK targets with a branch choice, taught points, G-code export (the G-code
   text itself is :func:`armtwin.controllers.gcode.teach.gcode_for_points`), program runs
   (:func:`armtwin.controllers.gcode.compile.compile_program`, the runner's own joints) and the rig

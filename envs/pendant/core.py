@@ -2,7 +2,10 @@
 
 A :class:`~armtwin.envs.sim.World` with one robot, joint targets, jogging (joints; the tool along
 or about the base or tool axes), IK targets with a branch choice, taught points, G-code export and
-program runs. Every motion goes through ``SimRobot.command`` and is advanced by
+program runs. With a tool on the flange (``armtwin ui R --tool N [--tools FILE]``,
+:attr:`PendantConfig.tool`) the tool's body and mass are on the simulated flange and everything
+Cartesian — the readout, the IK target, the jog, the taught points and their G-code — is at its
+TCP (:class:`~armtwin.controllers.tcp.TcpKinematics`), as ``armtwin run --tool N`` has it. Every motion goes through ``SimRobot.command`` and is advanced by
 :meth:`PendantCore.tick` — the one command path. Thread-safe (one lock); only the thread that
 ticks touches PyBullet. With :meth:`PendantCore.attach_rig` the simulated robot also commands the
 servo rig from a loop of its own at the sync rate.
@@ -15,14 +18,15 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...controllers.kinematics import chain_of, fk
+from ...controllers.tcp import TcpKinematics
+from ...controllers.tools import Tool, ToolTable, default_tools
 from ...controllers.transforms import (
     matrix_to_rpy,
     rot_x,
@@ -58,6 +62,9 @@ class PendantConfig:
         save_dir: folder where "save as G-code" writes (and nowhere else: the names typed in the
             page must be plain file names, see :func:`safe_file_name`).
         program_dir: folder listed in the program chooser (default ``examples/``).
+        tools: the tool table (``--tools FILE``; default the built-in one).
+        tool: the number of the tool on the flange (``--tool N``; 0: the bare flange): its TCP is
+            the pendant's controlled point, and programs run start with it mounted.
     """
 
     dt: float = 1.0 / 240.0
@@ -69,12 +76,24 @@ class PendantConfig:
     feed: float = 3000.0
     save_dir: Path = Path(".")
     program_dir: Path | None = None
+    tools: ToolTable = field(default_factory=default_tools, compare=False)
+    tool: int = 0
 
     def __post_init__(self) -> None:
         for name in ("dt", "rate", "joint_step", "prismatic_step", "tool_step", "turn_step", "feed"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"PendantConfig.{name} must be a positive number, got {v!r}")
+        if not isinstance(self.tools, ToolTable):
+            raise ValueError(f"PendantConfig.tools must be a ToolTable, got {type(self.tools).__name__}")
+        if isinstance(self.tool, bool) or not isinstance(self.tool, (int, np.integer)) or self.tool not in self.tools:
+            raise ValueError(f"PendantConfig.tool {self.tool!r} is not in the tool table ({self.tools.source}: "
+                             f"T{', T'.join(str(n) for n in self.tools)})")
+
+    @property
+    def mounted(self) -> Tool | None:
+        """The tool on the flange (None: T0, the bare flange)."""
+        return self.tools[int(self.tool)] if self.tool else None
 
 
 @dataclass(frozen=True)
@@ -171,15 +190,16 @@ class PendantCore:
         self.spec = spec
         self.config = config or PendantConfig()
         self.lock = threading.RLock()
+        #: FK and IK of the controlled point: the mounted tool's TCP (the flange without a tool)
+        self.kinematics = TcpKinematics(spec, self.config.mounted)
         self.world = World(PhysicsConfig(dt=self.config.dt), renderer="tiny")
-        self.robot = self.world.add_robot(spec, JointMode.parse(mode))
+        self.robot = self.world.add_robot(spec, JointMode.parse(mode), tool=self.config.mounted)  # its mass a payload
         self.q_target = self.robot.q.copy()
         self.points: list[np.ndarray] = []
         self._program: deque = deque()  # (q (n,), qd (n,), line) samples, one per world step
         self.program_line: int | None = None
         self.program_name: str | None = None
         self.version = 0  # bumps whenever the commanded joints change
-        self._chain = chain_of(spec)
         self.twin = None  # TwinSync once a rig is attached (virtual -> real)
         self.rig_loop = None  # the RigLoop running it
         self._published = self.robot.q.copy()  # the joints as of the newest tick, for the rig loop (no lock)
@@ -287,25 +307,35 @@ class PendantCore:
             return self.q_target.copy()
 
     def tool_pose(self, q=None) -> np.ndarray:
-        """(4, 4) flange pose in the reporting frame: of ``q``, or as the engine has it now."""
+        """(4, 4) TCP pose (the flange without a tool) in the reporting frame: of ``q``, or as the
+        engine has it now."""
         if q is not None:
-            return fk(self._chain, q)
+            return self.kinematics.fk(q)
         with self.lock:
-            return self.robot.flange_pose()
+            return self.robot.tcp_pose()
+
+    @property
+    def tool_label(self) -> str:
+        """The mounted tool for people: "T1 pen holder, 0.5 mm pen (TCP 0 0 100 mm)", or "no tool"."""
+        t = self.config.mounted
+        if t is None:
+            return "no tool (the flange)"
+        return f"T{t.number} {t.name} (TCP {' '.join(f'{v * 1000:g}' for v in t.offset)} mm)"
 
     def readout(self) -> dict[str, Any]:
-        """Joint values (display units), tool pose (mm, URDF RPY deg), time (s), mode, target,
-        program line, stability; ``twin``: :meth:`rig_status` with a rig attached, else None."""
+        """Joint values (display units), TCP pose (mm, URDF RPY deg; the flange without a tool), the
+        tool (:attr:`tool_label`), time (s), mode, target, program line, stability; ``twin``:
+        :meth:`rig_status` with a rig attached, else None."""
         with self.lock:
             q = self.robot.q
-            T = self.robot.flange_pose()
+            T = self.robot.tcp_pose()
             t = self.world.time
             mode = self.robot.mode.value
             twin = self.rig_status()
         return {"time": t, "mode": mode, "joints": self.spec.to_display(q), "units": self.spec.display_units(),
                 "position_mm": T[:3, 3] * 1000.0, "rpy_deg": np.degrees(matrix_to_rpy(T[:3, :3])),
                 "target": self.spec.to_display(self.q_target), "program_line": self.program_line,
-                "stable": self.robot.stable, "twin": twin}
+                "stable": self.robot.stable, "twin": twin, "tool": self.tool_label}
 
     #: fault events of the twin listed by :meth:`rig_status` (the newest ones)
     RIG_EVENTS_SHOWN = 3
@@ -394,9 +424,9 @@ class PendantCore:
 
     # ----- Cartesian ----------------------------------------------------------------------
     def target_pose(self) -> np.ndarray:
-        """(4, 4) flange pose of the commanded joints (reporting frame)."""
+        """(4, 4) TCP pose (the flange without a tool) of the commanded joints (reporting frame)."""
         with self.lock:
-            return fk(self._chain, self.q_target)
+            return self.kinematics.fk(self.q_target)
 
     def jog_tool(self, axis: str, direction: int, step: float | None = None, *, frame: str = "base",
                  branch: str | None = None) -> MoveResult:
@@ -406,8 +436,8 @@ class PendantCore:
             axis: which axis.
             direction: +1 or -1.
             step: mm or deg (default from the config).
-            frame: "base" (axes of the robot base; turns about the base axes through the tool
-                point, like G-code A/B/C) or "tool" (the flange's own axes).
+            frame: "base" (axes of the robot base; turns about the base axes through the TCP,
+                like G-code A/B/C) or "tool" (the TCP frame's own axes: along and about the tool).
             branch: IK branch to stay on (None: the nearest solution).
         """
         axis = axis.lower()
@@ -428,7 +458,8 @@ class PendantCore:
         return self.move_to_pose(T, branch=branch)
 
     def move_to_pose(self, T: np.ndarray, *, branch: str | None = None) -> MoveResult:
-        """Solve IK for the flange pose ``T`` (4, 4; reporting frame, m) and command it if it is reachable.
+        """Solve IK for the TCP pose ``T`` (4, 4; reporting frame, m; the flange without a tool) and
+        command it if it is reachable.
 
         Args:
             T: the target.
@@ -438,13 +469,12 @@ class PendantCore:
         Returns:
             A :class:`MoveResult`; unreachable or out-of-range targets are not applied.
         """
-        from ...controllers.ik import solve
         T = np.asarray(T, float)
         if T.shape != (4, 4) or not np.all(np.isfinite(T)):
             raise ValueError("the target pose must be a finite 4x4 transform")
         with self.lock:
             q_near = self.q_target.copy()
-        r = solve(self.spec, T, q_near)
+        r = self.kinematics.solve(T, q_near)
         if branch:
             cands = [s for s in r.solutions if s.branch == branch and s.within_limits]
             if not cands:
@@ -468,7 +498,7 @@ class PendantCore:
 
     # ----- teaching -------------------------------------------------------------------------
     def record_point(self) -> int:
-        """Record the current commanded flange pose; returns the number of points."""
+        """Record the current commanded TCP pose (the flange without a tool); returns the number of points."""
         self.points.append(self.target_pose())
         return len(self.points)
 
@@ -478,7 +508,7 @@ class PendantCore:
     def gcode(self) -> str:
         """G-code of the recorded points (see :func:`gcode_for_points`)."""
         return gcode_for_points(self.spec, self.points, feed_mm_min=self.config.feed,
-                                title=datetime.now().strftime("%Y-%m-%d %H:%M"))
+                                title=datetime.now().strftime("%Y-%m-%d %H:%M"), tool=self.config.mounted)
 
     def save_gcode(self, name: str) -> SaveResult:
         """Write the recorded points as G-code into the config's save folder, under a plain file name.
@@ -523,7 +553,8 @@ class PendantCore:
 
         The program is compiled as ``armtwin run`` compiles it
         (:func:`~armtwin.controllers.gcode.compile_program`: preflight, then the joints at every
-        control step of this pendant), led in from where the robot stands, and then commanded
+        control step of this pendant; the pendant's tool table and mounted tool are ``run``'s
+        ``--tools`` and ``--tool``), led in from where the robot stands, and then commanded
         sample by sample by :meth:`tick`. Faults stop it before anything moves.
         """
         plan = self.plan_program(text)
@@ -547,9 +578,10 @@ class PendantCore:
         stands to the program's start, then the program's control trajectory at this pendant's
         control step (the joints ``armtwin run`` commands); or a status line naming the first
         fault when the program cannot run."""
-        from ...controllers.gcode import ControlTrajectoryError, compile_program
+        from ...controllers.gcode import ControlTrajectoryError, compile_program, machine_for
         try:
-            program = compile_program(text, self.spec, period=self.config.dt)
+            machine = machine_for(self.spec, tools=self.config.tools, tool=int(self.config.tool))
+            program = compile_program(text, self.spec, machine, period=self.config.dt)
             if program.trajectory is None:
                 return f"not run: {program.refusal}"[:240]
             ps, q, qd = program.trajectory.arrays()

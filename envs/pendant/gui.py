@@ -27,7 +27,7 @@ from ..sim import JointMode
 
 from .core import MoveResult, PendantConfig, PendantCore
 
-__all__ = ["Pendant", "rig_markdown"]
+__all__ = ["Pendant", "rig_markdown", "robot_view"]
 
 class Pendant:
     """The viser teach pendant. Starts serving on construction.
@@ -76,7 +76,7 @@ class Pendant:
             sc.add_light_ambient("/ambient", intensity=1.2)
         sc.add_grid("/grid", width=2.0, height=2.0, cell_size=0.1, plane="xy")
         self._world_T_report = self.core.robot.world_T_report
-        self.urdf = ViserUrdf(self.server, Path(spec.urdf_path), root_node_name="/robot")
+        self.urdf = robot_view(self.server, spec, self.core.config.mounted, ViserUrdf)
         names = self.urdf.get_actuated_joint_names()
         self._order = [list(spec.joint_names).index(n) for n in names]
         self.urdf.update_cfg(self.core.joints()[self._order])
@@ -334,7 +334,7 @@ class Pendant:
                     version = self.core.version
                     echo = version != self._slider_version  # a slider move is shown by the slider already
                     q_target = self.core.q_target.copy()
-                    T = self._world_T_report @ self.core.robot.flange_pose()
+                    T = self._world_T_report @ self.core.robot.tcp_pose()     # the TCP (the flange without a tool)
                 if last_q is None or np.max(np.abs(q - last_q)) > 1e-7:  # only send what changed
                     last_q = q
                     with self.server.atomic():
@@ -384,8 +384,10 @@ class Pendant:
         a, b, c = r["rpy_deg"]
         line = f"  \nprogram line {r['program_line']}" if r["program_line"] else ""
         warn = "  \n**unstable**" if not r["stable"] else ""
-        return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s  \n{joints}  \n"
-                f"tool x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
+        bare = self.core.config.mounted is None
+        point, tool = ("tool", "") if bare else ("TCP", f" · {r['tool']}")
+        return (f"**{self.spec.title}** · {r['mode']} · t {r['time']:.1f} s{tool}  \n{joints}  \n"
+                f"{point} x {x:.1f} y {y:.1f} z {z:.1f} mm · rpy {a:.1f} {b:.1f} {c:.1f}°{line}{warn}")
 
     # ----- life cycle -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -468,6 +470,20 @@ def rig_markdown(tw: dict | None) -> str:
     if tw["events"]:
         lines.append("recent faults: " + "; ".join(tw["events"]))
     return "  \n".join(lines)
+
+
+def robot_view(server, spec: RobotSpec, tool, viser_urdf):
+    """The robot drawn in the page (viser's ``ViserUrdf``), with the mounted tool's body on its flange
+    (:func:`~armtwin.robots.tooling.urdf_with_tool`, the description the simulation loads)."""
+    if tool is None:
+        return viser_urdf(server, Path(spec.urdf_path), root_node_name="/robot")
+    import tempfile
+
+    from ...robots.tooling import urdf_with_tool
+    with tempfile.TemporaryDirectory(prefix="armtwin-ui-tool-") as tmp:
+        path = Path(tmp) / f"{spec.name}_T{tool.number}.urdf"
+        path.write_text(urdf_with_tool(spec.urdf_path, tool))
+        return viser_urdf(server, path, root_node_name="/robot")
 
 
 def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:
