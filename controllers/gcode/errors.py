@@ -413,7 +413,8 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "MachineConfig.max_path_samples, which keeps the memory of a check under about 1 GB and its "
         "time to seconds). The fault is reported at the line where the program passes the limit; "
         "usually a feed rate or dwell in the wrong unit. Past the point limit nothing is read, "
-        "planned or checked."),
+        "planned or checked. A program with O-word loops and calls also executes at most 500,000 lines "
+        "(MAX_EXECUTED_LINES in controllers/gcode/flow.py; O-word lines, comments and blank lines count)."),
     ErrorCode.NO_MOTION: (
         "program has no motion",
         "Nothing in the program moves the robot (empty, comments only, or only settings and "

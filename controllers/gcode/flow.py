@@ -52,7 +52,7 @@ MAX_CALL_DEPTH = 10
 #: most arguments of one call (#1 … #30)
 MAX_ARGUMENTS = 30
 #: most lines a program executes (each executed line counts, O-words, comments and blank lines too)
-MAX_EXECUTED_LINES = 1_000_000
+MAX_EXECUTED_LINES = 500_000
 
 #: the O-word keywords and what may follow them: "none", "one" [expr], "optional" [expr], "args"
 KEYWORDS = {"sub": "none", "endsub": "optional", "return": "optional", "call": "args", "if": "one",
