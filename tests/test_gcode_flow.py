@@ -215,8 +215,8 @@ def test_the_fast_path_and_the_checking_path_expand_alike():
     text = HEAD + ("o100 sub\nG1 X[#1] (c)\nN5 G1 Y2\no100 endsub\n#1 = 0\no1 while [#1 LT 3]\no100 call [#1]\n"
                    "#1 = [#1 + 1]\no1 endwhile\n%\nM2\n")
     raw = P.split_lines(text)
-    fast = list(F.expand_chunks(raw))
-    slow = list(F.expand_chunks(raw, fast=False))
+    fast = list(F.expand_chunks(raw, P.LINE_READER))
+    slow = list(F.expand_chunks(raw, P.LINE_READER, fast=False))
     assert [tuple(c.lines) for c in fast] == [tuple(c.lines) for c in slow]
     assert len([pl for c in fast for pl in c.lines]) == 2 + 2 * 3 + 1
 

@@ -36,13 +36,13 @@ Faults: 50–59 (:class:`~.errors.ErrorCode`), and the parser's own on the other
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from .errors import ErrorCode, Fault, Severity
 from .expressions import ExpressionError, Parameters, evaluate
 
-__all__ = ["has_o_words", "expand_chunks", "OLine", "read_o_line", "MAX_LOOP_ITERATIONS", "MAX_CALL_DEPTH",
+__all__ = ["has_o_words", "expand_chunks", "LineReader", "OLine", "read_o_line", "MAX_LOOP_ITERATIONS", "MAX_CALL_DEPTH",
            "MAX_ARGUMENTS", "MAX_EXECUTED_LINES", "KEYWORDS"]
 
 #: a while or do loop runs at most this many times in one go; a repeat may ask for at most this many
@@ -478,12 +478,35 @@ class _Stop(Exception):
     """Ends the expansion (a cap, or a fault of an O-word: the flow is unknown from there)."""
 
 
-def expand_chunks(raw: list[str], *, from_bytes: bool = False, max_faults: int = 100,
+class LineReader(NamedTuple):
+    """What the expansion needs of the parser (:data:`~.parser.LINE_READER`): an explicit seam, so
+    that this module reads the other lines exactly as the parser reads any line.
+
+    Attributes:
+        prechecked: (lines, from_bytes) -> {line number: fault or note} of the lines handled whole
+            (grbl host commands, code too long, non-ASCII).
+        plain: (lines, fast, from_bytes) -> (parsed lines, refused lines, faults) of lines without
+            O-words or parameters (the others blanked): one pass, the fast path first if ``fast``.
+        expression: (line, line number, parameters, from_bytes) -> (parsed line or None, faults,
+            refused line or None) of a line with parameters or expressions, its settings made.
+        has_expression: (line) -> whether its code holds a parameter or an expression.
+        chunk: (lines, faults, refused) -> a :class:`~.parser.ParseChunk`.
+    """
+
+    prechecked: Callable[[list[str], bool], dict]
+    plain: Callable[[list[str], bool, bool], tuple]
+    expression: Callable[[str, int, Parameters, bool], tuple]
+    has_expression: Callable[[str], bool]
+    chunk: Callable[[tuple, tuple, tuple], object]
+
+
+def expand_chunks(raw: list[str], reader: LineReader, *, from_bytes: bool = False, max_faults: int = 100,
                   fast: bool = True) -> Iterator:
     """The executed lines of a program with O-words, as :class:`~.parser.ParseChunk` pieces.
 
     Args:
         raw: the program's lines (LF, CR LF and CR already split; bytes decoded one per character).
+        reader: how the parser reads the other lines (:data:`~.parser.LINE_READER`).
         from_bytes: the lines hold bytes (for the message of a non-ASCII fault).
         max_faults: stop once more than this many errors were found.
         fast: the lines without O-words or parameters are parsed by the parser's fast path
@@ -497,21 +520,18 @@ def expand_chunks(raw: list[str], *, from_bytes: bool = False, max_faults: int =
         executed). A refused line's faults come again with each piece that executes it (the
         consumer reports each fault once).
     """
-    return _Expansion(raw, from_bytes, max_faults, fast).chunks()
+    return _Expansion(raw, reader, from_bytes, max_faults, fast).chunks()
 
 
 class _Expansion:
     """One expansion of a program (see :func:`expand_chunks`)."""
 
-    def __init__(self, raw: list[str], from_bytes: bool, max_faults: int, fast: bool) -> None:
-        from . import parser as P      # the parser calls this module: imported when used
-
-        self.P = P
+    def __init__(self, raw: list[str], reader: LineReader, from_bytes: bool, max_faults: int, fast: bool) -> None:
+        self.reader = reader
         self.raw = raw
         self.from_bytes = from_bytes
         self.max_faults = max(1, int(max_faults))
-        text = "\n".join(raw)
-        pre = P._prechecked(text, raw, 1, from_bytes)
+        pre = reader.prechecked(raw, from_bytes)
         self.olines: dict[int, OLine] = {}
         self.expr: set[int] = set()
         static: list[Fault] = []
@@ -528,35 +548,21 @@ class _Expansion:
                         self.olines[i] = o
                     blanked[i] = ""
                     continue
-            if ("#" in line or "[" in line) and P.has_expression(P._masked(line)):
+            if ("#" in line or "[" in line) and reader.has_expression(line):
                 self.expr.add(i)
                 blanked[i] = ""
         self.structure = Structure(self.olines)
         self.broken = any(f.severity is Severity.ERROR for f in static) or bool(self.structure.faults)
         static.extend(self.structure.faults)
-        # the plain lines: one pass of the parser's fast path (its checking path on a fault)
-        btext = "\n".join(blanked)
-        notes: list[Fault] = []
-        fast_lines = P._scan_clean(btext, blanked, 1, notes, None) if fast else None
-        self.plain: dict[int, object] = {}
-        self.refused: dict[int, object] = {}
+        # the plain lines: one pass of the parser (its fast path first)
+        lines, refused, faults = reader.plain(blanked, fast, from_bytes)
+        self.plain: dict[int, object] = {pl.lineno - 1: pl for pl in lines}
+        self.refused: dict[int, object] = {pl.lineno - 1: pl for pl in refused}
         self.line_faults: dict[int, list[Fault]] = {}
-        if fast_lines is not None:
-            for pl in fast_lines:
-                self.plain[pl.lineno - 1] = pl
-            static.extend(notes)
-        else:
-            refused: list = []
-            lines, faults, _, _ = P._scan(btext, blanked, 1, 1 << 40, from_bytes, refused, None)
-            for pl in lines:
-                self.plain[pl.lineno - 1] = pl
-            for pl in refused:
-                self.refused[pl.lineno - 1] = pl
-            for f in faults:
-                self.line_faults.setdefault(f.line - 1, []).append(f)
-            static.extend(faults)
+        for f in faults:
+            self.line_faults.setdefault(f.line - 1, []).append(f)
+        static.extend(faults)
         static.sort(key=lambda f: f.line)
-        self.static = static
         self.seen = {(f.line, f.column, f.code) for f in static if f.severity is Severity.ERROR}
         # the run
         self.params = Parameters()
@@ -567,14 +573,14 @@ class _Expansion:
         self.count = 0
         self._lines: list = []
         self._refused: list = []
-        self._faults: list[Fault] = list(static)
+        self._faults: list[Fault] = static
         self._last = 0
         self._ready: list = []
 
     # ----- output ---------------------------------------------------------------------------------
     def _flush(self) -> None:
         if self._lines or self._refused or self._faults:
-            self._ready.append(self.P.ParseChunk(tuple(self._lines), tuple(self._faults), tuple(self._refused)))
+            self._ready.append(self.reader.chunk(tuple(self._lines), tuple(self._faults), tuple(self._refused)))
         self._lines, self._refused, self._faults, self._last = [], [], [], 0
 
     def _emit(self, lineno: int, pl, refused, faults) -> None:
@@ -616,7 +622,7 @@ class _Expansion:
         n = len(self.raw)
         pc = 0
         olines, expr, plain, refused = self.olines, self.expr, self.plain, self.refused
-        read_expression = self.P._read_expression_line
+        read_expression = self.reader.expression
         stop_codes = (2.0, 30.0)
         while pc < n:
             self.count += 1
