@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .errors import ErrorCode, Fault, Severity
 from .expressions import ExpressionError, Parameters, evaluate
@@ -105,7 +105,10 @@ class OLine(NamedTuple):
     @property
     def name(self) -> str:
         """How the line names itself in messages: ``o100 while``."""
-        lab = self.label if self.label is not None else self.code[self.indirect[0]:self.indirect[1]]
+        lab = self.label
+        if lab is None:
+            a, b = self.indirect or (0, 0)
+            lab = self.code[a:b]
         return f"o{lab} {self.keyword}"
 
 
@@ -556,8 +559,8 @@ class _Expansion:
         static.extend(self.structure.faults)
         # the plain lines: one pass of the parser (its fast path first)
         lines, refused, faults = reader.plain(blanked, fast, from_bytes)
-        self.plain: dict[int, object] = {pl.lineno - 1: pl for pl in lines}
-        self.refused: dict[int, object] = {pl.lineno - 1: pl for pl in refused}
+        self.plain: dict[int, Any] = {pl.lineno - 1: pl for pl in lines}
+        self.refused: dict[int, Any] = {pl.lineno - 1: pl for pl in refused}
         self.line_faults: dict[int, list[Fault]] = {}
         for f in faults:
             self.line_faults.setdefault(f.line - 1, []).append(f)
@@ -762,10 +765,10 @@ class _Expansion:
         p = self.params
         numbered = {k: p.numbered[k] for k in range(1, MAX_ARGUMENTS + 1) if k in p.numbered}
         local = {k: v for k, v in p.named.items() if not k.startswith("_")}
-        for k in local:
-            del p.named[k]
-        for k, v in enumerate(args, 1):
-            p.numbered[k] = v
+        for name in local:
+            del p.named[name]
+        for number, v in enumerate(args, 1):
+            p.numbered[number] = v
         p.named["_value_returned"] = 0.0
         self.frames.append(_Frame(pc + 1, numbered, local))
         return start + 1
@@ -778,8 +781,8 @@ class _Expansion:
         for k in range(1, MAX_ARGUMENTS + 1):
             p.numbered.pop(k, None)
         p.numbered.update(f.numbered)
-        for k in [k for k in p.named if not k.startswith("_")]:
-            del p.named[k]
+        for name in [name for name in p.named if not name.startswith("_")]:
+            del p.named[name]
         p.named.update(f.local)
         p.named["_value"] = 0.0 if value is None else value
         p.named["_value_returned"] = 0.0 if value is None else 1.0
