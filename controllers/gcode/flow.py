@@ -60,19 +60,33 @@ KEYWORDS = {"sub": "none", "endsub": "optional", "return": "optional", "call": "
             "repeat": "one", "endrepeat": "none", "break": "none", "continue": "none"}
 
 _COMMENT = r"\([^()\n\r]*\)"
-# an O-word line: white space, comments, an optional N word, then O (on the raw text, any line end)
-_HAS_O = re.compile(rf"(?:^|(?<=[\n\r]))[ \t]*(?:{_COMMENT}[ \t]*)*(?:[Nn][ \t]*[-+0-9.]+[ \t]*(?:{_COMMENT}[ \t]*)*)?[Oo]")
-_HAS_O_BYTES = re.compile(_HAS_O.pattern.encode())
+# an O-word line: white space, comments, an optional N word, then O (matched at the start of a line)
+_LINE_O = re.compile(rf"[ \t]*(?:{_COMMENT}[ \t]*)*(?:[Nn][ \t]*[-+0-9.]+[ \t]*(?:{_COMMENT}[ \t]*)*)?[Oo]")
+_LINE_O_BYTES = re.compile(_LINE_O.pattern.encode())
+# where an O-word may be: an O and its label (a number, <name>, [expr] or #param); one C-speed scan,
+# so that a program without O-words costs almost nothing more to parse
+_O_LABEL = re.compile(r"[Oo][ \t]*[0-9<\[#]")
+_O_LABEL_BYTES = re.compile(_O_LABEL.pattern.encode())
 # the same on one line with its comments blanked (columns kept)
 _O_START = re.compile(r"[ \t]*(?:([Nn])[ \t]*([-+0-9.]+)[ \t]*)?[Oo]")
 _COMMENTS = re.compile(r"\([^()\n]*\)|;[^\n]*")
 
 
 def has_o_words(text) -> bool:
-    """Whether a program text (str or bytes, any line ends) has a line that starts with an O-word."""
+    """Whether a program text (str or bytes, any line ends) has a line that starts with an O-word
+    and its label (``o100 sub``, ``O<x> call``; an O without a label is an ordinary bad word)."""
     if isinstance(text, str):
-        return _HAS_O.search(text) is not None
-    return _HAS_O_BYTES.search(bytes(text) if isinstance(text, memoryview) else text) is not None
+        cand, line_o, nl, cr = _O_LABEL, _LINE_O, "\n", "\r"
+    else:
+        text = bytes(text) if isinstance(text, memoryview) else text
+        cand, line_o, nl, cr = _O_LABEL_BYTES, _LINE_O_BYTES, b"\n", b"\r"
+    for m in cand.finditer(text):
+        at = m.start()
+        start = max(text.rfind(nl, 0, at), text.rfind(cr, 0, at)) + 1
+        got = line_o.match(text, start)
+        if got is not None and got.end() - 1 == at:
+            return True
+    return False
 
 
 def _masked(line: str) -> str:
