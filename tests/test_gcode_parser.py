@@ -201,6 +201,7 @@ def test_every_code_is_tested_and_documented():
     tested = {c for _, c, _ in PARSE_FAULTS} | {c for _, _, c in SEMANTIC_FAULTS} | {c for _, _, c in PREFLIGHT_FAULTS}
     tested.add(ErrorCode.TOO_MANY_FAULTS)  # see test_fault_cap
     tested |= {ErrorCode.COLLISION, ErrorCode.SELF_COLLISION, ErrorCode.NEAR_MISS}   # see tests/test_collision.py
+    tested |= {c for c in ErrorCode if 50 <= c < 60}     # O-words: see tests/test_gcode_flow.py (FLOW_FAULTS)
     assert set(ErrorCode) == tested
     doc = (ROOT / "docs" / "GCODE.md").read_text()
     for c in ErrorCode:

@@ -2,7 +2,8 @@
 
 Modelled on grbl's ``report.h``: hosts, logs and tests key on the number, people read the
 message. Codes 1–19 are lexical/syntax faults found by the parser on one line alone,
-20–49 are semantic faults found by the interpreter (they depend on the modal state), 60–79
+20–49 are semantic faults found by the interpreter (they depend on the modal state), 50–59 are
+program-flow faults of LinuxCNC's O-words (subroutines, conditions, loops: :mod:`.flow`), 60–79
 are notes (something in the program is skipped or has no effect on an arm: reported, never a
 fault), and 100–119 are preflight findings (reachability, joint limits, speeds, singularities)
 found after planning. The numbers never change meaning; new codes get new numbers.
@@ -80,6 +81,17 @@ class ErrorCode(enum.IntEnum):
     BAD_SPINDLE_SPEED = 45
     BAD_OUTPUT_NUMBER = 46
     DIALECT_OPTION_OFF = 47
+    # --- program flow (O-words: subroutines, conditions, loops; found when the program is expanded)
+    BAD_O_WORD = 50
+    BLOCK_NOT_CLOSED = 51
+    BLOCK_MISMATCH = 52
+    UNKNOWN_SUBROUTINE = 53
+    BAD_SUBROUTINE = 54
+    BREAK_OUTSIDE_LOOP = 55
+    RETURN_OUTSIDE_SUB = 56
+    TOO_MANY_ARGUMENTS = 57
+    LOOP_LIMIT = 58
+    CALL_TOO_DEEP = 59
     # --- notes (reported, never faults) -------------------------------------------------
     HOST_COMMAND_SKIPPED = 60
     NO_EFFECT = 61
@@ -164,8 +176,8 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "meant for a robot arm and would overflow later arithmetic."),
     ErrorCode.UNSUPPORTED_WORD: (
         "unsupported word",
-        "Supported letters: G M N F X Y Z A B C I J K R P L Q S T H. Others (E, D, O, U, V, "
-        "W, ...) are rejected instead of being ignored, so that nothing in a program is "
+        "Supported letters: G M N F X Y Z A B C I J K R P L Q S T H, and O at the start of a line "
+        "(O-words, see fault 50). Others (E, D, U, V, W, ...) are rejected instead of being ignored, so that nothing in a program is "
         "silently dropped."),
     ErrorCode.UNSUPPORTED_G_CODE: (
         "unsupported G-code",
@@ -291,6 +303,55 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "need Z (the bottom) and R (the retract plane, at or above Z), given on the line or by an "
         "earlier cycle; G82 P (dwell, s) may not be negative; G83 needs Q > 0 (the peck depth), at "
         "most 1000 pecks a hole. L (repeats) is not supported."),
+    ErrorCode.BAD_O_WORD: (
+        "bad O-word",
+        "An O-word line is 'o<label> <keyword> [arguments]' (LinuxCNC): the label a number (o100) or a "
+        "name (o<name>), the keyword sub, endsub, return, call, if, elseif, else, endif, while, endwhile, "
+        "do, repeat, endrepeat, break or continue. if, elseif and while take one [condition], repeat one "
+        "[count] (a whole number >= 0), call up to 30 [arguments], return and endsub an optional [value]; "
+        "the others nothing. Nothing else may share the line (comments may); an O-word must start its "
+        "line (after an optional N word). An indirect label (o[#1] or o#<sub>) is accepted on call only."),
+    ErrorCode.BLOCK_NOT_CLOSED: (
+        "O-word block not closed",
+        "Every block opened by an O-word is closed by the same label: o100 sub by o100 endsub, if by "
+        "endif, while by endwhile, do by o100 while [condition], repeat by endrepeat. The fault is at the "
+        "line that opens the block."),
+    ErrorCode.BLOCK_MISMATCH: (
+        "O-word does not match its block",
+        "An endsub, endif, endwhile, endrepeat, else or elseif must close (or continue) the innermost open "
+        "block of the same label and kind; else comes once, after the elseifs. A label opens one block per "
+        "subroutine (or in the main program): LinuxCNC's numbers of control blocks are local to their "
+        "subroutine, subroutine labels global."),
+    ErrorCode.UNKNOWN_SUBROUTINE: (
+        "unknown subroutine",
+        "o<label> call needs a subroutine 'o<label> sub' ... 'o<label> endsub' defined in the same file "
+        "BEFORE the call is executed (LinuxCNC's rule: a subroutine may only be called after it is "
+        "defined). Subroutine files (LinuxCNC's SUBROUTINE_PATH) are not searched."),
+    ErrorCode.BAD_SUBROUTINE: (
+        "bad subroutine definition",
+        "A subroutine is defined once, at the top level of the file: not inside another subroutine "
+        "(LinuxCNC: subroutine bodies may not be nested) nor inside an if or a loop."),
+    ErrorCode.BREAK_OUTSIDE_LOOP: (
+        "break or continue outside its loop",
+        "o<label> break and o<label> continue must be inside the while or do loop of the same label (in the "
+        "same subroutine). As documented by LinuxCNC, they leave or restart while and do loops, not repeat "
+        "loops."),
+    ErrorCode.RETURN_OUTSIDE_SUB: (
+        "return outside its subroutine",
+        "o<label> return and o<label> endsub must be inside the definition of subroutine o<label>."),
+    ErrorCode.TOO_MANY_ARGUMENTS: (
+        "too many arguments",
+        "A call passes at most 30 arguments (#1 to #30 of the subroutine, LinuxCNC's rule), each in "
+        "[ ] (o100 call [1] [2.5] [#<depth>])."),
+    ErrorCode.LOOP_LIMIT: (
+        "loop limit reached",
+        "A while or do loop ran more than 10,000 times in one go (MAX_LOOP_ITERATIONS in "
+        "controllers/gcode/flow.py), or a repeat asked for more: almost always a condition that never "
+        "becomes false. Nothing after that point is executed. Split very long loops, or unroll them."),
+    ErrorCode.CALL_TOO_DEEP: (
+        "subroutine calls nested too deep",
+        "Subroutine calls may nest at most 10 deep (LinuxCNC's limit), recursion included: usually a "
+        "recursion that never ends. Nothing after that point is executed."),
     ErrorCode.HOST_COMMAND_SKIPPED: (
         "host command skipped",
         "A note: a line starting with $ ($H homing, $X unlock, $$ settings, $J= jog) or holding only "
@@ -352,7 +413,8 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "MachineConfig.max_path_samples, which keeps the memory of a check under about 1 GB and its "
         "time to seconds). The fault is reported at the line where the program passes the limit; "
         "usually a feed rate or dwell in the wrong unit. Past the point limit nothing is read, "
-        "planned or checked."),
+        "planned or checked. A program with O-word loops and calls also executes at most 500,000 lines "
+        "(MAX_EXECUTED_LINES in controllers/gcode/flow.py; O-word lines, comments and blank lines count)."),
     ErrorCode.NO_MOTION: (
         "program has no motion",
         "Nothing in the program moves the robot (empty, comments only, or only settings and "

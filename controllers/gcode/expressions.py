@@ -34,8 +34,8 @@ from decimal import Decimal
 
 from .errors import ErrorCode
 
-__all__ = ["Parameters", "ExpressionError", "expand_line", "word_columns", "has_expression", "MAX_PARAMETER",
-           "MAX_DEPTH", "TOLERANCE_EQUAL"]
+__all__ = ["Parameters", "ExpressionError", "expand_line", "word_columns", "has_expression", "evaluate",
+           "MAX_PARAMETER", "MAX_DEPTH", "TOLERANCE_EQUAL"]
 
 #: highest numbered parameter a program may use (LinuxCNC: 31–5000 are the user's, 1–30 subroutine arguments)
 MAX_PARAMETER = 5000
@@ -399,6 +399,19 @@ def expand_line(text: str, params: Parameters) -> tuple[str, list[tuple[int, int
     """
     words, sets = _Reader(text, params).line()
     return " ".join(f"{L}{_plain(v)}" for _, L, v, _ in words), [(c, e) for c, _, _, e in words], sets
+
+
+def evaluate(text: str, start: int, params: Parameters) -> tuple[float, int]:
+    """The value of the ``[…]`` expression or the parameter (``#1``, ``#<name>``) that starts at
+    ``text[start]``, and the index just after it (O-words' conditions, counts and arguments).
+
+    Raises:
+        ExpressionError: its first fault (code, 0-based index in ``text``, message).
+    """
+    r = _Reader(text, params)
+    r.i = start
+    v = r.bracket() if text[start:start + 1] == "[" else r.parameter_value()
+    return v, r.i
 
 
 def apply_settings(params: Parameters, sets: list[tuple[int | str, float, int]]) -> None:

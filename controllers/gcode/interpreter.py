@@ -222,6 +222,8 @@ def interpret(lines: ParseResult | Iterable[ParsedLine], spec, machine: MachineC
     if isinstance(lines, ParseResult):   # the parser's own faults, without its cap notice
         parse_faults = [f for f in lines.faults if f.code is not ErrorCode.TOO_MANY_FAULTS] + list(lines.overflow)
         parse_faults.sort(key=lambda f: f.line)
+        if lines.chunks:     # a program with O-words: its executed pieces
+            return _interpret_chunks(lines.chunks, lines.line_count, spec, machine, q_start, max_faults, progress)
         return _interpret_chunks([ParseChunk(lines.lines, tuple(parse_faults), lines.refused)], lines.line_count, spec,
                                  machine, q_start, max_faults, progress)
     # parse_program's Lines is a Sequence (made line by line as it is read)
@@ -248,8 +250,14 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     chunks = iter(chunks)
     feed_first: list[int] = []       # index in sem of the root of "no feed rate": the first one, or a bad F before it
     feed_more: list[int] = []        # the lines of the others (one root cause: reported once)
+    seen: set = set()                # (line, column, code) of the faults reported: a line run again in an
+    #                                  O-word loop or call reports each of its faults once
 
     def report(f: Fault) -> None:
+        key = (f.line, f.column, f.code)
+        if key in seen and f.code is not ErrorCode.UNDEFINED_FEED_RATE:
+            return
+        seen.add(key)
         if f.code is ErrorCode.UNDEFINED_FEED_RATE:
             if feed_first:
                 feed_more.append(f.line)
@@ -262,8 +270,15 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
     for chunk in chunks:
         src = chunk.lines
         chunk_faults = _split_notes(chunk.faults, notes)
-        parse_faults.extend(chunk_faults)
-        parse_lines.extend(f.line for f in chunk_faults)
+        for f in chunk_faults:
+            key = (f.line, f.column, f.code)
+            if key not in seen:
+                seen.add(key)
+                parse_faults.append(f)
+                if parse_lines and f.line < parse_lines[-1]:     # out of line order (O-word flow)
+                    bisect.insort(parse_lines, f.line)
+                else:
+                    parse_lines.append(f.line)
         refused: dict[int, set[ErrorCode]] = {}
         if chunk.refused:      # the parser's refused lines, in line order among the others
             refused = {pl.lineno: set() for pl in chunk.refused}
@@ -315,7 +330,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
             break
     if it.ended:   # M2/M30: the later lines are not executed, but their parse faults are reported
         for chunk in chunks:
-            parse_faults.extend(_split_notes(chunk.faults, notes))
+            parse_faults.extend(f for f in _split_notes(chunk.faults, notes) if (f.line, f.column, f.code) not in seen)
     notes.extend(it.notes)
     if feed_more:
         f = sem[feed_first[0]]
@@ -328,8 +343,7 @@ def _interpret_chunks(chunks: Iterable[ParseChunk], count: int, spec, machine, q
         parse_faults = [f for f in parse_faults if f.line <= cap_line]
         notes = [f for f in notes if f.line <= cap_line]
     faults = parse_faults + sem
-    if sem and parse_faults:
-        faults.sort(key=lambda f: f.line)
+    faults.sort(key=lambda f: f.line)      # stable: in line order, and as found within a line
     if notes:
         faults = fold_notes(sorted(faults + notes, key=lambda f: f.line))
     faults, truncated = cap_faults(faults, max_faults)

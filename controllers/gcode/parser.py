@@ -46,10 +46,11 @@ from dataclasses import replace
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .expressions import ExpressionError, Parameters, apply_settings, expand_line, has_expression
 from .expressions import word_columns as _expression_word_columns
+from .flow import LineReader, expand_chunks, has_o_words
 from .modal import G_CODES, M_CODES
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
-           "count_lines", "split_lines", "normalise_line_ends", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
+           "count_lines", "split_lines", "normalise_line_ends", "unique_faults", "LINE_READER", "MAX_LINE_LENGTH", "MAX_ABS_VALUE", "G_CODES", "M_CODES", "WORD_LETTERS",
            "CHUNK_BYTES"]
 
 #: a program's text: characters, or bytes as read from a file (decoded one character per byte)
@@ -179,6 +180,10 @@ class ParseResult:
             merges its own faults in line order and applies the cap again).
         refused: the lines refused for word faults only, made of their valid words (see
             :func:`_scan`): the interpreter keeps their modal meaning, nothing runs from them.
+        chunks: for a program with O-words (:mod:`.flow`), its executed lines as pieces with
+            increasing line numbers each (``lines`` and ``refused`` are their concatenation, in
+            executed order: a line run in a loop is there once per pass); the interpreter reads
+            these. Empty for other programs.
     """
 
     lines: Sequence[ParsedLine]
@@ -187,6 +192,7 @@ class ParseResult:
     truncated: bool = False
     overflow: tuple[Fault, ...] = ()
     refused: tuple[ParsedLine, ...] = ()
+    chunks: tuple["ParseChunk", ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -276,6 +282,8 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
         text = "\n".join(str(s).rstrip("\n") for s in text)
     text = normalise_line_ends(text)
     raw = split_lines(text)
+    if has_o_words(text):
+        return _parse_flow(raw, from_bytes, max_faults)
     notes: list[Fault] = []
     params = Parameters()
     fast = _scan_clean(text, raw, 1, notes, params)
@@ -290,6 +298,32 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)     # real faults shown
     overflow = tuple(faults[kept:]) if truncated else ()
     return ParseResult(tuple(lines), tuple(shown), count, truncated, overflow, tuple(refused))
+
+
+def _parse_flow(raw: list[str], from_bytes: bool, max_faults: int) -> ParseResult:
+    """:func:`parse_program` of a program with O-words: its executed lines (:mod:`.flow`)."""
+    cap = max(1, int(max_faults))
+    chunks = tuple(expand_chunks(raw, LINE_READER, from_bytes=from_bytes, max_faults=cap))
+    faults = fold_notes(unique_faults(f for c in chunks for f in c.faults))
+    shown, truncated = cap_faults(faults, cap)
+    kept = len(shown) - (1 if truncated and cap >= 2 else 0)
+    overflow = tuple(faults[kept:]) if truncated else ()
+    return ParseResult(tuple(pl for c in chunks for pl in c.lines), tuple(shown), len(raw), truncated, overflow,
+                       tuple(pl for c in chunks for pl in c.refused), chunks)
+
+
+def unique_faults(faults: Iterable[Fault]) -> list[Fault]:
+    """``faults`` with each (line, column, code) once (the first), in line order: a line run many
+    times (O-word loops and calls) reports each of its faults once."""
+    seen: set = set()
+    out = []
+    for f in faults:
+        key = (f.line, f.column, f.code)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    out.sort(key=lambda f: f.line)
+    return out
 
 
 class ParseChunk(NamedTuple):
@@ -351,6 +385,10 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
     if isinstance(text, memoryview):
         text = bytes(text)
+    if has_o_words(text):        # control flow: the executed lines, from the whole text
+        whole = text if isinstance(text, str) else bytes(text).decode("latin-1")
+        yield from expand_chunks(split_lines(whole), LINE_READER, from_bytes=from_bytes, max_faults=max_faults)
+        return
     n = len(text)
     out: ParseChunk | None
     chunk_bytes = max(1, int(CHUNK_BYTES if chunk_bytes is None else chunk_bytes))
@@ -802,6 +840,31 @@ def _read_expression_line(line: str, lineno: int, params: Parameters, from_bytes
         return None, out, refused[0]._replace(text=line) if refused else None
     apply_settings(params, sets)
     return (lines[0]._replace(text=line) if lines else None), [], None
+
+
+def _plain_lines(raw: list[str], fast: bool, from_bytes: bool) -> tuple[Sequence[ParsedLine], list[ParsedLine],
+                                                                     list[Fault]]:
+    """The lines of ``raw`` (lines with O-words or parameters blanked) in one pass: (parsed lines,
+    refused lines, faults and notes in line order); the fast path first when ``fast``."""
+    text = "\n".join(raw)
+    if fast:
+        notes: list[Fault] = []
+        lines = _scan_clean(text, raw, 1, notes, None)
+        if lines is not None:
+            return lines, [], notes
+    refused: list[ParsedLine] = []
+    got, faults, _, _ = _scan(text, raw, 1, 1 << 40, from_bytes, refused, None)
+    return got, refused, faults
+
+
+#: how :mod:`.flow` reads the lines of a program with O-words: as this module reads any line
+LINE_READER = LineReader(
+    prechecked=lambda raw, from_bytes: _prechecked("\n".join(raw), raw, 1, from_bytes),
+    plain=_plain_lines,
+    expression=lambda line, lineno, params, from_bytes: _read_expression_line(line, lineno, params, from_bytes),
+    has_expression=lambda line: has_expression(_masked(line)),
+    chunk=lambda lines, faults, refused: ParseChunk(lines, faults, refused),
+)
 
 
 def _word_starts(plain: str) -> list[int]:
