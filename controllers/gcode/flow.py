@@ -75,6 +75,10 @@ _COMMENTS = re.compile(r"\([^()\n]*\)|;[^\n]*")
 def has_o_words(text) -> bool:
     """Whether a program text (str or bytes, any line ends) has a line that starts with an O-word
     and its label (``o100 sub``, ``O<x> call``; an O without a label is an ordinary bad word)."""
+    cand: Any
+    line_o: Any
+    nl: Any
+    cr: Any
     if isinstance(text, str):
         cand, line_o, nl, cr = _O_LABEL, _LINE_O, "\n", "\r"
     else:
