@@ -190,7 +190,17 @@ def test_slider_and_jog_move_the_simulated_robot(pendant, page):
     _wait(lambda: True if abs(float(j2.get_attribute("aria-valuenow")) - deg2[1]) < 0.051 else None, "J2's slider to follow")
 
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "ui_browser.png"))
+    shot = ARTIFACTS / "ui_browser.png"
+    page.screenshot(path=str(shot))
+    # the 3D view shows the arm: its shaded meshes are the only dark pixels in the middle of the
+    # view (the floor is white with light grey grid lines; the panel is on the right, the
+    # WebGL notice top left and the axes icon bottom left are outside this box)
+    import imageio.v3 as iio
+    img = iio.imread(shot)[..., :3].astype(int)
+    h, w = img.shape[:2]
+    view = img[int(0.2 * h):int(0.8 * h), int(0.2 * w):int(0.62 * w)].mean(axis=2)
+    dark = int((view < 110).sum())
+    assert dark > 0.02 * view.size, f"the 3D view shows no arm ({dark} dark pixels of {view.size}; see {shot})"
 
 
 def test_typed_reachable_target_moves_the_tool_there(pendant, page):
