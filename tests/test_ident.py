@@ -161,38 +161,3 @@ def test_cli_fit_bad_input_is_one_line_and_exit_2(argv, msg, tmp_path, capsys):
     assert main(["fit", *[a.replace("{log}", str(log)) for a in argv]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0]
-
-
-@pytest.mark.slow
-def test_fit_on_the_real_emulator_with_motor_params_it_did_not_know(exe, tmp_path):
-    """End to end: the C++ emulator runs a motor drawn from a seed (--motor-params), armtwin sync's
-    loop drives it through the excitation (40 s, power cuts), the log is fitted."""
-    from armtwin import robots
-    from armtwin.envs.rig import Emulator, RigLink, SyncConfig, TwinLog, TwinSync, read_twin_log
-    from armtwin.envs.sim import PhysicsConfig, World
-    motor, dead, _, _ = _drawn(11)
-    truth = MotorFit.of(motor, dead_band=dead)
-    write_params_file(tmp_path / "truth.toml", truth)
-    exc = excitation(40.0, max_speed_deg_s=360.0)
-    spec = robots.get("irb120")
-
-    def source(t):
-        q = spec.home.copy()
-        q[0] += np.radians(np.interp(t, exc.t, exc.angle))
-        return q
-
-    with Emulator(exe=exe, motor_params=tmp_path / "truth.toml") as emu, World(PhysicsConfig(dt=1 / 500)) as world, \
-            RigLink(emu.device) as link, TwinLog(tmp_path / "twin.csv", (0, 1)) as log:
-        TwinSync(world.add_robot(spec), link, SyncConfig((0, 1)), log).run(40.0, source=source, power_schedule=exc.power)
-    tr = traces_of(read_twin_log(tmp_path / "twin.csv"), ["j1"])[0]
-    rep = fit_motor(tr, generations=40)
-    assert rep.rms_after <= 0.3 and rep.rms_after < rep.rms_before / 3
-    # measured in three runs (real time, a shared machine): motor constant within 1 %, inertia and
-    # Coulomb friction within 4-16 % — the emulator's own timing (host and rig clocks, catch-up
-    # ticks) is not in the fitted model
-    k = rep.param("motor_constant")
-    assert k.identifiable and k.value == pytest.approx(truth.motor_constant, rel=0.05)
-    for name in ("inertia", "coulomb"):
-        p = rep.param(name)
-        if p.identifiable:
-            assert p.value == pytest.approx(getattr(truth, name), rel=0.25), name

@@ -220,10 +220,10 @@ def test_a_reboot_is_seen_from_the_boot_id_and_the_mode_is_sent_again(announce):
         rig.close()
 
 
-def _fuzz(seed: int, n_states: int) -> None:
+def _fuzz(seed: int, n_states: int, rate_hz: float = 2000.0) -> None:
     rng = random.Random(seed)
     p = {k: rng.choice([0.0, 0.01, 0.05, 0.2]) for k in ("drop", "corrupt", "repeat", "reorder", "garbage")}
-    rig = FakeRig(n_states, Mangler(seed, **p), rate_hz=2000.0, burst=rng.choice([1, 4, 16]))
+    rig = FakeRig(n_states, Mangler(seed, **p), rate_hz=rate_hz, burst=rng.choice([1, 4, 16]))
     try:
         link, got = _run_link(rig, sample=_fresh_only)
     finally:
@@ -246,7 +246,9 @@ def test_fuzzed_rig_stream_is_survived_and_counted(seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4, 24))
 def test_fuzzed_rig_stream_is_survived_and_counted_long(seed):
-    _fuzz(seed, 4000)
+    """4000 states at 8 kHz, eight times the real link's rate: many frames reach the host in one
+    read (the pty never drops them, the rig's writes block), and the counts must stay exact."""
+    _fuzz(seed, 4000, rate_hz=8000.0)
 
 
 def test_the_twin_follows_only_fresh_states_real_to_virtual():

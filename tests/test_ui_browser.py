@@ -117,21 +117,30 @@ def _wait_readout(page, q_deg: np.ndarray, tool_mm: np.ndarray, what: str):
 
 
 def _type_target(page, pendant, xyz_mm) -> None:
-    """Type a target position into the page's X/Y/Z inputs, wait for the server to have it, press "go to XYZ"."""
-    def received():
-        return True if np.allclose([h.value for h in pendant.target_xyz], xyz_mm, atol=1e-6) else None
+    """Type a target position into the page's X/Y/Z inputs, wait for the server to have it, press "go to XYZ".
 
-    for attempt in range(3):  # typing that races the page's own update of the inputs is repeated
-        for axis, v in zip("XYZ", xyz_mm):
-            box = page.get_by_label(f"target {axis} (mm)")
-            box.fill(f"{v:.1f}")
-            box.press("Tab")
+    A box whose value the server does not hold yet is typed again (typing can race the page's own
+    update of the inputs on a loaded machine); the wait ends as soon as the server holds all three.
+    """
+    def server():
+        return np.array([float(h.value) for h in pendant.target_xyz])
+
+    end = time.monotonic() + CONNECT
+    boxes = [page.get_by_label(f"target {axis} (mm)") for axis in "XYZ"]
+    while True:
+        for box, want, have in zip(boxes, xyz_mm, server()):
+            if abs(have - want) > 1e-6:
+                box.fill(f"{want:.1f}")
+                box.press("Tab")
         try:
-            _wait(received, f"the server to receive the typed target {xyz_mm}", timeout=HANG / 3)
+            _wait(lambda: True if np.allclose(server(), xyz_mm, atol=1e-6) else None,
+                  "the server to receive the typed target", timeout=3.0)
             break
         except AssertionError:
-            if attempt == 2:
-                raise
+            if time.monotonic() > end:
+                shown = [b.input_value() for b in boxes]
+                raise AssertionError(f"timed out after {CONNECT} s waiting for the server to receive the typed "
+                                     f"target {xyz_mm}: the server holds {server()}, the page's boxes show {shown}")
     page.get_by_text("go to XYZ", exact=True).first.click()
 
 
