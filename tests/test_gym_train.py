@@ -230,18 +230,18 @@ def test_signals_at_random_moments_of_train_never_lose_what_was_written(tmp_path
 @pytest.mark.slow
 def test_sac_her_learns_the_easiest_reach_on_a_fixed_seed_set(tmp_path, capsys):
     """SAC + HER with the repository's hyper-parameters on IRB120Reach (kinematic joints, 5 cm goals),
-    6,000 steps, seeds 0-2, two at a time: about 1 min wall on 2 cores.
+    6,000 steps, seeds 0 and 1 side by side: about 40 s wall on 2 cores (seed 0 is the README's).
 
-    Measured when written (hyperparams v2): 100 / 90 / 85 % evaluation success (seed 3: 90 %). The
-    test asks for every seed >= 60 % and a mean >= 80 %; an untrained policy scores 0-10 %.
+    Measured when written (hyperparams v2): 100 / 90 % evaluation success (seeds 2, 3: 85, 90 %).
+    The test asks for every seed >= 60 % and a mean >= 80 %; an untrained policy scores 0-10 %.
     """
     _require_stable_baselines3()
     out = tmp_path / "learn"
-    code = main(["train", "armtwin/IRB120Reach-v0", "--seeds", "0-2", "--jobs", "2", "--steps", "6000",
+    code = main(["train", "armtwin/IRB120Reach-v0", "--seeds", "0-1", "--jobs", "2", "--steps", "6000",
                  "--learning-starts", "500", "--env-kw", "joint_mode=\"kinematic\"", "--env-kw",
                  "distance_threshold=0.05", "--video-episodes", "0", "--out", str(out), "--json"])
     assert code == 0
     res = json.loads(capsys.readouterr().out)
     rates = [r["success_rate"] for r in res["runs"]]
-    assert res["complete_seeds"] == [0, 1, 2] and res["hyperparams_version"] >= 2
+    assert res["complete_seeds"] == [0, 1] and res["hyperparams_version"] >= 2
     assert min(rates) >= 0.6 and res["success_rate_mean"] >= 0.8, rates
