@@ -148,7 +148,32 @@ def test_the_check_never_misses_a_contact_that_ten_times_denser_sampling_finds(s
     cell = load_cell(ROOT / "examples" / "cells" / "irb120_cell.toml")
     rng = np.random.default_rng(seed)
     lo, hi = spec.lower * 0.8, spec.upper * 0.8
-    Q = rng.uniform(lo, hi, size=(7, spec.dof))
+    _assert_as_dense(spec, cell, rng.uniform(lo, hi, size=(7, spec.dof)))
+
+
+def _joints_on_the_table(spec, cell) -> np.ndarray:
+    """The preflight's joint samples of a short stroke drawn on the cell's work surface (Z0)."""
+    from armtwin.controllers.gcode.preflight import CheckPass
+    got = []
+    preflight("G21 G90\nG0 X-20 Y0 Z0\nG1 X20 F600\n", spec,
+              passes=(CheckPass("grab", lambda path, findings: got.append(path.track.q.copy()), ()),))
+    return got[0]
+
+
+@pytest.mark.parametrize("name", robots.names())
+@pytest.mark.parametrize("seed", range(4))
+def test_sliding_on_the_work_surface_never_hides_a_dip_between_samples(name, seed):
+    """A tool on the table's top wobbled by small random joint changes — the intervals the face-plane
+    bound clears without bisecting: every contact ten times denser sampling finds the check finds."""
+    spec = robots.get(name)
+    cell = default_cell(spec)
+    q = _joints_on_the_table(spec, cell)
+    rng = np.random.default_rng(seed)
+    Q = q[:: max(1, len(q) // 8)] + rng.normal(0.0, 0.004, size=(len(q[:: max(1, len(q) // 8)]), spec.dof))
+    _assert_as_dense(spec, cell, Q)
+
+
+def _assert_as_dense(spec, cell, Q: np.ndarray) -> None:
     t = np.arange(len(Q), dtype=float)
     with CollisionModel(spec, cell) as model:
         contacts = model.check(Q, t, np.arange(1, len(Q) + 1))
@@ -282,3 +307,31 @@ def test_a_tool_on_the_flange_is_part_of_the_robot_for_the_check():
         (hit,) = tooled.check(rep.q, rep.samples.t, rep.samples.line)
         assert (hit.link, hit.other, hit.line) == ("tool", "table", 3)
         assert hit.depth == pytest.approx(0.05, abs=1e-3) and hit.allowed == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("name", robots.names())
+def test_the_bend_bound_bounds_every_points_acceleration(name):
+    """The face-plane bound rests on |p''| ≤ M (CollisionModel._bend) for every point of a link while
+    the joints move linearly: finite differences of the links' shape points along random intervals,
+    large and small, never exceed it."""
+    from armtwin.controllers.tools import default_tools
+    spec = robots.get(name)
+    tool = default_tools()[2]                                       # the spindle: a tool link too
+    rng = np.random.default_rng(7)
+    with CollisionModel(spec, default_cell(spec), tool=tool) as model:
+        h = 1e-3
+        s = np.arange(0.0, 1.0 + h / 2, h)
+        worst = 0.0
+        for _ in range(40):
+            q0 = rng.uniform(spec.lower, spec.upper)
+            dq = rng.normal(0.0, rng.choice([0.01, 0.1, 1.0]), spec.dof)
+            poses = model.link_poses(q0 + s[:, None] * dq)
+            for pc in model._pieces:
+                ends = [pc.center + sign * pc.half * pc.axis for sign in (-1, 1)]
+                for point in ends:
+                    p = np.einsum("kij,j->ki", poses[:, pc.link, :3, :3], point) + poses[:, pc.link, :3, 3]
+                    acc = np.linalg.norm(p[2:] - 2 * p[1:-1] + p[:-2], axis=1) / h ** 2
+                    bound = model._bend(dq[None], pc.link)[0]
+                    assert acc.max() <= bound * (1 + 1e-3) + 1e-9, (pc.link, acc.max(), bound)
+                    worst = max(worst, acc.max() / max(bound, 1e-12))
+        assert worst > 0.05          # and the bound is not vacuous
