@@ -201,15 +201,36 @@ def test_slider_and_jog_move_the_simulated_robot(pendant, page):
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "ui_browser.png"
     page.screenshot(path=str(shot))
-    # the 3D view shows the arm: its shaded meshes are the only dark pixels in the middle of the
-    # view (the floor is white with light grey grid lines; the panel is on the right, the
-    # WebGL notice top left and the axes icon bottom left are outside this box)
+    # the 3D view shows the arm in its makers' paints: the pixels that change when the robot's meshes
+    # are hidden are the arm; most of them are light (ABB white, matte: when the meshes went to the
+    # browser as metal, the white arm was drawn below 110 of 255), the wrist is ABB orange, the foot
+    # graphite
     import imageio.v3 as iio
     img = iio.imread(shot)[..., :3].astype(int)
+    pendant.urdf.show_visual = False
+    try:
+        bare_shot = ARTIFACTS / "ui_browser_no_robot.png"
+        bare = _wait(lambda: b if np.abs((b := _shot(page, bare_shot)) - img).max() > 60 else None,
+                     "the page to hide the robot")
+    finally:
+        pendant.urdf.show_visual = True
     h, w = img.shape[:2]
-    view = img[int(0.2 * h):int(0.8 * h), int(0.2 * w):int(0.62 * w)].mean(axis=2)
-    dark = int((view < 110).sum())
-    assert dark > 0.02 * view.size, f"the 3D view shows no arm ({dark} dark pixels of {view.size}; see {shot})"
+    box = (slice(int(0.1 * h), int(0.9 * h)), slice(int(0.2 * w), int(0.62 * w)))
+    arm = np.abs(img[box] - bare[box]).max(axis=2) > 40
+    px = img[box][arm]
+    light = (px.mean(axis=1) > 150).mean()
+    orange = int(((px[:, 0] > 180) & (px[:, 1] > 60) & (px[:, 1] < 170) & (px[:, 2] < 90)).sum())
+    dark = int((px.mean(axis=1) < 90).sum())
+    print(f"arm: {arm.mean():.1%} of the view, {light:.0%} light, {orange} orange and {dark} dark pixels")
+    assert arm.mean() > 0.02, f"the 3D view shows no arm ({arm.sum()} pixels; see {shot})"
+    assert light > 0.6, f"the arm is not drawn in ABB white ({light:.0%} light pixels; see {shot})"
+    assert orange >= 10 and dark >= 10, f"no orange wrist ({orange}) or graphite foot ({dark}) in {shot}"
+
+
+def _shot(page, path) -> np.ndarray:
+    import imageio.v3 as iio
+    page.screenshot(path=str(path))
+    return iio.imread(path)[..., :3].astype(int)
 
 
 def test_typed_reachable_target_moves_the_tool_there(pendant, page):

@@ -473,17 +473,48 @@ def rig_markdown(tw: dict | None) -> str:
 
 
 def robot_view(server, spec: RobotSpec, tool, viser_urdf):
-    """The robot drawn in the page (viser's ``ViserUrdf``), with the mounted tool's body on its flange
-    (:func:`~armtwin.robots.tooling.urdf_with_tool`, the description the simulation loads)."""
+    """The robot drawn in the page (viser's ``ViserUrdf``), in its makers' paints (:func:`painted_urdf`),
+    with the mounted tool's body on its flange (:func:`~armtwin.robots.tooling.urdf_with_tool`, the
+    description the simulation loads)."""
     if tool is None:
-        return viser_urdf(server, Path(spec.urdf_path), root_node_name="/robot")
+        return viser_urdf(server, painted_urdf(Path(spec.urdf_path)), root_node_name="/robot")
     import tempfile
 
     from ...robots.tooling import urdf_with_tool
     with tempfile.TemporaryDirectory(prefix="armtwin-ui-tool-") as tmp:
         path = Path(tmp) / f"{spec.name}_T{tool.number}.urdf"
         path.write_text(urdf_with_tool(spec.urdf_path, tool))
-        return viser_urdf(server, path, root_node_name="/robot")
+        return viser_urdf(server, painted_urdf(path), root_node_name="/robot")
+
+
+#: how rough the paints look in the page (a matte industrial paint)
+PAINT_ROUGHNESS = 0.6
+
+
+def painted_urdf(path: Path):
+    """The URDF at ``path`` loaded with yourdfpy, every visual mesh in its own paint as a matte,
+    non-metallic glTF material.
+
+    The meshes' OBJ files name their paint (``usemtl``, robots/meshgen.py), which trimesh reads as
+    a simple material; glTF, in which viser sends meshes to the browser, takes a material without a
+    metallic factor as fully metallic, so ABB white arrived as dark chrome and the orange wrist as
+    brown. Shapes without a material (the tool's cylinder) keep the colour the URDF gives them."""
+    from functools import partial
+
+    import yourdfpy
+    from trimesh.visual.material import PBRMaterial
+    from trimesh.visual.texture import TextureVisuals
+    urdf = yourdfpy.URDF.load(path, build_scene_graph=True, load_meshes=True,
+                              filename_handler=partial(yourdfpy.filename_handler_magic, dir=path.parent))
+    for mesh in urdf.scene.geometry.values():
+        visual = mesh.visual
+        if isinstance(visual, TextureVisuals) and visual.material is not None:
+            color = np.asarray(getattr(visual.material, "diffuse", None)
+                               if getattr(visual.material, "diffuse", None) is not None
+                               else visual.material.main_color)
+            mesh.visual = TextureVisuals(material=PBRMaterial(baseColorFactor=color, metallicFactor=0.0,
+                                                              roughnessFactor=PAINT_ROUGHNESS))
+    return urdf
 
 
 def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:
