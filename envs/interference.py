@@ -18,11 +18,15 @@ Units: m, rad inside; :meth:`Interference.describe` in mm.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..controllers.choices import Choice
 from .collision import TOOL_LINK, CollisionModel
+
+if TYPE_CHECKING:
+    from ..controllers.ik import IKResult
 
 __all__ = ["CollisionFilter", "Interference", "PairKind"]
 
@@ -102,3 +106,12 @@ class CollisionFilter:
     def __call__(self, q: np.ndarray) -> str | None:
         found = self.interference(q)
         return "; ".join(c.describe() for c in found) if found else None
+
+    def skipped(self, plain: IKResult) -> tuple[str, tuple[Interference, ...]] | None:
+        """What a filtered choice skipped: given the IK's choice *without* this filter (same pose,
+        ``q_near`` and options), its branch and pairs in contact when it is in collision — the
+        nearest solution, which the filtered choice passed over — else None."""
+        if plain.best is None or plain.best_branch is None:
+            return None
+        found = self.interference(plain.best)
+        return (plain.best_branch, found) if found else None

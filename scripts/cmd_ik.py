@@ -147,10 +147,7 @@ def run(args: argparse.Namespace) -> int:
         r = solve(spec, T, q_near, stay_on_branch=args.stay_on_branch, reject=cell_filter)
         # the choice without the cell: when the filter refused it, the nearest solution was skipped
         plain = solve(spec, T, q_near, stay_on_branch=args.stay_on_branch)
-        skipped = None
-        if plain.best is not None and cell_filter.interference(plain.best):
-            skipped = (plain.best_branch, cell_filter.interference(plain.best))
-        return report(args, spec, T, r, cc.cell, cell_filter, skipped)
+        return report(args, spec, T, r, cc.cell, cell_filter, cell_filter.skipped(plain))
 
 
 def report(args: argparse.Namespace, spec, T: np.ndarray, r, cell=None, cell_filter=None, skipped=None) -> int:
