@@ -65,7 +65,7 @@ def register(sub) -> None:
                    "for the shortest-travel choice; default the home pose")
     p.add_argument("--stay-on-branch", action="store_true", help="only accept solutions on the --near branch")
     p.add_argument("--all", action="store_true", help="list every solution, inside the ranges or not")
-    add_cell_arg(p, "check every solution for collisions with this workcell; the choice skips those in collision")
+    add_cell_arg(p, "mark the solutions in collision with this workcell")
     add_json_flag(p)
     p.set_defaults(func=run)
 

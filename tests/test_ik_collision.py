@@ -253,3 +253,68 @@ def test_cli_cell_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert main(["ik", "irb120", "400", "0", "300", "--rpy", "180", "0", "180", "--cell", str(tmp_path / "none.toml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("armtwin: error: --cell ") and "no such file" in err
+    assert main(["ui", "irb120", "--port", "0", "--cell", str(tmp_path)]) == 2       # checked before anything is served
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("armtwin: error: --cell ") and "is a directory" in err
+
+
+# ----- the pendant ------------------------------------------------------------------------
+
+AUBO_SKIP = ((-0.0908, 0.1685, -0.1385), np.radians((-101.14, -26.3, -9.03)))   # nearest from home: self-collision
+
+
+def test_the_pendant_refuses_a_target_in_collision_and_skips_an_interfering_nearest_solution():
+    from armtwin.envs.pendant import PendantConfig, PendantCore
+    spec = robots.get("irb120")
+    core = PendantCore(spec, config=PendantConfig(cell=default_cell(spec)))
+    try:
+        assert "table" in core.placed.bodies
+        q0 = core.target_joints()
+        r = core.move_to_pose(pose_from_rpy((0.35, 0.0, 0.19), (math.pi, 0.0, math.pi)))   # 10 mm into the table
+        assert not r.applied and r.message.startswith("not applied: in collision: every solution")
+        assert "link_6 touches table 10.0 mm deep" in r.message
+        np.testing.assert_array_equal(core.target_joints(), q0)
+        r = core.move_to_pose(pose_from_rpy((0.35, 0.0, 0.25), (math.pi, 0.0, math.pi)))   # 50 mm above it
+        assert r.applied and r.message == "IK ok (front/up/noflip)"
+    finally:
+        core.close()
+    spec = robots.get("aubo_i5")
+    T = pose_from_rpy(*AUBO_SKIP)
+    core = PendantCore(spec, config=PendantConfig(cell=default_cell(spec)))
+    try:
+        r = core.move_to_pose(T)
+        assert r.applied and r.branch == "back/down/flip"
+        assert "the nearest solution (back/down/noflip) is in collision: base_link touches link forearm_link" in r.message
+        assert not CollisionFilter(core.collisions.model).interference(core.target_joints())
+        q1 = core.target_joints()
+        r = core.move_to_pose(T, branch="back/down/noflip")
+        assert not r.applied and r.message.startswith("not applied: in collision on branch back/down/noflip: base_link")
+        np.testing.assert_array_equal(core.target_joints(), q1)
+    finally:
+        core.close()
+    # without a cell nothing is checked: the nearest solution is taken
+    core = PendantCore(spec)
+    try:
+        assert core.collisions is None and core.move_to_pose(T).branch == "back/down/noflip"
+    finally:
+        core.close()
+
+
+def test_the_page_draws_the_cell_and_the_robot_at_its_mount(tmp_path):
+    pytest.importorskip("viser")
+    from armtwin.envs.pendant import Pendant, PendantConfig
+    spec = robots.get("irb120")
+    mount = np.eye(4)
+    mount[:3, 3] = (0.1, -0.2, 0.3)
+    base = default_cell(spec, mount)
+    at = np.eye(4)
+    at[:3, 3] = (0.6, 0.4, 0.45)
+    post = CellBody("post", ShapeKind.CYLINDER, at, (0.03, 0.9))
+    ball = CellBody("ball", ShapeKind.SPHERE, at, (0.05,))
+    cell = Cell("table, post and ball", base.mount, base.bodies + (post, ball))
+    with Pendant("irb120", port=0, config=PendantConfig(save_dir=tmp_path, cell=cell)) as p:
+        nodes = p.server.scene._handle_from_node_name          # viser's own index of the scene's nodes
+        assert {"/cell/table", "/cell/post", "/cell/ball", "/mount"} <= set(nodes)
+        np.testing.assert_allclose(p.core.robot.world_T_report[:3, 3], (0.1, -0.2, 0.3), atol=1e-12)
+        r = p.core.move_to_pose(pose_from_rpy((0.35, 0.0, 0.19), (math.pi, 0.0, math.pi)))
+        assert not r.applied and "in collision" in r.message
