@@ -28,7 +28,10 @@ from .collision import TOOL_LINK, CollisionModel
 if TYPE_CHECKING:
     from ..controllers.ik import IKResult
 
-__all__ = ["CollisionFilter", "Interference", "PairKind"]
+__all__ = ["CollisionFilter", "Interference", "PairKind", "MAX_REMEMBERED"]
+
+#: joint vectors a filter keeps its answers for; past that it starts afresh (a pendant dragged for hours)
+MAX_REMEMBERED = 4096
 
 
 class PairKind(Choice):
@@ -91,6 +94,8 @@ class CollisionFilter:
         key = tuple(np.asarray(q, dtype=float).tolist())
         got = self._seen.get(key)
         if got is None:
+            if len(self._seen) >= MAX_REMEMBERED:
+                self._seen.clear()
             model = self.model
             found = []
             for p, depth in model.touching(np.array(key)):
@@ -106,6 +111,12 @@ class CollisionFilter:
     def __call__(self, q: np.ndarray) -> str | None:
         found = self.interference(q)
         return "; ".join(c.describe() for c in found) if found else None
+
+    @staticmethod
+    def refusal(result: IKResult) -> str:
+        """The reason of a REJECTED result in this filter's words: every solution inside the joint
+        ranges "is in collision" (the IK says "was rejected", about any filter), the nearest's pairs."""
+        return result.reason.replace(" was rejected ", " is in collision ", 1)
 
     def skipped(self, plain: IKResult) -> tuple[str, tuple[Interference, ...]] | None:
         """What a filtered choice skipped: given the IK's choice *without* this filter (same pose,

@@ -204,9 +204,8 @@ def report(args: argparse.Namespace, spec, T: np.ndarray, r, cell=None, cell_fil
                 f", {sum(s.within_limits and not row['collision'] for s, row in zip(r.solutions, rows))} of them free"
             print(f"  ({len(r.solutions)} solutions in all, {sum(s.within_limits for s in r.solutions)} "
                   f"inside the ranges{free}; --all lists them)")
-    if r.status is IKStatus.REJECTED:
-        # the IK's words are about any solution filter; here the filter is the cell's collision check
-        print(f"armtwin: in collision: {r.reason.replace(' was rejected ', ' is in collision ', 1)}", file=sys.stderr)
+    if r.status is IKStatus.REJECTED and cell_filter is not None:
+        print(f"armtwin: in collision: {cell_filter.refusal(r)}", file=sys.stderr)
     elif not r.ok:
         print(f"armtwin: {r.status.value.replace('_', ' ')}: {r.reason}", file=sys.stderr)
     return code

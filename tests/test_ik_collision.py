@@ -181,6 +181,21 @@ def test_a_self_collision_and_a_tool_are_named_by_kind():
         assert any(c.kind is PairKind.TOOL and c.link == "tool" and c.other == "table" for c in got)
 
 
+def test_the_filter_remembers_a_bounded_number_of_answers(monkeypatch):
+    import armtwin.envs.interference as interference
+    monkeypatch.setattr(interference, "MAX_REMEMBERED", 3)
+    spec = robots.get("irb120")
+    q_in = np.radians([0, 90, 70, 0, 0, 0])                 # the forearm folded into the base
+    with CollisionModel(spec, default_cell(spec)) as model:
+        filt = CollisionFilter(model)
+        first = filt.interference(q_in)
+        assert first and filt(q_in) == "; ".join(c.describe() for c in first)
+        for k in range(10):
+            assert filt(spec.home + 0.01 * k) is None
+            assert len(filt._seen) <= 3
+        assert filt.interference(q_in) == first           # asked afresh: the same answer
+
+
 def test_solve_path_follows_its_branch_while_it_is_free_and_stops_where_it_interferes():
     """The IRB120's flange goes straight down onto the default table: with the cell's filter the path
     is the unfiltered one (same branch, same joints) up to the first sample the check finds in

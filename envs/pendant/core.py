@@ -534,8 +534,7 @@ class PendantCore:
                 return MoveResult(False, q_near, f"not applied: in collision on branch {branch}: {pick.rejected}")
             return self._apply(pick.q, f"IK ok ({pick.branch})", pick.branch)
         if r.status is IKStatus.REJECTED:
-            why = r.reason.replace(" was rejected ", " is in collision ", 1)
-            return MoveResult(False, q_near, f"not applied: in collision: {why}")
+            return MoveResult(False, q_near, f"not applied: in collision: {filt.refusal(r)}")
         if not r.ok or r.best is None:
             return MoveResult(False, q_near, f"not applied: {r.status.value}: {r.reason}")
         skipped = filt.skipped(self.kinematics.solve(T, q_near))
