@@ -38,8 +38,9 @@ solved and reported: a "singular:" line naming the singularity and the joints ke
 workcell: with --cell FILE (or --cell default, the robot's built-in cell with its table) every
 solution is checked for collisions with the cell's bodies and of the robot with itself, by the
 rule of `armtwin check --cell` (docs/WORKCELL.md): --all marks each one "free" or names the pairs
-in contact (link-link, link-body, tool-body) and how deep; the choice takes the nearest solution
-that is free, and says so when the nearest one is in collision.
+in contact (link-link "self", link-body "body"; the bare flange: a tool's "tool" pairs arise in the
+pendant, `armtwin ui --tool N --cell`) and how deep; the choice takes the nearest solution that is
+free, and says so when the nearest one is in collision.
 
 exit codes: 0 solved; {EXIT_UNREACHABLE} target out of reach; {EXIT_OUT_OF_RANGE} no solution inside the joint
 ranges, or none on the --near branch (status "singular" when that branch merges with another at

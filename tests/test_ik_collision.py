@@ -315,6 +315,19 @@ def test_the_pendant_refuses_a_target_in_collision_and_skips_an_interfering_near
         core.close()
 
 
+def test_the_pendant_with_a_tool_refuses_a_target_that_pushes_the_tool_into_the_table():
+    from armtwin.envs.pendant import PendantConfig, PendantCore
+    spec = robots.get("irb120")
+    core = PendantCore(spec, config=PendantConfig(cell=default_cell(spec), tool=1))     # the pen, TCP 100 mm out
+    try:
+        r = core.move_to_pose(pose_from_rpy((0.35, 0.0, 0.19), (math.pi, 0.0, math.pi)))   # its tip 10 mm in
+        assert not r.applied and "tool touches table 10.0 mm deep" in r.message
+        r = core.move_to_pose(pose_from_rpy((0.35, 0.0, 0.2), (math.pi, 0.0, math.pi)))    # on the top: free
+        assert r.applied, r.message
+    finally:
+        core.close()
+
+
 def test_the_page_draws_the_cell_and_the_robot_at_its_mount(tmp_path):
     pytest.importorskip("viser")
     from armtwin.envs.pendant import Pendant, PendantConfig
