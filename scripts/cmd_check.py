@@ -47,13 +47,19 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optional-stop", action="store_true",
                    help="M1 (optional stop) pauses like M0 (default: M1 does nothing, with a note)")
     add_tool_options(p)
-    p.add_argument("--cell", metavar="FILE",
-                   help="check the path for collisions with this workcell (a TOML file, docs/WORKCELL.md) and "
-                        "the robot with itself; 'default': the robot's built-in cell, a table under its work")
+    add_cell_arg(p, "check the path for collisions with this workcell")
     p.add_argument("--clearance", type=float, metavar="MM",
                    help="with --cell: warn where a link passes closer than MM (0 to 100) to a body or another link "
                         "(error with --strict)")
     _own_extra_arguments(p)
+
+
+def add_cell_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--cell FILE|default`` (read by :func:`load_cell_arg`), shared by ``check``, ``run`` and ``ik``:
+    ``what`` says what the command does with the cell."""
+    p.add_argument("--cell", metavar="FILE",
+                   help=f"{what} (a TOML file, docs/WORKCELL.md) and the robot with itself; "
+                        "'default': the robot's built-in cell, a table under its work")
 
 
 def _own_extra_arguments(p: argparse.ArgumentParser) -> None:

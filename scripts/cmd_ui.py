@@ -5,7 +5,7 @@ joints and the tool, an IK target (dragged, or typed as X/Y/Z in mm) with a bran
 readouts, the joint model, "record point" / "save as G-code" and "run program". Bound to 127.0.0.1 unless
 ``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
 
-    armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--tool N [--tools FILE.toml]]
+    armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--tool N [--tools FILE.toml]] [--cell FILE|default]
                      [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]]
 
 With ``--tool N`` (a tool of the built-in table, or of ``--tools FILE`` as for ``armtwin run``)
@@ -14,6 +14,12 @@ readout, the IK target, the tool jog (base or tool axes), the taught points and 
 G-code are at its TCP; the saved program names the tool (``G43 H N``), so ``armtwin run
 --tool N`` puts the tool tip on the taught poses. A bad table or tool number is one line on
 stderr with exit code 2.
+
+With ``--cell FILE`` (or ``--cell default``, as for ``armtwin check``) the robot stands in the
+workcell, whose bodies the page draws, and the IK target is checked for collisions (with the cell,
+and of the robot with itself, tool included): the nearest collision-free solution is taken (the
+status line says when the nearest one was in collision), and a target whose every solution is in
+collision is not applied — the target turns red and the status line names the pairs.
 
 With ``--rig PORT`` the pendant's simulated robot also commands the servo rig (virtual → real,
 as ``armtwin sync --direction virtual-to-real`` with the pendant as the program): ``--joints``
@@ -35,6 +41,7 @@ import sys
 from pathlib import Path
 
 from .cli import CliError, get_robot, missing_extra
+from .cmd_check import add_cell_arg, load_cell_arg
 from .options import add_joint_mode, add_tool_options, check_log_file, joint_mode, open_log, parse_joints, tool_settings
 
 
@@ -45,6 +52,7 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     add_joint_mode(p, what="initial joint model")
     add_tool_options(p, program=False)
+    add_cell_arg(p, "stand the robot in this workcell (drawn) and refuse IK targets in collision with it")
     p.add_argument("--save-dir", default=".", help="folder for 'save as G-code' (default: the current folder)")
     p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
     p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")
@@ -129,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.programs is not None and not Path(args.programs).is_dir():
         raise CliError(f"--programs {args.programs}: not a folder")
     tools = tool_settings(args)
+    cell_check = load_cell_arg(args, spec)
     try:    # the 'ui' extra (viser draws the robot from its URDF with yourdfpy and trimesh)
         import trimesh  # noqa: F401
         import viser  # noqa: F401
@@ -138,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.pendant import Pendant, PendantConfig
     mode = joint_mode(args)
     config = PendantConfig(save_dir=save_dir, program_dir=Path(args.programs) if args.programs else None,
-                           tools=tools["tools"], tool=tools["tool"])
+                           tools=tools["tools"], tool=tools["tool"],
+                           cell=None if cell_check is None else cell_check.cell)
     joints = _rig_options(args, spec)
     _check_bindable(args.host, args.port)
     link = log = pendant = None

@@ -223,10 +223,12 @@ def test_a_bad_cell_is_one_line_and_exit_2(tmp_path, capsys, cell, words):
 
 
 def test_bench_collision_measures_the_pass_against_the_plain_query_loop(capsys):
-    assert main(["bench", "collision", "--lines", "200", "--repeat", "1", "--brute", "50", "--json"]) == 0
+    assert main(["bench", "collision", "--lines", "200", "--repeat", "1", "--brute", "50", "--ik", "20", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["clean"] and out["contacts"] == [] and out["samples"] > 50 and out["pairs"] > 0
     assert out["collision_pass_s"] > 0 and out["brute_samples"] == 50 and out["brute_checks_per_s"] > 0
+    assert out["ik_poses"] == 20 and out["ik_solutions"] >= 20 and 0 <= out["ik_in_collision"] <= out["ik_solutions"]
+    assert out["ik_filtered_us"] > 0 and out["ik_filter_calls_per_pose"] >= 1 and out["ik_check_ms"] > 0
     assert main(["bench", "check", "--lines", "5"]) == 2             # the alias; bad input is exit 2
 
 

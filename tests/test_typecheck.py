@@ -39,6 +39,7 @@ TYPED = [
     "envs/hyperparams.py",
     "envs/randomize.py",
     "envs/marking.py",
+    "envs/interference.py",
     "envs/sweep.py",
     "robots/bodies.py",
     "robots/gains.py",

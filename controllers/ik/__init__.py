@@ -65,7 +65,9 @@ smallest weighted travel ``sum_i w_i * |q_i - q_near_i|`` (rad, m) wins; the def
 (:func:`default_weights`) are 1 for J1–J3 and 0.25 for the wrist joints. ``stay_on_branch``
 keeps the branch label of ``q_near``. A solution filter (``reject``, :data:`Reject`) refuses
 solutions for reasons the IK does not know (collisions, a workcell's keep-out zones): the
-choice then takes the nearest solution it accepts.
+choice then takes the nearest solution it accepts. The workcell's collision check is such a
+filter (:class:`armtwin.envs.interference.CollisionFilter`, used by ``armtwin ik --cell`` and the
+pendant); it is passed in as a callable, so this package stays free of PyBullet.
 
 Orientation input: a (4, 4) transform (metres) in the robot's reporting base frame for the
 flange ``tool0``; :func:`pose_from_quat` builds one from a position and a quaternion

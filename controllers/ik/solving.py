@@ -406,7 +406,12 @@ def solve_path(spec: RobotSpec, T: np.ndarray, q_start: Sequence[float] | np.nda
         max_step: largest allowed revolute joint change between consecutive samples (and from
             ``q_start`` to sample 0), rad; None disables the check.
         reject: a solution filter, as in :func:`solve`: at each sample the nearest accepted
-            solution in the start configuration is taken.
+            solution in the start configuration is taken, so the path keeps its branch among
+            the solutions the filter accepts (the wrist only where that stays within
+            ``max_step``); the first sample where the start configuration has none ends the
+            path with the filter's reason for the nearest. With a workcell's collision filter
+            (:class:`armtwin.envs.interference.CollisionFilter`, a callable: this package does not
+            import it) that is branch continuity among collision-free solutions.
 
     Returns:
         A :class:`PathIKResult`.

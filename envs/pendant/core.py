@@ -5,7 +5,11 @@ or about the base or tool axes), IK targets with a branch choice, taught points,
 program runs. With a tool on the flange (``armtwin ui R --tool N [--tools FILE]``,
 :attr:`PendantConfig.tool`) the tool's body and mass are on the simulated flange and everything
 Cartesian — the readout, the IK target, the jog, the taught points and their G-code — is at its
-TCP (:class:`~armtwin.controllers.tcp.TcpKinematics`), as ``armtwin run --tool N`` has it. Every motion goes through ``SimRobot.command`` and is advanced by
+TCP (:class:`~armtwin.controllers.tcp.TcpKinematics`), as ``armtwin run --tool N`` has it. With a
+workcell (``armtwin ui R --cell FILE|default``, :attr:`PendantConfig.cell`) the robot stands at the
+cell's mount among its bodies, and an IK target whose solution is in collision (with the cell or
+the robot itself, by ``armtwin check --cell``'s rule: :class:`~armtwin.envs.interference.CollisionFilter`)
+is not applied: the choice takes the nearest free solution, or says the target is in collision. Every motion goes through ``SimRobot.command`` and is advanced by
 :meth:`PendantCore.tick` — the one command path. Thread-safe (one lock); only the thread that
 ticks touches PyBullet. With :meth:`PendantCore.attach_rig` the simulated robot also commands the
 servo rig from a loop of its own at the sync rate.
@@ -34,12 +38,16 @@ from ...controllers.transforms import (
     rot_z,
 )
 from ...robots import RobotSpec
+from ...robots.workcell import Cell
 from .. import examples_dir
 from ..sim import JointMode, PhysicsConfig, World
 
 
 from ...controllers.gcode.teach import gcode_for_points
+from ..collision import CollisionModel
 from ..files import replace_file
+from ..interference import CollisionFilter
+from ..workcell import mount_of, place_cell
 
 __all__ = ["MoveResult", "PendantConfig", "PendantCore", "SaveResult", "safe_file_name", "GCODE_SUFFIXES",
            "MAX_FILE_NAME", "MAX_JOG_STEP"]
@@ -65,6 +73,8 @@ class PendantConfig:
         tools: the tool table (``--tools FILE``; default the built-in one).
         tool: the number of the tool on the flange (``--tool N``; 0: the bare flange): its TCP is
             the pendant's controlled point, and programs run start with it mounted.
+        cell: the workcell (``--cell``): the robot at its mount among its bodies, and IK targets
+            in collision refused; None: an empty world, nothing checked.
     """
 
     dt: float = 1.0 / 240.0
@@ -78,6 +88,7 @@ class PendantConfig:
     program_dir: Path | None = None
     tools: ToolTable = field(default_factory=default_tools, compare=False)
     tool: int = 0
+    cell: Cell | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("dt", "rate", "joint_step", "prismatic_step", "tool_step", "turn_step", "feed"):
@@ -86,6 +97,8 @@ class PendantConfig:
                 raise ValueError(f"PendantConfig.{name} must be a positive number, got {v!r}")
         if not isinstance(self.tools, ToolTable):
             raise ValueError(f"PendantConfig.tools must be a ToolTable, got {type(self.tools).__name__}")
+        if self.cell is not None and not isinstance(self.cell, Cell):
+            raise ValueError(f"PendantConfig.cell must be a Cell or None, got {type(self.cell).__name__}")
         if isinstance(self.tool, bool) or not isinstance(self.tool, (int, np.integer)) or self.tool not in self.tools:
             raise ValueError(f"PendantConfig.tool {self.tool!r} is not in the tool table ({self.tools.source}: "
                              f"T{', T'.join(str(n) for n in self.tools)})")
@@ -193,7 +206,16 @@ class PendantCore:
         #: FK and IK of the controlled point: the mounted tool's TCP (the flange without a tool)
         self.kinematics = TcpKinematics(spec, self.config.mounted)
         self.world = World(PhysicsConfig(dt=self.config.dt), renderer="tiny")
-        self.robot = self.world.add_robot(spec, JointMode.parse(mode), tool=self.config.mounted)  # its mass a payload
+        cell = self.config.cell
+        position, rotation = ((0.0, 0.0, 0.0), None) if cell is None else mount_of(cell)
+        self.robot = self.world.add_robot(spec, JointMode.parse(mode), tool=self.config.mounted,  # its mass a payload
+                                          position=position, orientation=rotation)
+        #: with a cell: its bodies in the world, and the IK's collision filter (a world of its own)
+        self.placed = None if cell is None else place_cell(self.world, cell, self.robot)
+        self.collisions: CollisionFilter | None = None
+        if cell is not None:
+            self.collisions = CollisionFilter(CollisionModel(spec, cell, tool=self.config.mounted))
+        self._collision_lock = threading.Lock()   # the filter places its links, then queries: one caller at a time
         self.q_target = self.robot.q.copy()
         self.points: list[np.ndarray] = []
         self._program: deque = deque()  # (q (n,), qd (n,), line) samples, one per world step
@@ -210,6 +232,9 @@ class PendantCore:
         with self.lock:
             self.detach_rig()
             self.world.close()
+            if self.collisions is not None:
+                self.collisions.model.close()
+                self.collisions = None
 
     # ----- servo rig (virtual -> real) ------------------------------------------------------
     #: the rig follows the pendant at up to this share of each joint's speed limit (ramped: a
@@ -467,14 +492,22 @@ class PendantCore:
                 nearest solution to the current joints (weighted shortest travel).
 
         Returns:
-            A :class:`MoveResult`; unreachable or out-of-range targets are not applied.
+            A :class:`MoveResult`; unreachable or out-of-range targets are not applied, and with a
+            cell neither are targets whose every solution (on ``branch``) is in collision: the
+            message says "not applied: in collision: ..." with the pairs; when the nearest
+            solution was skipped for a collision, the message of the applied one says so.
         """
         T = np.asarray(T, float)
         if T.shape != (4, 4) or not np.all(np.isfinite(T)):
             raise ValueError("the target pose must be a finite 4x4 transform")
         with self.lock:
             q_near = self.q_target.copy()
-        r = self.kinematics.solve(T, q_near)
+        filt = self.collisions
+        if filt is None:
+            r = self.kinematics.solve(T, q_near)
+        else:
+            with self._collision_lock:
+                return self._move_free(T, q_near, filt, branch)
         if branch:
             cands = [s for s in r.solutions if s.branch == branch and s.within_limits]
             if not cands:
@@ -485,6 +518,29 @@ class PendantCore:
         if not r.ok or r.best is None:
             return MoveResult(False, q_near, f"not applied: {r.status.value}: {r.reason}")
         return self._apply(r.best, f"IK ok ({r.best_branch})", r.best_branch)
+
+    def _move_free(self, T: np.ndarray, q_near: np.ndarray, filt: CollisionFilter, branch: str | None) -> MoveResult:
+        """:meth:`move_to_pose` with the cell's collision filter."""
+        from ...controllers.ik import IKStatus
+        r = self.kinematics.solve(T, q_near, reject=filt)
+        if branch:
+            cands = [s for s in r.solutions if s.branch == branch and s.within_limits]
+            if not cands:
+                why = r.reason if not r.ok else f"no solution on branch {branch} here"
+                return MoveResult(False, q_near, f"not applied: {why}")
+            free = [s for s in cands if not s.rejected]
+            pick = min(free or cands, key=lambda s: float(np.sum(np.abs(s.q - q_near))))
+            if not free:
+                return MoveResult(False, q_near, f"not applied: in collision on branch {branch}: {pick.rejected}")
+            return self._apply(pick.q, f"IK ok ({pick.branch})", pick.branch)
+        if r.status is IKStatus.REJECTED:
+            return MoveResult(False, q_near, f"not applied: in collision: {filt.refusal(r)}")
+        if not r.ok or r.best is None:
+            return MoveResult(False, q_near, f"not applied: {r.status.value}: {r.reason}")
+        skipped = filt.skipped(self.kinematics.solve(T, q_near))
+        note = "" if skipped is None else \
+            f"; the nearest solution ({skipped[0]}) is in collision: " + "; ".join(c.describe() for c in skipped[1])
+        return self._apply(r.best, f"IK ok ({r.best_branch}){note}", r.best_branch)
 
     def branches(self) -> tuple[str, ...]:
         """IK branch labels of the robot."""

@@ -76,7 +76,13 @@ class Pendant:
             sc.add_light_ambient("/ambient", intensity=1.2)
         sc.add_grid("/grid", width=2.0, height=2.0, cell_size=0.1, plane="xy")
         self._world_T_report = self.core.robot.world_T_report
-        self.urdf = robot_view(self.server, spec, self.core.config.mounted, ViserUrdf)
+        root = "/robot"
+        cell = self.core.config.cell
+        if cell is not None:     # the cell's bodies, and the robot drawn at the cell's mount
+            draw_cell(sc, cell)
+            sc.add_frame("/mount", show_axes=False, position=tuple(cell.mount[:3, 3]), wxyz=_wxyz(cell.mount[:3, :3]))
+            root = "/mount/robot"
+        self.urdf = robot_view(self.server, spec, self.core.config.mounted, ViserUrdf, root)
         names = self.urdf.get_actuated_joint_names()
         self._order = [list(spec.joint_names).index(n) for n in names]
         self.urdf.update_cfg(self.core.joints()[self._order])
@@ -472,19 +478,19 @@ def rig_markdown(tw: dict | None) -> str:
     return "  \n".join(lines)
 
 
-def robot_view(server, spec: RobotSpec, tool, viser_urdf):
-    """The robot drawn in the page (viser's ``ViserUrdf``), in its makers' paints (:func:`painted_urdf`),
-    with the mounted tool's body on its flange (:func:`~armtwin.robots.tooling.urdf_with_tool`, the
-    description the simulation loads)."""
+def robot_view(server, spec: RobotSpec, tool, viser_urdf, root: str = "/robot"):
+    """The robot drawn in the page (viser's ``ViserUrdf``) under the scene node ``root``, in its
+    makers' paints (:func:`painted_urdf`), with the mounted tool's body on its flange
+    (:func:`~armtwin.robots.tooling.urdf_with_tool`, the description the simulation loads)."""
     if tool is None:
-        return viser_urdf(server, painted_urdf(Path(spec.urdf_path)), root_node_name="/robot")
+        return viser_urdf(server, painted_urdf(Path(spec.urdf_path)), root_node_name=root)
     import tempfile
 
     from ...robots.tooling import urdf_with_tool
     with tempfile.TemporaryDirectory(prefix="armtwin-ui-tool-") as tmp:
         path = Path(tmp) / f"{spec.name}_T{tool.number}.urdf"
         path.write_text(urdf_with_tool(spec.urdf_path, tool))
-        return viser_urdf(server, painted_urdf(path), root_node_name="/robot")
+        return viser_urdf(server, painted_urdf(path), root_node_name=root)
 
 
 #: how rough the paints look in the page (a matte industrial paint)
@@ -515,6 +521,24 @@ def painted_urdf(path: Path):
             mesh.visual = TextureVisuals(material=PBRMaterial(baseColorFactor=color, metallicFactor=0.0,
                                                               roughnessFactor=PAINT_ROUGHNESS))
     return urdf
+
+
+def draw_cell(scene, cell) -> None:
+    """Draw a workcell's bodies in the page (world frame, their colours) under ``/cell``."""
+    import trimesh
+    for body in cell.bodies:
+        name, kind = f"/cell/{body.name}", body.shape.value
+        rgb = tuple(int(round(255 * c)) for c in body.color[:3])
+        where = {"position": tuple(float(v) for v in body.pose[:3, 3]), "wxyz": _wxyz(body.pose[:3, :3])}
+        if kind == "box":
+            scene.add_box(name, color=rgb, dimensions=tuple(body.size), **where)
+        elif kind == "sphere":
+            scene.add_icosphere(name, radius=body.size[0], color=rgb, **where)
+        else:
+            mesh = trimesh.creation.cylinder(radius=body.size[0], height=body.size[1]) if kind == "cylinder" else \
+                trimesh.load(str(body.mesh), force="mesh").apply_scale(body.scale)
+            mesh.visual.face_colors = [*rgb, 255]
+            scene.add_mesh_trimesh(name, mesh, **where)
 
 
 def _wxyz(R: np.ndarray) -> tuple[float, float, float, float]:
