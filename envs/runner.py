@@ -306,7 +306,9 @@ class _RunLoop:
                 self.world, self.robot, video_path, camera=view, fps=config.video_fps, size=config.video_size,
                 expected_duration=traj.duration, progress=False, inset=inset, title=title,
                 title_card=[spec.title, "  ·  ".join(t for t in (name, f"{config.mode.value} joints") if t), "armtwin"]))
-            self.recorder.add_planned_path(traj.planned_path())
+            for points, travel in traj.planned_paths():     # travel dimmed and dashed, the work in full
+                self.recorder.add_planned_path(points, travel=travel)
+            self._rapid = traj.rapid_blocks()
         self.step_report = max(1, traj.count // 100)
         # what the run did so far
         self.err_sq, self.err_max, self.err_n = 0.0, 0.0, 0
@@ -385,7 +387,9 @@ class _RunLoop:
             info = {"line": f"{line}: {text}" if text else str(line)}
             if out_text:
                 info["tool"] = out_text
-            self.recorder.maybe_capture(info)
+            b = block if block >= 0 else self._block_at(t)
+            # the followed path is the work: a travel move (pen up, spindle clear) breaks it
+            self.recorder.maybe_capture(info, trail=not (len(self._rapid) and self._rapid[b]))
         if self.progress is not None and k % self.step_report == 0:
             self.progress(k / self.traj.count)
         self.done, self.t_done, self.last_line = k + 1, t, line

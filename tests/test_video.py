@@ -21,7 +21,6 @@ from armtwin.envs.sim import PhysicsConfig, SimulationError, World, camera_for_p
 from armtwin.envs.video import (
     FOLLOWED_STYLE,
     PLANNED_STYLE,
-    TRAVEL_STYLE,
     VideoRecorder,
     draw_polyline,
 )
@@ -448,3 +447,29 @@ def test_a_title_card_comes_before_the_first_frame(tmp_path):
     assert len(frames) == rec.result.frames + 10
     assert frames[0].mean() < 0.6 * frames[-1].mean()          # darkened, with text
     assert frames[0].max() > 200
+
+
+def test_a_run_draws_its_travel_dashed_and_follows_only_the_work(tmp_path, monkeypatch):
+    """``run --video``: the G0 moves go to the recorder as travel paths and the followed path is off
+    exactly while a G0 block runs (the approach from home and the lifts between strokes)."""
+    from armtwin.controllers.gcode.compile import compile_program
+    from armtwin.envs.runner import RunConfig, run_program
+    program = "G21 G90\nG0 X0 Y0 Z30\nG1 Z0 F1200\nG1 X20 F1200\nG0 Z30\nG0 X-20\nG1 Z0 F1200\nG1 Y15\n"
+    spec = robots.get("irb120")
+    compiled = compile_program(program, spec)
+    paths, trails = [], []
+    add, capture = VideoRecorder.add_planned_path, VideoRecorder.maybe_capture
+    monkeypatch.setattr(VideoRecorder, "add_planned_path",
+                        lambda self, pts, **kw: (paths.append((np.array(pts), kw.get("travel", False))),
+                                                 add(self, pts, **kw))[1])
+    monkeypatch.setattr(VideoRecorder, "maybe_capture",
+                        lambda self, info=None, trail=True: (trails.append((info["line"], trail)),
+                                                             capture(self, info, trail=trail))[1])
+    run_program(compiled, spec, RunConfig(video_size=(320, 240)), video_path=str(tmp_path / "v.mp4"))
+    assert [t for _, t in paths] == [True, False, True, False]        # G0 | G1 G1 | G0 G0 | G1 G1
+    assert paths[0][0][-1][2] == pytest.approx(paths[1][0][0][2])     # one continuous path, split
+    by_line = {}
+    for line, trail in trails:
+        by_line.setdefault(int(line.split(":")[0]), set()).add(trail)
+    assert by_line[2] == {False} and by_line[5] == {False} and by_line[6] == {False}
+    assert by_line[3] == {True} and by_line[4] == {True} and by_line[8] == {True}

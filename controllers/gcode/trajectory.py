@@ -387,10 +387,24 @@ class ControlTrajectory:
         """(M, 3) the commanded path as a polyline (chord end points), m — M grows with the program, not its time."""
         return np.vstack([self.plan.p0, self.plan.p1[-1:]])
 
+    def rapid_blocks(self) -> np.ndarray:
+        """(B,) bool per motion block: a travel move (G0)."""
+        return np.array([m.kind is MotionKind.RAPID for m in self.plan.motions], dtype=bool)
+
+    def planned_paths(self) -> list[tuple[np.ndarray, bool]]:
+        """The commanded path as polylines, split where it changes between work (G1/G2/G3) and
+        travel (G0): [((M, 3) chord end points in m, is travel)], in program order."""
+        plan = self.plan
+        if not len(plan.p0):
+            return []
+        rapid = self.rapid_blocks()[plan.block]
+        cuts = np.r_[0, np.flatnonzero(np.diff(rapid)) + 1, len(rapid)]
+        return [(np.vstack([plan.p0[a:b], plan.p1[b - 1:b]]), bool(rapid[a])) for a, b in zip(cuts[:-1], cuts[1:])]
+
     def work_points(self) -> np.ndarray:
         """(M, 3) end points of the feed moves' chords (G1/G2/G3: the work, not the rapids
         around it), m; of every chord when the program has no feed move."""
-        feed = np.array([m.kind is not MotionKind.RAPID for m in self.plan.motions], dtype=bool)
+        feed = ~self.rapid_blocks()
         mask = feed[self.plan.block] if len(self.plan.block) else feed[:0]
         if not mask.any():
             mask = np.ones(len(self.plan.p0), dtype=bool)
