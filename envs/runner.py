@@ -98,7 +98,7 @@ class RunResult:
     """Outcome of a run.
 
     Attributes:
-        lines_executed: program lines that moved the robot or dwelt.
+        lines_executed: distinct program lines that moved the robot or dwelt.
         program_time: s of simulated time.
         samples: control periods run.
         rms_error_mm, max_error_mm: distance between the actual controlled point (the active
@@ -111,6 +111,8 @@ class RunResult:
         tool_changes: lines of M6 tool changes passed (the arm rests; the simulation does not wait).
         interrupted: the run was stopped (``run_program``'s ``stop`` was set) before the end;
             everything up to ``samples`` was logged.
+        blocks_executed: motion and dwell blocks run, each pass of a loop or subroutine call
+            counted (equal to ``lines_executed`` for a program without O-word flow).
     """
 
     lines_executed: int
@@ -126,6 +128,7 @@ class RunResult:
     pauses: tuple[int, ...] = ()
     interrupted: bool = False
     tool_changes: tuple[int, ...] = ()
+    blocks_executed: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -313,6 +316,7 @@ class _RunLoop:
         # what the run did so far
         self.err_sq, self.err_max, self.err_n = 0.0, 0.0, 0
         self.lines: set[int] = set()
+        self.blocks: set[int] = set()          # motion blocks run (an index per executed block)
         self.done, self.t_done, self.last_line = 0, 0.0, 0
         self.message = ""
         self.interrupted = False
@@ -441,6 +445,7 @@ class _RunLoop:
                 for i in range(len(piece)):
                     ln = int(ps.line[i])
                     self.lines.add(ln)
+                    self.blocks.add(int(ps.block[i]))
                     if not self.step(piece.start + i, float(ps.t[i]), ln, ps.position[i], piece.q[i], piece.qd[i],
                                      None, int(ps.block[i]), float(levels[i])):
                         return
@@ -455,14 +460,16 @@ class _RunLoop:
         finished = self.done == self.traj.count
         blocks = report.program.blocks
         passed = lambda b: finished or (self.done and b.line <= self.last_line)   # noqa: E731
-        lines = self.lines | {b.line for b in blocks if isinstance(b, Dwell) and passed(b)}
+        dwells = [b for b in blocks if isinstance(b, Dwell) and passed(b)]
+        lines = self.lines | {b.line for b in dwells}
         pauses = tuple(b.line for b in blocks if isinstance(b, Stop) and b.kind is StopKind.PAUSE and passed(b))
         changes = tuple(b.line for b in blocks
                         if isinstance(b, Stop) and b.kind is StopKind.TOOL_CHANGE and passed(b))
         n = self.err_n
         return RunResult(len(lines), float(self.t_done), self.done, math.sqrt(self.err_sq / n) if n else 0.0,
                          self.err_max if n else 0.0, self.log_path, self.video_path, not self.message, self.message,
-                         time.perf_counter() - t_wall, pauses, self.interrupted, changes)
+                         time.perf_counter() - t_wall, pauses, self.interrupted, changes,
+                         len(self.blocks) + len(dwells))
 
     @staticmethod
     def result_of_nothing(report: PreflightReport, traj: ControlTrajectory, t_wall: float) -> RunResult:

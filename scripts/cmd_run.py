@@ -187,7 +187,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"{args.program} on {spec.name} ({mode.value}): {res.lines_executed} motion and dwell lines executed, "
+        runs = (f"{res.blocks_executed} motion and dwell blocks executed ({res.lines_executed} distinct lines)"
+                if res.blocks_executed != res.lines_executed else f"{res.lines_executed} motion and dwell lines executed")
+        print(f"{args.program} on {spec.name} ({mode.value}): {runs}, "
               f"program time {res.program_time:.2f} s ({res.samples} control periods, wall {res.wall_time:.1f} s)")
         print(f"  path error: RMS {res.rms_error_mm:.4f} mm, max {res.max_error_mm:.4f} mm")
         if args.cell_check is not None:

@@ -290,3 +290,15 @@ def test_a_fourth_origin_number_is_named_in_one_line_with_the_subcommand(tmp_pat
     with pytest.raises(SystemExit):
         main([cmd, str(prog), "--robot", "irb120", "stray"])
     assert "unrecognized arguments: stray (see" in capsys.readouterr().err
+
+
+def test_a_run_counts_every_pass_of_a_loop_as_a_block_executed(tmp_path, capsys):
+    """A loop's lines run once per pass: the run reports the blocks run (each pass) and the distinct
+    lines; a program without O-word flow reports one number, as before."""
+    prog = tmp_path / "loop.ngc"
+    prog.write_text("G21 G91\nG0 X0 Y0 Z10\no7 repeat [3]\nG1 X5 F1200\nG4 P0.1\no7 endrepeat\nG90 G1 X0 F1200\n")
+    assert main(["run", str(prog), "--robot", "irb120", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["blocks_executed"] == 1 + 3 * 2 + 1 and out["lines_executed"] == 4
+    assert main(["run", str(prog), "--robot", "irb120"]) == 0
+    assert "8 motion and dwell blocks executed (4 distinct lines)" in capsys.readouterr().out
