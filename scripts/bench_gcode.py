@@ -47,25 +47,35 @@ def register(sub) -> None:
 def generate_program(lines: int = LINES, seed: int = 0) -> str:
     """A program of ``lines`` lines: square-ish strokes, arcs (I/J, absolute centres, K0, R), rapids,
     comments, tool outputs, the words of issue 17 (G61, G61.1, G64 P Q, G90.1/G91.1, G53, M1, G81, a
-    parameter counting the drilled holes).
+    parameter counting the drilled holes, an O-word subroutine called with an argument and counted
+    ``repeat`` loops).
 
     Everything stays within ±40 mm of the work origin and 0..10 mm above it.
     """
     rng = np.random.default_rng(seed)
     out = ["%", "(armtwin bench program: Fr\u00e4ser \u00d8 3 mm, caf\u00e9)", "(" + "a long CAM comment " * 20 + ")",
-           "G21 G90 G17 G54 G91.1 G64 P0.02 Q0.01", "#<holes> = 0", "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
+           "G21 G90 G17 G54 G91.1 G64 P0.02 Q0.01", "#<holes> = 0",
+           # a subroutine: a small square from where it is called (its side a parameter), back to the start
+           "o100 sub", "G91 G1 X#1 F1200", "G1 Y#1", "G1 X[-#1]", "G1 Y[-#1]", "G90", "o100 endsub",
+           "G0 Z10", "G0 X0 Y0", "G1 Z0 F1500"]
     # issue 17's words, one in place of every fifth comment (the base frame's z of work z 10: the IRB120's origin)
-    extra = ["G61", "G64 P0.05", "G61.1", "G64", "M1", "G53 G0 Z210", "G98 G81 Z0 R2 F600", "#<holes> = [#<holes> + 1]"]
+    extra = ["G61", "G64 P0.05", "G61.1", "G64", "M1", "G53 G0 Z210", "G98 G81 Z0 R2 F600", "#<holes> = [#<holes> + 1]",
+             "o100 call [1.5]", "LOOP"]
     x = y = 0.0
     while len(out) < lines - 2:
         r = int(rng.integers(0, 10))
         if r == 0:   # a comment, the outputs a CAM program switches, or issue 17's words
             k = len(out) % 5
-            out.append(f"(stroke {len(out)})" if k == 0 else "M3 S12000 M8" if k == 1 else "M62 P1" if k == 2
-                       else "M5 M9" if k == 3 else extra[len(out) // 5 % len(extra)])
+            word = (f"(stroke {len(out)})" if k == 0 else "M3 S12000 M8" if k == 1 else "M62 P1" if k == 2
+                    else "M5 M9" if k == 3 else extra[len(out) // 5 % len(extra)])
+            if word == "LOOP":      # a counted loop: two small lifts and back (its own o-number)
+                o = 1000 + len(out)
+                out += [f"o{o} repeat [2]", "G91 G1 Z0.5 F800", "G1 Z-0.5", "G90", f"o{o} endrepeat"]
+            else:
+                out.append(word)
         elif r <= 5:
-            x = float(np.clip(x + rng.uniform(-8, 8), -40, 40))
-            y = float(np.clip(y + rng.uniform(-8, 8), -40, 40))
+            x = float(np.clip(x + rng.uniform(-8, 8), -38, 38))       # room for o100's 1.5 mm square
+            y = float(np.clip(y + rng.uniform(-8, 8), -38, 38))
             out.append(f"N{len(out) % 99999} G1 X{x:.3f} Y{y:.3f} F{int(rng.integers(600, 3000))}")
         elif r <= 7:
             rad = float(rng.uniform(2, 6))

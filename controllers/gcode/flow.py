@@ -39,6 +39,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .errors import ErrorCode, Fault, Severity
 from .expressions import ExpressionError, Parameters, evaluate
 
@@ -53,6 +55,8 @@ MAX_CALL_DEPTH = 10
 MAX_ARGUMENTS = 30
 #: most lines a program executes (each executed line counts, O-words, comments and blank lines too)
 MAX_EXECUTED_LINES = 500_000
+#: M2 and M30: the program ends
+_STOP_CODES = (2.0, 30.0)
 
 #: the O-word keywords and what may follow them: "none", "one" [expr], "optional" [expr], "args"
 KEYWORDS = {"sub": "none", "endsub": "optional", "return": "optional", "call": "args", "if": "one",
@@ -579,6 +583,17 @@ class _Expansion:
         lines, refused, faults = reader.plain(blanked, fast, from_bytes)
         self.plain: dict[int, Any] = {pl.lineno - 1: pl for pl in lines}
         self.refused: dict[int, Any] = {pl.lineno - 1: pl for pl in refused}
+        # stretches of plain lines run in bulk: from each line, the next one that needs a look of its
+        # own (an O-word, an expression, a refused line, M2/M30)
+        special = np.zeros(len(raw) + 1, dtype=bool)
+        special[-1] = True
+        for i in (*self.olines, *self.expr, *self.refused):
+            special[i] = True
+        for i, pl in self.plain.items():
+            if pl.m.get("stop") in _STOP_CODES:
+                special[i] = True
+        idx = np.flatnonzero(special)
+        self.next_special = idx[np.searchsorted(idx, np.arange(len(raw) + 1))]
         self.line_faults: dict[int, list[Fault]] = {}
         for f in faults:
             self.line_faults.setdefault(f.line - 1, []).append(f)
@@ -643,8 +658,9 @@ class _Expansion:
         n = len(self.raw)
         pc = 0
         olines, expr, plain, refused = self.olines, self.expr, self.plain, self.refused
+        next_special = self.next_special
         read_expression = self.reader.expression
-        stop_codes = (2.0, 30.0)
+        stop_codes = _STOP_CODES
         while pc < n:
             self.count += 1
             if self.count > MAX_EXECUTED_LINES:
@@ -653,6 +669,20 @@ class _Expansion:
                     f"the program executes more than {MAX_EXECUTED_LINES:,} lines by this line (O-word loops and "
                     f"calls); nothing after it is read")])
                 return
+            end = int(next_special[pc])
+            if end - pc > 1:                  # plain (or empty) lines up to the next special one, at once
+                end = min(end, pc + MAX_EXECUTED_LINES - self.count + 1)
+                run = [pl for i in range(pc, end) if (pl := plain.get(i)) is not None]
+                if run:
+                    if run[0].lineno <= self._last:
+                        self._flush()
+                    self._lines.extend(run)
+                    self._last = run[-1].lineno
+                self.count += end - pc - 1
+                pc = end
+                if self._ready:
+                    yield None
+                continue
             o = olines.get(pc)
             if o is not None:
                 pc = self._o_word(o, pc)
