@@ -11,7 +11,8 @@ from __future__ import annotations
 from .rosmsg import JOINT_STATE, LOG, PATH, POSE_STAMPED, STRING, TF_MESSAGE, TWIN_SAMPLE, MessageType
 
 __all__ = ["RUN_TOPICS", "TWIN_TOPICS", "JOINT_STATES", "COMMANDED", "TF", "TF_STATIC", "TOOL_POSE",
-           "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC", "PLANNED_PATH"]
+           "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC", "PLANNED_PATH",
+           "TOOL_OUTPUTS"]
 
 JOINT_STATES = "/joint_states"
 COMMANDED = "/joint_states/commanded"
@@ -24,6 +25,7 @@ ROSOUT = "/rosout"
 ROBOT_DESCRIPTION = "/robot_description"
 TWIN_SAMPLE_TOPIC = "/twin/sample"
 PLANNED_PATH = "/path/planned"
+TOOL_OUTPUTS = "/tool_outputs"
 
 #: ``armtwin run --log run.mcap``
 RUN_TOPICS: dict[str, MessageType] = {
@@ -34,6 +36,8 @@ RUN_TOPICS: dict[str, MessageType] = {
     TOOL_POSE: POSE_STAMPED,            # the flange (tool0) as the engine has it, frame "base", m
     TOOL_POSE_COMMANDED: POSE_STAMPED,  # the flange at the commanded joints, frame "base", m
     GCODE_LINE: STRING,                 # "12: G1 X40 Y0" whenever the current line changes
+    TOOL_OUTPUTS: JOINT_STATE,          # the G-code outputs as named values (the CSV's output columns) at the
+                                        # start and whenever one changes; see runlog.OUTPUT_NAMES
     PLANNED_PATH: PATH,                 # the programmed path (chord end points), frame "base", m (once)
     ROSOUT: LOG,                        # start, instability, interruption, end
     ROBOT_DESCRIPTION: STRING,          # the URDF (once; also an MCAP attachment)
