@@ -55,6 +55,8 @@ class RunMcapLog:
         live: a :class:`~.live.LiveServer` streaming the same messages (``--live``; closed with the log).
         planned_path: (M, 3) the programmed path in the reporting frame, m: ``/path/planned`` once.
         start_ns: the wall-clock time (ns since the epoch) that run time 0 maps to (default: now).
+        command: the armtwin command (metadata and the first note): "run", or "ui" for the
+            pendant's ``--live`` stream (its target joints as the commanded ones).
 
     Raises:
         OSError: the file cannot be created.
@@ -63,7 +65,7 @@ class RunMcapLog:
     def __init__(self, path: str | os.PathLike | None, spec, *, base_position: Sequence[float] = (0.0, 0.0, 0.0),
                  program: str = "", source_lines: Sequence[str] | None = None, mode: str = "",
                  compression: Compression = Compression.ZSTD, start_ns: int | None = None, live=None,
-                 planned_path: np.ndarray | None = None) -> None:
+                 planned_path: np.ndarray | None = None, command: str = "run") -> None:
         self.path = os.fspath(path) if path is not None else None
         self.spec = spec
         self.frames = RobotFrames(spec, base_position)
@@ -79,28 +81,30 @@ class RunMcapLog:
         self.rows = 0
         self._line = None
         self.file = McapFile(self.path, RUN_TOPICS, compression=compression, live=live)
-        meta = {"command": "run", "program": program, "joint_mode": mode}
+        meta = {"command": command, "program": program, "joint_mode": mode}
         self.file.submit(write_robot, spec, self.frames, self.t0, meta)
         if planned_path is not None:
             self.file.submit(lambda f, ns, pts: f.message(PLANNED_PATH, ns, encode_path(ns, REPORT_FRAME, pts)),
                              self.t0, np.array(planned_path, dtype=float))
-        self.note(0.0, LogLevel.INFO, f"run of {program or 'a program'} on the {spec.name}"
-                  + (f" ({mode} joints)" if mode else ""))
+        what = f"run of {program or 'a program'}" if command == "run" else f"armtwin {command}"
+        self.note(0.0, LogLevel.INFO, f"{what} on the {spec.name}" + (f" ({mode} joints)" if mode else ""))
 
     def _ns(self, t: float) -> int:
         return self.t0 + int(round(t * 1e9))
 
-    def write(self, t: float, line: int, q_cmd: np.ndarray, qd_cmd: np.ndarray, q: np.ndarray, qd: np.ndarray,
+    def write(self, t: float, line: int | None, q_cmd: np.ndarray, qd_cmd: np.ndarray, q: np.ndarray, qd: np.ndarray,
               tau: np.ndarray, flange: np.ndarray) -> None:
         """One control period at run time ``t`` s: commanded joints (rad / m, rad/s / m/s), the
         simulated joints, velocities and efforts (N·m / N), the flange pose (4, 4) in the
-        reporting frame (m) as the engine has it."""
+        reporting frame (m) as the engine has it; ``line`` None: no program line (the pendant
+        between programs: nothing on ``/gcode/line``)."""
         text = None
         if line != self._line:
             self._line = line
-            src = self.source_lines
-            body = src[line - 1].strip() if src and 0 < line <= len(src) else ""
-            text = f"{line}: {body}" if body else str(line)
+            if line is not None:
+                src = self.source_lines
+                body = src[line - 1].strip() if src and 0 < line <= len(src) else ""
+                text = f"{line}: {body}" if body else str(line)
         self.file.submit(_write_period, self, self._ns(t), text, np.array(q_cmd, dtype=float),
                          np.array(qd_cmd, dtype=float), np.array(q, dtype=float), np.array(qd, dtype=float),
                          np.array(tau, dtype=float), np.array(flange, dtype=float))

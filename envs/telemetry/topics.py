@@ -12,7 +12,7 @@ from .rosmsg import JOINT_STATE, LOG, PATH, POSE_STAMPED, STRING, TF_MESSAGE, TW
 
 __all__ = ["RUN_TOPICS", "TWIN_TOPICS", "JOINT_STATES", "COMMANDED", "TF", "TF_STATIC", "TOOL_POSE",
            "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC", "PLANNED_PATH",
-           "TOOL_OUTPUTS"]
+           "TOOL_OUTPUTS", "PENDANT_TOPICS"]
 
 JOINT_STATES = "/joint_states"
 COMMANDED = "/joint_states/commanded"
@@ -42,6 +42,15 @@ RUN_TOPICS: dict[str, MessageType] = {
     ROSOUT: LOG,                        # start, instability, interruption, end
     ROBOT_DESCRIPTION: STRING,          # the URDF (once; also an MCAP attachment)
 }
+
+#: ``armtwin ui ROBOT --live``: the run log's robot topics, one message per pendant update
+PENDANT_TOPICS: dict[str, MessageType] = {t: RUN_TOPICS[t] for t in (
+    JOINT_STATES,                       # the simulated joints, as for a run
+    COMMANDED,                          # the pendant's target joints (and velocities while it runs a program)
+    TF, TF_STATIC, TOOL_POSE, TOOL_POSE_COMMANDED,
+    GCODE_LINE,                         # the line number while the pendant runs a program
+    ROSOUT,                             # the start
+    ROBOT_DESCRIPTION)}
 
 #: ``armtwin sync --log twin.mcap``
 TWIN_TOPICS: dict[str, MessageType] = {
