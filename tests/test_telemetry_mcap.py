@@ -375,3 +375,49 @@ def test_tool_outputs_follow_the_csv_output_columns_change_for_change(tmp_path):
     # the same node (one control period sees both); M63 P3 (with the next move) and M5 at the next node; M65 P0
     assert seq == [(0, 0, 0, 0), (1, 8000, 0, 0), (1, 8000, 1, 0), (1, 8000, 1, 8), (1, 8000, 0, 9), (0, 8000, 0, 1),
                    (0, 8000, 0, 0)], seq
+
+
+# ----- armtwin compare --log compare.mcap -------------------------------------------------------
+
+def test_compare_log_holds_every_models_run_under_its_namespace(tmp_path, capsys):
+    from armtwin.envs.compare import build_motion, run_motion
+    from armtwin.envs.sim import JointMode
+    from armtwin.envs.telemetry.topics import compare_topics
+    log = tmp_path / "cmp.mcap"
+    dt = 1 / 240
+    assert main(["compare", "irb120", "--motion", "swing", "--payload", "0", "--no-sweeps", "--out", str(tmp_path / "o"),
+                 "--log", str(log), "--json"]) == 0
+    assert str(log) in capsys.readouterr().out
+    traj = build_motion(IRB, "swing")
+    n_periods = int(np.ceil(traj.duration / dt - 1e-9))
+    models = [m.value for m in JointMode]
+    with open(log, "rb") as f:
+        summary = make_reader(f).get_summary()
+    counts = {c.topic: summary.statistics.channel_message_counts.get(i, 0) for i, c in summary.channels.items()}
+    assert set(counts) == set(compare_topics(models))
+    msgs = _messages(log)
+    for mode in JointMode:
+        m = mode.value
+        for topic in ("joint_states", "joint_states/commanded", "tf", "tool_pose"):
+            assert counts[f"/{m}/{topic}"] == n_periods, (m, topic)
+        own = run_motion(IRB, traj, mode, dt=dt)              # compare's own run of this model (deterministic)
+        js = [d for t, _, d in msgs if t == f"/{m}/joint_states"]
+        assert np.array_equal(np.array([d.position for d in js]), own.q)
+        assert np.array_equal(np.array([d.effort for d in js]), own.tau)
+        ref = [d for t, _, d in msgs if t == f"/{m}/joint_states/commanded"]
+        assert np.array_equal(np.array([d.position for d in ref]), own.q_ref)
+        stamps = np.array([ns for t, ns, _ in msgs if t == f"/{m}/joint_states"])
+        assert np.allclose((stamps - stamps[0]) / 1e9, own.t - own.t[0], atol=1e-9)
+        tf = [d for t, _, d in msgs if t == f"/{m}/tf"][-1]
+        assert [e.child_frame_id for e in tf.transforms] == [f"{m}/link_{i}" for i in range(1, 7)]
+    starts = {t: ns for t, ns, _ in reversed(msgs) if t.endswith("/joint_states")}
+    assert len(set(starts.values())) == 1                     # the three runs on one time axis
+    (static,) = [d for t, _, d in msgs if t == "/tf_static"]
+    roots = {e.child_frame_id: e.transform.translation.y for e in static.transforms if e.header.frame_id == "world"}
+    assert sorted(roots) == sorted(f"{m}/base_link" for m in models) and len(set(roots.values())) == 3
+
+
+def test_compare_log_refuses_other_endings(capsys):
+    assert main(["compare", "irb120", "--log", "x.csv", "--no-sweeps"]) == 2
+    err = capsys.readouterr().err
+    assert "--log x.csv" in err and ".mcap" in err and err.count("\n") == 1

@@ -12,7 +12,7 @@ from .rosmsg import JOINT_STATE, LOG, PATH, POSE_STAMPED, STRING, TF_MESSAGE, TW
 
 __all__ = ["RUN_TOPICS", "TWIN_TOPICS", "JOINT_STATES", "COMMANDED", "TF", "TF_STATIC", "TOOL_POSE",
            "TOOL_POSE_COMMANDED", "GCODE_LINE", "ROSOUT", "ROBOT_DESCRIPTION", "TWIN_SAMPLE_TOPIC", "PLANNED_PATH",
-           "TOOL_OUTPUTS", "PENDANT_TOPICS"]
+           "TOOL_OUTPUTS", "PENDANT_TOPICS", "compare_topics"]
 
 JOINT_STATES = "/joint_states"
 COMMANDED = "/joint_states/commanded"
@@ -62,3 +62,17 @@ TWIN_TOPICS: dict[str, MessageType] = {
     ROSOUT: LOG,                        # a fault appearing or clearing, with its sample number
     ROBOT_DESCRIPTION: STRING,
 }
+
+
+def compare_topics(models) -> dict[str, MessageType]:
+    """``armtwin compare --log compare.mcap``: per joint model ``m`` (its name, e.g. ``hinge``)
+    ``/m/joint_states`` (measured: position, velocity, effort), ``/m/joint_states/commanded`` (the
+    reference), ``/m/tf`` (its links, frames named ``m/link_1`` …) and ``/m/tool_pose`` (frame
+    ``m/base``); and, shared, ``/tf_static`` (every model's fixed edges), ``/rosout`` (each run's
+    end) and ``/robot_description``."""
+    out: dict[str, MessageType] = {}
+    for m in models:
+        out.update({f"/{m}{JOINT_STATES}": JOINT_STATE, f"/{m}{COMMANDED}": JOINT_STATE, f"/{m}{TF}": TF_MESSAGE,
+                    f"/{m}{TOOL_POSE}": POSE_STAMPED})
+    out.update({TF_STATIC: TF_MESSAGE, ROSOUT: LOG, ROBOT_DESCRIPTION: STRING})
+    return out
