@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -319,7 +320,6 @@ class PendantCore:
 
     def _start_ns(self) -> int:
         """The wall clock (ns) that world time 0 maps to: now minus the world's time."""
-        import time
         return time.time_ns() - int(round(self.world.time * 1e9))
 
     def detach_live(self) -> None:
