@@ -33,6 +33,7 @@ from ..robots.spec import DriveGains
 from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
 from .telemetry.mcapfile import Compression
+from .telemetry.runlog import output_values
 
 if TYPE_CHECKING:
     from .rig.log import SampleLog
@@ -383,6 +384,8 @@ class _RunLoop:
         if self.telemetry is not None:
             st = robot.state()
             self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, F)
+            if self.outputs is not None:      # /tool_outputs: at the start and on every change
+                self.telemetry.outputs(t, output_values(self.outputs.at(t), level))
         if self.publish is not None:
             self._publish(self.publish, k, t, q, robot.q)
         if self.recorder is not None:

@@ -4,6 +4,9 @@ Runs the motion through KINEMATIC, HINGE and ARTICULATION (``envs/compare.py``),
 payload sweep (0 … rated) and a time-step search (largest stable dt per dynamic mode).
 Prints a table, writes ``metrics.csv`` and three PNG plots (and with ``--video`` an MP4
 with the three models side by side) into ``--out`` (default ``./out/compare_<robot>``).
+With ``--log compare.mcap`` the three main runs (at the last payload) also go into one MCAP
+file, each model's joint states, reference, TF and flange pose under its own namespace
+(``/hinge/joint_states`` …), for Foxglove (docs/TELEMETRY.md).
 Progress goes to stderr; the paths written are printed.
 """
 
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CliError, add_json_flag, get_robot, output_folder, print_json
+from .cli import CliError, add_json_flag, get_robot, output_file, output_folder, print_json, require_telemetry
 
 MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
 
@@ -41,6 +44,10 @@ def register(sub) -> None:
     p.add_argument("--no-sweeps", action="store_true", help="only the main table (no payload / dt sweeps)")
     p.add_argument("--video", action="store_true", help="also write compare.mp4: the three models side by side")
     p.add_argument("--gif", action="store_true", help="also write compare.gif (implies --video)")
+    p.add_argument("--log", default=None, metavar="OUT.mcap",
+                   help="also write the three main runs as ROS 2 messages in MCAP, each joint model under its own "
+                        "namespace (/kinematic/joint_states, /hinge/joint_states, ...; 'telemetry' extra; "
+                        "docs/TELEMETRY.md); an existing file is replaced")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -241,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--dt must be in [{MIN_DT:g}, 0.1] s (at most 10 kHz physics), got {args.dt:g}")
     if args.payload is not None and not (np.isfinite(args.payload) and 0 <= args.payload <= 10 * spec.payload):
         raise CliError(f"--payload must be in [0, {10 * spec.payload:g}] kg for {spec.name}, got {args.payload}")
+    if args.log is not None:
+        output_file(args.log, "--log", (".mcap",))
+        require_telemetry()
     out = output_folder(args.out or f"out/compare_{spec.name}", "--out")
     t_start = time.perf_counter()
     _progress(f"building the {args.motion} motion for {spec.title}")
@@ -273,6 +283,15 @@ def run(args: argparse.Namespace) -> int:
         paths["dt"] = out / "error_vs_dt.png"
         plot_payload(paths["payload"], spec, sweep_rows, f"{spec.title}: {args.motion}, dt = {args.dt * 1000:.3g} ms")
         plot_dt(paths["dt"], searches, f"{spec.title}: {args.motion}, payload 0 kg")
+    if args.log is not None:
+        from ..envs.telemetry.comparelog import write_compare_mcap
+        _progress(f"writing {args.log}")
+        try:
+            write_compare_mcap(args.log, spec, runs, metadata={"motion": args.motion, "dt_s": f"{args.dt:g}",
+                                                              "payload_kg": f"{payloads[-1]:g}"})
+        except OSError as exc:
+            raise CliError(f"--log {args.log}: cannot write it: {exc.strerror or exc}") from None
+        paths["log"] = Path(args.log)
     if args.video or args.gif:
         _progress("rendering the side-by-side video")
         videos = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1], gif=args.gif)

@@ -44,7 +44,7 @@ def register(sub) -> None:
                                  "'work' frames the program's path, the others the whole robot")
     p.add_argument("--log", metavar="OUT.csv|OUT.mcap",
                    help="write one CSV row per control period, or (a .mcap name) ROS 2 messages that Foxglove "
-                        "and ros2 bag read: joint states, TF, tool pose, G-code line (docs/TELEMETRY.md)")
+                        "and ros2 bag read: joint states, TF, tool pose, G-code line, tool outputs (docs/TELEMETRY.md)")
     p.add_argument("--log-compression", default=Compression.ZSTD.value, choices=[c.value for c in Compression],
                    help=f"chunk compression of a .mcap log: {', '.join(c.value for c in Compression)} "
                         f"(default {Compression.ZSTD.value})")

@@ -6,7 +6,7 @@ readouts, the joint model, "record point" / "save as G-code" and "run program". 
 ``--host`` says otherwise. Stop with Ctrl-C. See :mod:`armtwin.envs.pendant`.
 
     armtwin ui ROBOT [--port 8080] [--host 127.0.0.1] [--tool N [--tools FILE.toml]] [--cell FILE|default]
-                     [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]]
+                     [--rig PORT [--joints 1,2] [--baud 115200] [--rig-log twin.csv]] [--live [--live-port 8765]]
 
 With ``--tool N`` (a tool of the built-in table, or of ``--tools FILE`` as for ``armtwin run``)
 the tool is on the simulated flange (its mass a payload of the dynamic joint models) and the
@@ -31,6 +31,11 @@ the latency (ms) and the rig's and the link's faults (LINK LOST, POWER, …); a 
 away shows LINK LOST while the link tries to reopen the port. Ctrl-C or SIGTERM closes the
 link (the rig goes idle) and the log. Bad rig options or a port that cannot be opened end as
 one line on stderr with exit code 2, before anything is served.
+
+With ``--live`` (``--live-port``, default 8765) the pendant also streams the topics of
+``armtwin run --live`` — joint states, the target joints as the commanded ones, ``/tf``, the
+tool poses, the program line — to Foxglove over WebSocket on 127.0.0.1, one message per topic
+per pendant update, while the user jogs (docs/TELEMETRY.md).
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from pathlib import Path
 
 from .cli import CliError, get_robot, missing_extra
 from .cmd_check import add_cell_arg, load_cell_arg
-from .options import add_joint_mode, add_tool_options, check_log_file, joint_mode, open_log, parse_joints, tool_settings
+from .options import (add_joint_mode, add_live_options, add_tool_options, check_live, check_log_file, joint_mode,
+                      open_live, open_log, parse_joints, tool_settings)
 
 
 def register(sub) -> None:
@@ -64,6 +70,7 @@ def register(sub) -> None:
     p.add_argument("--rig-log", default=None, metavar="TWIN.csv",
                    help="with --rig: CSV log of every sample (the columns of `armtwin sync --log`; a .csv name, "
                         "an existing file is replaced)")
+    add_live_options(p)
     p.set_defaults(func=run)
 
 
@@ -150,9 +157,12 @@ def run(args: argparse.Namespace) -> int:
                            tools=tools["tools"], tool=tools["tool"],
                            cell=None if cell_check is None else cell_check.cell)
     joints = _rig_options(args, spec)
+    check_live(args)
     _check_bindable(args.host, args.port)
-    link = log = pendant = None
+    link = log = pendant = live = None
     try:
+        from ..envs.telemetry.topics import PENDANT_TOPICS
+        live = open_live(args, PENDANT_TOPICS)
         if joints is not None:
             link = _open_rig(args)
             log = open_log(args.rig_log, joints, "--rig-log", spec) if args.rig_log else None
@@ -161,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
                               low_graphics=args.low_graphics)
         except OSError as exc:
             raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        if live is not None:
+            pendant.core.attach_live(live)  # the pendant owns and closes it now
+            live = None
         if link is not None:
             pendant.core.attach_rig(link, joints, log)  # the pendant owns and closes them now
             link = log = None
@@ -174,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
             log.close()
         if link is not None:
             link.close()
+        if live is not None:
+            live.close()
         raise
     print(f"armtwin teach pendant for {spec.title}: open {pendant.url}  (Ctrl-C stops)", flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -160,3 +160,86 @@ def test_cli_sync_live_streams_joint_states_at_the_loop_rate(emu, tmp_path):
     assert 400 < rate < 600, rate                            # the sync's 500 Hz (a loaded host skips ticks)
     js = client.decoder("/joint_states")(got[-1][2])
     assert js.name == ["joint_1", "joint_2"] and all(np.isfinite(js.position))
+
+
+# ----- armtwin ui --live: the pendant streams while the user jogs --------------------------------
+
+def test_the_pendant_streams_joint_states_that_follow_a_jog():
+    from armtwin.envs.pendant import PendantCore
+    from armtwin.envs.telemetry.topics import PENDANT_TOPICS
+    spec = get("irb120")
+    core = PendantCore(spec, "articulation")       # a dynamic model: the joints follow the jog over several ticks
+    live = LiveServer(PENDANT_TOPICS, port=0)
+    core.attach_live(live)
+    client = FoxgloveClient(live.url)
+    try:
+        client.read_advertisements(PENDANT_TOPICS)
+        assert set(client.channels) == set(PENDANT_TOPICS)
+        client.subscribe("/joint_states", 1)
+        client.subscribe("/joint_states/commanded", 2)
+        time.sleep(0.3)                                       # the server takes the subscriptions
+        seen, targets = [], []
+        for k in range(60):
+            if k == 10:
+                r = core.jog_joint(1, +1, 10.0)               # joint 2 by +10 deg, as the page's jog button does
+                assert r.applied, r.message
+            core.tick(8)                                      # the pendant's loop: 8 steps of 1/240 s per update
+            seen.append(core.joints())
+            targets.append(core.target_joints())
+        got = client.messages(2 * len(seen))
+    finally:
+        client.close()
+        core.close()                                          # stops the server too
+    js = [client.decoder("/joint_states")(p) for sub, _, p in got if sub == 1]
+    cmd = [client.decoder("/joint_states/commanded")(p) for sub, _, p in got if sub == 2]
+    assert len(js) == len(cmd) == len(seen)                   # one message per topic and update, none lost
+    assert js[0].name == list(spec.joint_names)
+    got_q = np.array([m.position for m in js])
+    assert np.array_equal(got_q, np.array(seen))              # exactly the pendant's joints, update by update
+    assert np.array_equal(np.array([m.position for m in cmd]), np.array(targets))
+    j2 = np.degrees(got_q[:, 1])
+    assert np.ptp(j2[:10]) < 1e-6                             # still before the jog
+    assert j2[10] - j2[9] > 0.5                               # moving at the first update after it ...
+    assert abs(j2[-1] - j2[9] - 10.0) < 0.2                   # ... and there at the end
+    stamps = [ts for sub, ts, _ in got if sub == 1]
+    assert np.allclose(np.diff(stamps) / 1e9, 8 / 240, atol=1e-6)   # stamped with the world's time
+
+
+def test_cli_ui_live_serves_the_pendant_topics(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from armtwin.envs.telemetry.broker import free_port
+    from armtwin.envs.telemetry.topics import PENDANT_TOPICS
+    pytest.importorskip("viser")
+    port, live_port = free_port(), free_port()
+    p = subprocess.Popen([sys.executable, "-m", "armtwin", "ui", "irb120", "--port", str(port), "--live",
+                          "--live-port", str(live_port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = None
+    try:
+        end = time.monotonic() + 60
+        while client is None and time.monotonic() < end:
+            try:
+                client = FoxgloveClient(f"ws://127.0.0.1:{live_port}")
+            except (OSError, ws_exceptions.WebSocketException):   # not listening yet
+                assert p.poll() is None, p.communicate()
+                time.sleep(0.1)
+        client.read_advertisements(PENDANT_TOPICS)
+        assert set(client.channels) == set(PENDANT_TOPICS)
+        client.subscribe("/joint_states", 1)
+        got = client.messages(10)
+    finally:
+        if client is not None:
+            client.close()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert f"ws://127.0.0.1:{live_port}" in err and len(got) == 10
+    js = client.decoder("/joint_states")(got[-1][2])
+    assert js.name == [f"joint_{i}" for i in range(1, 7)] and np.allclose(js.position, get("irb120").home, atol=1e-3)
+
+
+def test_cli_ui_refuses_a_bad_live_port(capsys):
+    assert main(["ui", "irb120", "--live", "--live-port", "70000"]) == 2
+    err = capsys.readouterr().err
+    assert "--live-port 70000" in err and err.count("\n") == 1

@@ -337,3 +337,87 @@ def test_a_stop_signal_ends_sync_with_a_finished_mcap_twin_log(sig, emu, tmp_pat
     assert summary is not None
     d = read_twin_log(log)
     assert d["STT"].tolist() == list(range(samples)) and samples > 200    # every sample, none lost
+
+
+# ----- /tool_outputs ----------------------------------------------------------------------------
+
+OUTPUTS_PROGRAM = ("G21 G90\nG0 X0 Y0 Z10\nM3 S8000\nG1 Z0 F600\nM8\nG1 X10 F1200\nM62 P3\nG4 P0.1\nG1 Y10\n"
+                   "M64 P0\nM9\nG1 X0\nM63 P3\nM5\nG1 Y0\nM65 P0\nG0 Z10\nM30\n")
+
+
+def test_tool_outputs_follow_the_csv_output_columns_change_for_change(tmp_path):
+    from armtwin.controllers.gcode.outputs import OUTPUT_COLUMNS
+    prog = tmp_path / "p.ngc"
+    prog.write_text(OUTPUTS_PROGRAM)
+    out_csv, out_mcap = tmp_path / "run.csv", tmp_path / "run.mcap"
+    for log in (out_csv, out_mcap):
+        assert main(["run", str(prog), "--robot", "irb120", "--log", str(log)]) == 0
+    rows = list(csv.DictReader(open(out_csv, newline="")))
+    changes, last = [], None        # (time s, output columns) at the start and where a column changes
+    for r in rows:
+        vals = tuple(float(r[c]) for c in OUTPUT_COLUMNS)
+        if vals != last:
+            changes.append((float(r["time_s"]), vals))
+            last = vals
+    msgs = _messages(out_mcap, ["/tool_outputs", "/joint_states"])
+    t0 = next(ns for t, ns, _ in msgs if t == "/joint_states")
+    got = [((ns - t0) / 1e9, d) for t, ns, d in msgs if t == "/tool_outputs"]
+    assert all(d.name == list(OUTPUT_COLUMNS) and not d.velocity and not d.effort for _, d in got)
+    assert len(got) == len(changes)
+    for (t_got, d), (t_csv, vals) in zip(got, changes):
+        assert abs(t_got - t_csv) < 1e-4 + 1e-9              # the CSV has 4 decimals
+        assert np.allclose(d.position, vals, atol=1e-4, rtol=0), (t_csv, d.position, vals)
+        assert d.header.stamp.sec * 10**9 + d.header.stamp.nanosec == round(t_got * 1e9) + t0
+    col = {c: i for i, c in enumerate(OUTPUT_COLUMNS)}
+    seq = [(int(d.position[col["tool_on"]]), d.position[col["s"]], int(d.position[col["flood"]]),
+            int(d.position[col["dout"]])) for _, d in got]
+    # the program's own order: start all off; M3 S8000; M8; M62 P3 with the next move; then M64 P0 and M9 at
+    # the same node (one control period sees both); M63 P3 (with the next move) and M5 at the next node; M65 P0
+    assert seq == [(0, 0, 0, 0), (1, 8000, 0, 0), (1, 8000, 1, 0), (1, 8000, 1, 8), (1, 8000, 0, 9), (0, 8000, 0, 1),
+                   (0, 8000, 0, 0)], seq
+
+
+# ----- armtwin compare --log compare.mcap -------------------------------------------------------
+
+def test_compare_log_holds_every_models_run_under_its_namespace(tmp_path, capsys):
+    from armtwin.envs.compare import build_motion, run_motion
+    from armtwin.envs.sim import JointMode
+    from armtwin.envs.telemetry.topics import compare_topics
+    log = tmp_path / "cmp.mcap"
+    dt = 1 / 240
+    assert main(["compare", "irb120", "--motion", "swing", "--payload", "0", "--no-sweeps", "--out", str(tmp_path / "o"),
+                 "--log", str(log), "--json"]) == 0
+    assert str(log) in capsys.readouterr().out
+    traj = build_motion(IRB, "swing")
+    n_periods = int(np.ceil(traj.duration / dt - 1e-9))
+    models = [m.value for m in JointMode]
+    with open(log, "rb") as f:
+        summary = make_reader(f).get_summary()
+    counts = {c.topic: summary.statistics.channel_message_counts.get(i, 0) for i, c in summary.channels.items()}
+    assert set(counts) == set(compare_topics(models))
+    msgs = _messages(log)
+    for mode in JointMode:
+        m = mode.value
+        for topic in ("joint_states", "joint_states/commanded", "tf", "tool_pose"):
+            assert counts[f"/{m}/{topic}"] == n_periods, (m, topic)
+        own = run_motion(IRB, traj, mode, dt=dt)              # compare's own run of this model (deterministic)
+        js = [d for t, _, d in msgs if t == f"/{m}/joint_states"]
+        assert np.array_equal(np.array([d.position for d in js]), own.q)
+        assert np.array_equal(np.array([d.effort for d in js]), own.tau)
+        ref = [d for t, _, d in msgs if t == f"/{m}/joint_states/commanded"]
+        assert np.array_equal(np.array([d.position for d in ref]), own.q_ref)
+        stamps = np.array([ns for t, ns, _ in msgs if t == f"/{m}/joint_states"])
+        assert np.allclose((stamps - stamps[0]) / 1e9, own.t - own.t[0], atol=1e-9)
+        tf = [d for t, _, d in msgs if t == f"/{m}/tf"][-1]
+        assert [e.child_frame_id for e in tf.transforms] == [f"{m}/link_{i}" for i in range(1, 7)]
+    starts = {t: ns for t, ns, _ in reversed(msgs) if t.endswith("/joint_states")}
+    assert len(set(starts.values())) == 1                     # the three runs on one time axis
+    (static,) = [d for t, _, d in msgs if t == "/tf_static"]
+    roots = {e.child_frame_id: e.transform.translation.y for e in static.transforms if e.header.frame_id == "world"}
+    assert sorted(roots) == sorted(f"{m}/base_link" for m in models) and len(set(roots.values())) == 3
+
+
+def test_compare_log_refuses_other_endings(capsys):
+    assert main(["compare", "irb120", "--log", "x.csv", "--no-sweeps"]) == 2
+    err = capsys.readouterr().err
+    assert "--log x.csv" in err and ".mcap" in err and err.count("\n") == 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -225,12 +226,15 @@ class PendantCore:
         self.twin = None  # TwinSync once a rig is attached (virtual -> real)
         self.rig_loop = None  # the RigLoop running it
         self._published = self.robot.q.copy()  # the joints as of the newest tick, for the rig loop (no lock)
+        self.live = None  # the --live stream (a RunMcapLog without a file) once attached
+        self._qd_target = np.zeros(spec.dof)  # the commanded velocities (a program's; 0 for a jog)
 
     # ----- state ------------------------------------------------------------------------
     def close(self) -> None:
         """Close the rig link and its log (if attached) and the world (idempotent)."""
         with self.lock:
             self.detach_rig()
+            self.detach_live()
             self.world.close()
             if self.collisions is not None:
                 self.collisions.model.close()
@@ -293,6 +297,44 @@ class PendantCore:
             if twin.log is not None:
                 twin.log.close()
 
+    # ----- live view (--live) -----------------------------------------------------------------
+    def attach_live(self, server) -> None:
+        """Stream the robot to ``server`` (a :class:`~armtwin.envs.telemetry.live.LiveServer` made
+        with :data:`~armtwin.envs.telemetry.topics.PENDANT_TOPICS`) after every :meth:`tick`: the
+        topics of ``armtwin run --live`` (joint states, the targets as the commanded joints,
+        ``/tf``, the tool poses, the program line), built by the run log's own writer
+        (:class:`~armtwin.envs.telemetry.runlog.RunMcapLog` without a file), so the encoding
+        happens on its thread, not the pendant's. The pendant owns the server from now on:
+        :meth:`detach_live` / :meth:`close` close it.
+
+        Raises:
+            ValueError: a live stream is attached already.
+        """
+        from ..telemetry.runlog import RunMcapLog
+        with self.lock:
+            if self.live is not None:
+                raise ValueError("a live stream is attached already; detach it first")
+            self.live = RunMcapLog(None, self.spec, base_position=self.robot.base_position, mode=self.robot.mode.value,
+                                   live=server, command="ui", start_ns=self._start_ns())
+            self._stream()
+
+    def _start_ns(self) -> int:
+        """The wall clock (ns) that world time 0 maps to: now minus the world's time."""
+        return time.time_ns() - int(round(self.world.time * 1e9))
+
+    def detach_live(self) -> None:
+        """Stop streaming and close the live server (idempotent)."""
+        with self.lock:
+            live, self.live = self.live, None
+        if live is not None:
+            live.close()
+
+    def _stream(self) -> None:
+        """The state after a tick to the live stream (under the lock; queueing only)."""
+        st = self.robot.state()
+        self.live.write(self.world.time, self.program_line, self.q_target, self._qd_target, st.q, st.qd, st.tau,
+                        self.robot.flange_pose())
+
     @property
     def running_program(self) -> bool:
         return bool(self._program)
@@ -301,21 +343,25 @@ class PendantCore:
         """Advance the world ``steps`` control steps (program samples are commanded first).
 
         The joints the world has after the steps are published for the rig loop
-        (:meth:`published_joints`), which sends them to the rig at its own rate.
+        (:meth:`published_joints`), which sends them to the rig at its own rate, and to the live
+        stream (:meth:`attach_live`): one message per topic per tick.
         """
         with self.lock:
             for _ in range(steps):
                 if self._program:
                     q, qd, line = self._program.popleft()
-                    self.q_target = q
+                    self.q_target, self._qd_target = q, qd
                     self.program_line = line
                     self.robot.command(q, qd)
                     if not self._program:
                         self.program_line = None
+                        self._qd_target = np.zeros(self.spec.dof)
                         self.robot.command(q)
                     self.version += 1
                 self.world.step()
             self._published = self.robot.q.copy()  # one reference swap: the rig loop reads it unlocked
+            if self.live is not None:
+                self._stream()
 
     def joints(self) -> np.ndarray:
         """(n,) joint positions as the engine has them now, rad / m (a copy, read under the lock).
@@ -410,6 +456,7 @@ class PendantCore:
         with self.lock:
             self._program.clear()
             self.program_line = None
+            self._qd_target = np.zeros(self.spec.dof)
             self.q_target = np.asarray(q, float).copy()
             self.robot.command(self.q_target)
             self.version += 1
@@ -625,6 +672,7 @@ class PendantCore:
         with self.lock:
             self._program.clear()
             self.program_line = None
+            self._qd_target = np.zeros(self.spec.dof)
             self.q_target = self.robot.q.copy()
             self.robot.command(self.q_target)
             self.version += 1

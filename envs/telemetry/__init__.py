@@ -12,6 +12,7 @@ nothing here imports PyBullet, and importing this package imports none of them:
 | :mod:`.common` | what every log writes first: the URDF, ``/tf_static``, metadata; ``/rosout`` notes |
 | :mod:`.runlog` | :class:`RunMcapLog` — ``armtwin run --log run.mcap`` |
 | :mod:`.twinlog` | :class:`TwinMcapLog` — ``armtwin sync --log twin.mcap`` (the CSV TwinLog's interface) |
+| :mod:`.comparelog` | :func:`write_compare_mcap` — ``armtwin compare --log compare.mcap``: each joint model under its own namespace |
 | :mod:`.reader` | :func:`read_twin_mcap` — the twin log back as the CSV reader gives it |
 | :mod:`.mqtt` | :class:`MqttStore` — JSON records to an MQTT broker, QoS 1, through a bounded queue; :func:`parse_mqtt_url` |
 | :mod:`.records` | :class:`TwinPublisher` — down-sampled twin records for the store (the twin log's interface) |

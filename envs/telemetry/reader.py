@@ -73,7 +73,7 @@ def read_twin_mcap(path: str | os.PathLike) -> TwinLogData:
                                f"the first message has {labels}")
         rows.append(m)
     if labels is None:
-        raise TwinLogError(f"{where}: not a twin log: no {TWIN_SAMPLE_TOPIC} messages (a log of `armtwin run`? "
+        raise TwinLogError(f"{where}: not a twin log: no {TWIN_SAMPLE_TOPIC} messages (a log of `armtwin run` or `compare`? "
                            f"open it in Foxglove; docs/TELEMETRY.md)")
     k = len(labels)
     if not k or any(len(m.virtual_deg) != k or len(m.servo_deg) != k or len(m.error_deg) != k for m in rows):

@@ -2,8 +2,9 @@
 
 One control period of the run is one :meth:`RunMcapLog.write`: the simulated joints
 (``/joint_states``: positions, velocities, efforts), the commanded ones, every link's TF edge,
-the flange pose measured and commanded, and the G-code line whenever it changes; notes (the
-start, an instability, an interruption) go to ``/rosout``. Topics and units:
+the flange pose measured and commanded, and the G-code line whenever it changes; the program's
+tool and I/O outputs (``/tool_outputs``, :meth:`RunMcapLog.outputs`) at the start and whenever
+one changes; notes (the start, an instability, an interruption) go to ``/rosout``. Topics and units:
 :data:`armtwin.envs.telemetry.topics.RUN_TOPICS`, docs/TELEMETRY.md.
 
 The loop only copies the numbers and queues them (:class:`~.mcapfile.McapFile`); the writer
@@ -19,13 +20,26 @@ from typing import Sequence
 
 import numpy as np
 
+from ...controllers.gcode.outputs import OUTPUT_COLUMNS, OutputState
 from .common import write_note, write_robot
 from .mcapfile import Compression, McapFile
 from .rosmsg import JointStateLayout, LogLevel, TFLayout, encode_path, encode_pose_stamped, encode_string
 from .tf import REPORT_FRAME, RobotFrames, quat_of
-from .topics import COMMANDED, GCODE_LINE, JOINT_STATES, PLANNED_PATH, RUN_TOPICS, TF, TOOL_POSE, TOOL_POSE_COMMANDED
+from .topics import (COMMANDED, GCODE_LINE, JOINT_STATES, PLANNED_PATH, RUN_TOPICS, TF, TOOL_OUTPUTS, TOOL_POSE,
+                     TOOL_POSE_COMMANDED)
 
-__all__ = ["RunMcapLog"]
+__all__ = ["RunMcapLog", "OUTPUT_NAMES", "output_values"]
+
+#: the names of ``/tool_outputs``' values: the CSV run log's output columns, in their order
+OUTPUT_NAMES = tuple(OUTPUT_COLUMNS)
+
+
+def output_values(state: OutputState, level: float) -> tuple[float, ...]:
+    """``/tool_outputs``' values (:data:`OUTPUT_NAMES`) of ``state`` with the tool's effective
+    ``level`` 0 … 1: the CSV's output columns as numbers — tool number, tool on (0/1), S
+    (rpm, power units), level, mist M7 (0/1), flood M8 (0/1), digital outputs (bit mask, bit n: P n)."""
+    return (float(state.tool), float(state.tool_on), float(state.s), float(level), float(state.mist),
+            float(state.flood), float(state.digital_mask))
 
 
 class RunMcapLog:
@@ -41,6 +55,8 @@ class RunMcapLog:
         live: a :class:`~.live.LiveServer` streaming the same messages (``--live``; closed with the log).
         planned_path: (M, 3) the programmed path in the reporting frame, m: ``/path/planned`` once.
         start_ns: the wall-clock time (ns since the epoch) that run time 0 maps to (default: now).
+        command: the armtwin command (metadata and the first note): "run", or "ui" for the
+            pendant's ``--live`` stream (its target joints as the commanded ones).
 
     Raises:
         OSError: the file cannot be created.
@@ -49,7 +65,7 @@ class RunMcapLog:
     def __init__(self, path: str | os.PathLike | None, spec, *, base_position: Sequence[float] = (0.0, 0.0, 0.0),
                  program: str = "", source_lines: Sequence[str] | None = None, mode: str = "",
                  compression: Compression = Compression.ZSTD, start_ns: int | None = None, live=None,
-                 planned_path: np.ndarray | None = None) -> None:
+                 planned_path: np.ndarray | None = None, command: str = "run") -> None:
         self.path = os.fspath(path) if path is not None else None
         self.spec = spec
         self.frames = RobotFrames(spec, base_position)
@@ -57,38 +73,57 @@ class RunMcapLog:
         self._measured = JointStateLayout(self.names, velocity=True, effort=True)
         self._commanded = JointStateLayout(self.names, velocity=True)
         self._tf = TFLayout(self.frames.edges)
+        self._outputs = JointStateLayout(OUTPUT_NAMES)
+        self._last_outputs: tuple[float, ...] | None = None
         self.source_lines = source_lines
         self.program = program
         self.t0 = time.time_ns() if start_ns is None else int(start_ns)
         self.rows = 0
         self._line = None
         self.file = McapFile(self.path, RUN_TOPICS, compression=compression, live=live)
-        meta = {"command": "run", "program": program, "joint_mode": mode}
+        meta = {"command": command, "program": program, "joint_mode": mode}
         self.file.submit(write_robot, spec, self.frames, self.t0, meta)
         if planned_path is not None:
             self.file.submit(lambda f, ns, pts: f.message(PLANNED_PATH, ns, encode_path(ns, REPORT_FRAME, pts)),
                              self.t0, np.array(planned_path, dtype=float))
-        self.note(0.0, LogLevel.INFO, f"run of {program or 'a program'} on the {spec.name}"
-                  + (f" ({mode} joints)" if mode else ""))
+        what = f"run of {program or 'a program'}" if command == "run" else f"armtwin {command}"
+        self.note(0.0, LogLevel.INFO, f"{what} on the {spec.name}" + (f" ({mode} joints)" if mode else ""))
 
     def _ns(self, t: float) -> int:
         return self.t0 + int(round(t * 1e9))
 
-    def write(self, t: float, line: int, q_cmd: np.ndarray, qd_cmd: np.ndarray, q: np.ndarray, qd: np.ndarray,
+    def write(self, t: float, line: int | None, q_cmd: np.ndarray, qd_cmd: np.ndarray, q: np.ndarray, qd: np.ndarray,
               tau: np.ndarray, flange: np.ndarray) -> None:
         """One control period at run time ``t`` s: commanded joints (rad / m, rad/s / m/s), the
         simulated joints, velocities and efforts (N·m / N), the flange pose (4, 4) in the
-        reporting frame (m) as the engine has it."""
+        reporting frame (m) as the engine has it; ``line`` None: no program line (the pendant
+        between programs: nothing on ``/gcode/line``)."""
         text = None
         if line != self._line:
             self._line = line
-            src = self.source_lines
-            body = src[line - 1].strip() if src and 0 < line <= len(src) else ""
-            text = f"{line}: {body}" if body else str(line)
+            if line is not None:
+                src = self.source_lines
+                body = src[line - 1].strip() if src and 0 < line <= len(src) else ""
+                text = f"{line}: {body}" if body else str(line)
         self.file.submit(_write_period, self, self._ns(t), text, np.array(q_cmd, dtype=float),
                          np.array(qd_cmd, dtype=float), np.array(q, dtype=float), np.array(qd, dtype=float),
                          np.array(tau, dtype=float), np.array(flange, dtype=float))
         self.rows += 1
+
+    def outputs(self, t: float, values: Sequence[float]) -> bool:
+        """The program's outputs at run time ``t`` s (:func:`output_values`): one ``/tool_outputs``
+        message when they differ from the last one written (and the first time); True if written.
+
+        Why on change and not every period: the outputs are a step function (a handful of changes
+        in a program), and a viewer's plot or state panel draws a step from its changes; a laser
+        under M4 (its level follows the speed) changes nearly every period and gets nearly every
+        period."""
+        vals = tuple(float(v) for v in values)
+        if vals == self._last_outputs:
+            return False
+        self._last_outputs = vals
+        self.file.submit(lambda f, ns, v: f.message(TOOL_OUTPUTS, ns, self._outputs.encode(ns, v)), self._ns(t), vals)
+        return True
 
     def note(self, t: float, level: int, text: str) -> None:
         """A ``/rosout`` message at run time ``t`` s (level: :class:`~.rosmsg.LogLevel`)."""
