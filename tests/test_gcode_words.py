@@ -167,6 +167,27 @@ def test_g53_is_refused_with_arcs_and_incremental_mode(text, why):
     assert why in f.message
 
 
+@pytest.mark.parametrize("text,letter,why", [
+    ("G0 G53 Z0", "Z", "mounting plane"),                 # LinuxCNC's and Fusion's retract to the machine's top
+    ("G20\nG53 G0 Z-0.5", "Z", "-12.7 mm"),               # inches converted before the rule
+    ("G53 G0 X0 Y0", "X", "own axis"),                    # a CNC's home corner
+    ("G1 F600\nG53 Y0 X0", "X", "own axis"),
+])
+def test_g53_machine_home_idioms_are_refused_not_read_as_base_frame(text, letter, why):
+    """``G53 G0 Z0`` means "up to the machine's home height" on a CNC; as base-frame coordinates it
+    would put the tool on the robot's mounting plane: refused (38) at the axis word, never run."""
+    f = _only_fault(START + text + "\n")
+    last = text.split("\n")[-1]
+    assert (f.code, f.line, f.column) == (ErrorCode.BAD_G53, 2 + text.count("\n") + 1, last.index(letter) + 1)
+    assert why in f.message
+
+
+def test_g53_next_to_the_base_axis_or_above_the_mounting_plane_is_accepted():
+    prog = load_program(START + "G53 G0 X0.5 Y0 Z300\nG53 G0 X400 Y0 Z0.1\n", IRB)
+    assert prog.ok, prog.faults
+    assert [m.end for m in _motions(prog)[-2:]] == [pytest.approx((0.0005, 0, 0.3)), pytest.approx((0.4, 0, 0.0001))]
+
+
 # ----- M1, M17/M18/M84, grbl host commands ----------------------------------------------------------
 
 def test_m1_pauses_only_with_the_optional_stop():

@@ -292,7 +292,10 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.BAD_G53: (
         "bad G53",
         "G53 (base-frame coordinates for this line) moves in a straight line: it needs G0 or G1 "
-        "(on the line or active) and absolute distance mode (G90), as in LinuxCNC."),
+        "(on the line or active) and absolute distance mode (G90), as in LinuxCNC. Its target may "
+        "not be where the robot itself stands: at or below its mounting plane (base z <= 0) or on "
+        "its base's vertical axis (x = y = 0). CAM programs write G53 G0 Z0 and G53 G0 X0 Y0 to go "
+        "to a CNC machine's home; on an arm that is G28 (G28 G91 Z0 lifts to the home height)."),
     ErrorCode.BAD_BLEND_TOLERANCE: (
         "bad G64 tolerance",
         "G64 P (blending tolerance) and Q (naive CAM tolerance) are lengths in program units and "

@@ -422,7 +422,25 @@ def _check_base_frame(line: ParsedLine, state: MachineState, eff: LineEffect, ct
         L = AXES[k]
         if L in w:
             t[k] = w[L] * units - o[k] if k < 3 else w[L]
+    _check_machine_home_idiom(w, [t[k] + o[k] for k in range(3)], eff, fail)
     eff.target = t
+
+
+def _check_machine_home_idiom(w: dict[str, float], base_mm: list[float], eff: LineEffect, fail: Fail) -> None:
+    """A G53 target where the robot itself stands: at or below its mounting plane (base z <= 0) or
+    on its base's vertical axis (x = y = 0). CAM programs write ``G53 G0 Z0`` and ``G53 G0 X0 Y0``
+    to go to a CNC machine's home (the top of Z travel, the home corner); read as base-frame
+    coordinates they would drive the tool into the robot's mounting plane or its own column, so
+    they are refused rather than misread (G28 is the robot's home)."""
+    if "Z" in w and base_mm[2] <= 0.0:
+        fail(ErrorCode.BAD_G53, f"G53 Z{w['Z']:.12g}: base-frame z {base_mm[2]:.12g} mm is at or below the robot's "
+             f"mounting plane (CAM programs write G53 Z0 for a CNC machine's home height; on an arm "
+             f"write G28 G91 Z0 for that)", "Z")
+    if ("X" in w or "Y" in w) and abs(base_mm[0]) < 1e-6 and abs(base_mm[1]) < 1e-6:
+        L = "X" if "X" in w else "Y"
+        fail(ErrorCode.BAD_G53, f"G53 {L}{w[L]:.12g}: base-frame x 0, y 0 is the robot's own axis, not a place "
+             f"for the tool (CAM programs write G53 X0 Y0 for a CNC machine's home corner; on an arm write G28 "
+             f"for that)", L)
 
 
 # ----- group 1: motion ----------------------------------------------------------------------------
