@@ -391,6 +391,29 @@ def test_a_line_that_cannot_be_read_keeps_nothing():
     assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.REPEATED_WORD)]
 
 
+# ----- F0 (grbl's and LinuxCNC's rule) ---------------------------------------------------------------
+
+def test_f0_on_a_line_without_a_feed_move_is_accepted_and_leaves_no_feed_rate():
+    """FreeCAD's posts write ``G0 F0.000000 Z6`` on rapids: accepted (grbl and LinuxCNC check F
+    only when a feed move needs it); the next feed move gives its own F and runs at it."""
+    prog = load_program(START + "G0 F0.000000 Z6\nG1 X10 F300\nF0\nG0 X5\nG1 X20 F120\n", IRB)
+    assert prog.ok, prog.faults
+    feeds = [m.feed for m in _motions(prog) if m.kind.value == "linear"]
+    assert feeds == [pytest.approx(300 / 60000), pytest.approx(120 / 60000)]
+
+
+@pytest.mark.parametrize("text,code,line,col", [
+    ("G0 F0 Z6\nG1 X10", ErrorCode.UNDEFINED_FEED_RATE, 4, 1),     # F0 took the feed rate away
+    ("G1 F200 X1\nF0\nX2", ErrorCode.UNDEFINED_FEED_RATE, 5, 1),   # even one given before
+    ("G1 X10 F0", ErrorCode.BAD_FEED_RATE, 3, 8),                    # on the feed move itself
+    ("G0 X0 Y0\nG2 I5 F0", ErrorCode.BAD_FEED_RATE, 4, 7),           # a full circle is a feed move
+    ("G0 X1 F-1", ErrorCode.BAD_FEED_RATE, 3, 7),                    # negative: never a feed rate
+])
+def test_f0_is_refused_where_a_feed_move_needs_it(text, code, line, col):
+    f = _only_fault(START + text + "\n")
+    assert (f.code, f.line, f.column) == (code, line, col)
+
+
 @pytest.mark.parametrize("text,unit", [
     ("G20\nG1 X1 F0", "inch/min"), ("G21\nG1 X1 F-3", "mm/min"),
     ("G20 G0 X0 Y0\nG2 X1 Y0 R0.1 F5", "inch"), ("G21 G0 X0 Y0\nG2 X10 Y0 R1 F5", "mm"),

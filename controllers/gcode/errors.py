@@ -220,10 +220,13 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.UNDEFINED_FEED_RATE: (
         "feed rate undefined",
         "G1, G2 and G3 need a feed rate: give F (mm/min, or inch/min under G20) on this or an "
-        "earlier line."),
+        "earlier line. F0 on a line without a feed move (G0 F0) leaves the feed rate undefined, "
+        "as in grbl and LinuxCNC."),
     ErrorCode.BAD_FEED_RATE: (
         "feed rate must be positive",
-        "F is a speed in mm/min (inch/min under G20) and must be greater than zero."),
+        "F is a speed in mm/min (inch/min under G20): never negative, and greater than zero on a "
+        "line that moves at it (G1-G3, canned cycles). F0 elsewhere is accepted and leaves the "
+        "feed rate undefined."),
     ErrorCode.AXIS_COMMAND_CONFLICT: (
         "axis command conflict",
         "Axis words belong to one command per line: G10, G28 or G92 cannot share a line with "

@@ -259,12 +259,29 @@ def _arc_reach(pos, target, axes, ci: float, cj: float, sweep: float, radius: fl
 # ----- the rules of every line -------------------------------------------------------------------
 
 def _check_feed(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
-    """F: a feed rate > 0, in the line's units per minute (kept in mm/min)."""
+    """F: a feed rate > 0, in the line's units per minute (kept in mm/min).
+
+    ``F0`` on a line that makes no feed move (``G0 F0 Z6``, ``F0`` alone: FreeCAD's posts write
+    it on every rapid) is accepted, as grbl and LinuxCNC accept it: it leaves the feed rate
+    undefined, so a later G1-G3 without a new F is fault 20. On a feed move it is fault 21."""
     w = line.words
     if "F" in w:
-        if not w["F"] > 0:
-            fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:.12g}: the feed rate must be > 0 "
+        f = w["F"]
+        if f < 0 or (f == 0 and _feed_move(line, eff)):
+            fail(ErrorCode.BAD_FEED_RATE, f"F{f:.12g}: the feed rate must be > 0 "
                  f"{_unit(eff.units)}/min", "F")
+
+
+def _feed_move(line: ParsedLine, eff: LineEffect) -> bool:
+    """Whether the line moves at the feed rate: a motion mode other than G0 (and G80) with axis
+    or arc-centre words that no G10/G28/G92 takes."""
+    motion = eff.modal.motion
+    if motion is MotionMode.RAPID or motion is MotionMode.CANCEL:
+        return False
+    if eff.nonmodal is not None and eff.nonmodal is not NonModal.BASE_FRAME:
+        return False
+    w = line.words
+    return not (_AXES_SET.isdisjoint(w) and _IJK_SET.isdisjoint(w) and "R" not in w)
 
 
 def _check_orientation_words(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context,
@@ -793,7 +810,7 @@ def _modal_of(line: ParsedLine, m: ModalState) -> tuple[ModalState, float]:
     if not g and "F" not in w:
         return m, m.units.mm
     units = _UNITS[g["units"]] if "units" in g else m.units
-    feed = w["F"] * units.mm if "F" in w else m.feed
+    feed = (w["F"] * units.mm if w["F"] > 0 else None) if "F" in w else m.feed     # F0: no feed rate
     path = _PATH[g["path"]] if "path" in g else m.path
     return ModalState(
         _MOTION[g["motion"]] if "motion" in g else m.motion,
