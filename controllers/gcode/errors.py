@@ -96,6 +96,7 @@ class ErrorCode(enum.IntEnum):
     HOST_COMMAND_SKIPPED = 60
     NO_EFFECT = 61
     OPTIONAL_STOP_SKIPPED = 62
+    BYTE_ORDER_MARK_SKIPPED = 63
     # --- preflight (after planning and IK) --------------------------------------------
     UNREACHABLE = 100
     JOINT_LIMIT = 101
@@ -371,6 +372,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "optional stop skipped",
         "A note: M1 pauses only when the optional stop switch is on (`--optional-stop` on check "
         "and run, MachineConfig.optional_stop); without it M1 does nothing."),
+    ErrorCode.BYTE_ORDER_MARK_SKIPPED: (
+        "byte-order mark skipped",
+        "A note: the file starts with a UTF-8 byte-order mark (bytes EF BB BF), which Windows "
+        "editors write before UTF-8 text; it is not G-code and is skipped. A UTF-16 mark is fault 2 "
+        "(the file is not ASCII text)."),
     ErrorCode.UNKNOWN_TOOL: (
         "unknown tool",
         "T (select), M6 (mount) and G43 H (apply its TCP) name a tool of the tool table by its whole "
