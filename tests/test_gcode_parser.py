@@ -391,6 +391,13 @@ def test_a_utf8_byte_order_mark_at_the_start_is_skipped_with_a_note(text):
     assert (f.code, f.line, f.column) == (ErrorCode.MISSING_VALUE, 1, 7)
 
 
+@pytest.mark.parametrize("text,col,what", [("G1 @5 ^30 F100", 4, "'@' is LinuxCNC's polar distance"),
+                                           ("G0 X1 ^45", 7, "'^' is LinuxCNC's polar angle")])
+def test_polar_coordinates_are_refused_by_name(text, col, what):
+    (f,) = parse_program(text + "\n").faults
+    assert (f.code, f.line, f.column) == (ErrorCode.UNEXPECTED_CHARACTER, 1, col) and what in f.message
+
+
 def test_a_byte_order_mark_elsewhere_or_utf16_is_still_a_fault():
     (f,) = parse_program(b"\xfe\xffG1 X1\n").faults
     assert f.code is ErrorCode.NON_ASCII and "UTF-16 (big-endian) byte-order mark" in f.message

@@ -58,6 +58,9 @@ Text = Union[str, bytes, bytearray, memoryview]
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 
+#: LinuxCNC's polar coordinate words (not supported: named in the fault, so the writer knows why)
+_POLAR = {"@": "distance", "^": "angle"}
+
 
 def _skip_utf8_bom(text):
     """``text`` without a UTF-8 byte-order mark at its start, and the note that says so (or None).
@@ -1009,5 +1012,9 @@ def _diagnose(text: str, lineno: int) -> Fault | None:
             return Fault(ErrorCode.BAD_NUMBER, lineno, col, f"number {nm.group(0) if nm else junk!r} has no letter")
         if ord(junk) < 32 or ord(junk) == 127:
             return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"control character 0x{ord(junk):02X}")
+        if junk in _POLAR:
+            return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col,
+                         f"{junk!r} is LinuxCNC's polar {_POLAR[junk]}: polar coordinates are not supported "
+                         f"(give X and Y)")
         return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"{junk!r} is not G-code")
     return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, 0, "unexpected character")  # pragma: no cover
