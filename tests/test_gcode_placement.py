@@ -232,3 +232,25 @@ def test_place_with_a_cell_checks_every_candidate_for_collisions(tmp_path, capsy
     # the origin found is clean with the cell in a plain check too
     assert main(["check", str(prog), "--robot", "irb120", "--cell", "default",
                  "--origin", *map(str, data["origin_mm"])]) == 0
+
+
+#: a laser job that never writes Z (it runs at the robot's height), its zero 600 mm off
+FLAT = "G21 G90\nG0 X600 Y0\nM4 S500\nG1 X640 F1200\nG1 Y40\nG1 X600\nG1 Y0\nM5\n"
+
+
+def test_a_job_without_z_words_is_placed_in_x_and_y():
+    """A 2-D laser or plotter program follows the origin in x and y only: it is placed there (the
+    origin's z, which moves none of it, stays), and the origin found checks clean."""
+    machine = machine_for(IRB)
+    assert not preflight(FLAT, IRB, machine).clean()            # out of reach where it is written
+    res = place_program(FLAT, IRB, machine)
+    assert res.best is not None, res.reason
+    assert res.best.origin[2] == pytest.approx(machine.origin_array[2])
+    assert preflight(FLAT, IRB, machine.with_origin_mm([v * 1000 for v in res.best.origin])).clean()
+    # a z given by the user is kept (it moves nothing of the job either)
+    res_z = place_program(FLAT, IRB, machine, PlaceConstraint(z=0.15))
+    assert res_z.best is not None and res_z.best.origin[2] == pytest.approx(0.15)
+    # a program whose moves follow the origin in no axis still has no job
+    tied = place_program("G21 G90\nG92 X0 Y0 Z0\nG1 X10 F600\n", IRB, machine)
+    assert res_z.best is not None and tied.best is None and "follows the work origin" in tied.reason
+
