@@ -178,9 +178,10 @@ PREFLIGHT_FAULTS = [
     (IRB, "(no motion)\nG4 P1", ErrorCode.NO_MOTION),
     (IRB, "G0 X1\nG4 P150", ErrorCode.LONG_DWELL),
     (IRB, "G92 X0 Y0 Z0\nG0 X1", ErrorCode.WORK_ZERO_AT_START),
+    (IRB, "G90\nG0 X1", ErrorCode.UNITS_NOT_GIVEN),
 ]
 
-WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START}
+WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START, ErrorCode.UNITS_NOT_GIVEN}
 
 
 @pytest.mark.parametrize("spec,text,code", PREFLIGHT_FAULTS)

@@ -112,6 +112,7 @@ class ErrorCode(enum.IntEnum):
     # what the writer probably meant (preflight warnings of :mod:`.intent`)
     LONG_DWELL = 107
     WORK_ZERO_AT_START = 108
+    UNITS_NOT_GIVEN = 109
 
     @property
     def message(self) -> str:
@@ -468,6 +469,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "the work zero: the program is then placed relative to the robot's home, and --origin (or "
         "--place) no longer moves it. A warning: CAM posts for hobby machines write G92 X0 Y0 Z0 to "
         "say \"start here\"; on an arm, remove the line and place the job with --origin or --place."),
+    ErrorCode.UNITS_NOT_GIVEN: (
+        "units not given",
+        "A warning: the program moves before it says G20 (inches) or G21 (millimetres), so its "
+        "numbers are read in millimetres (grbl's default). LinuxCNC reads such a program in its "
+        "machine's configured units, often inches: write G21 or G20 before the first move."),
 }
 
 

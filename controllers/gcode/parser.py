@@ -39,7 +39,7 @@ import unicodedata
 from array import array
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Iterable, Iterator, NamedTuple, Union
+from typing import Iterable, Iterator, NamedTuple, TypeVar, Union, cast
 
 from dataclasses import replace
 
@@ -62,21 +62,25 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _POLAR = {"@": "distance", "^": "angle"}
 
 
-def _skip_utf8_bom(text):
+_T = TypeVar("_T")
+
+
+def _skip_utf8_bom(text: _T) -> tuple[_T, Fault | None]:
     """``text`` without a UTF-8 byte-order mark at its start, and the note that says so (or None).
 
     Windows editors save "UTF-8" files with the mark; the text after it is the program, so the
     mark is skipped (columns of line 1 are then the ones an editor shows). A UTF-16 mark is not:
     such a file is not ASCII text at all (fault 2)."""
+    out: object
     if isinstance(text, (bytes, bytearray, memoryview)):
         if bytes(text[:3]) != _UTF8_BOM:
             return text, None
-        text = bytes(text[3:])
+        out = bytes(text[3:])
     elif isinstance(text, str) and text.startswith("\ufeff"):
-        text = text[1:]
+        out = text[1:]
     else:
         return text, None
-    return text, Fault(ErrorCode.BYTE_ORDER_MARK_SKIPPED, 1, 1,
+    return cast(_T, out), Fault(ErrorCode.BYTE_ORDER_MARK_SKIPPED, 1, 1,
                        "the file starts with a UTF-8 byte-order mark (bytes EF BB BF): skipped", Severity.NOTE)
 
 #: Longest accepted code of a line, characters, comments not counted (LinuxCNC's limit).
@@ -416,11 +420,11 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
     end at the line of the last one.
     """
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
-    if isinstance(text, memoryview):
-        text = bytes(text)
     text, mark = _skip_utf8_bom(text)
     if mark is not None:
         yield ParseChunk((), (mark,))
+    if isinstance(text, memoryview):
+        text = bytes(text)
     if has_o_words(text):        # control flow: the executed lines, from the whole text
         whole = text if isinstance(text, str) else bytes(text).decode("latin-1")
         yield from expand_chunks(split_lines(whole), LINE_READER, from_bytes=from_bytes, max_faults=max_faults)
