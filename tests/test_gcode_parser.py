@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from armtwin import robots
 from armtwin.controllers.gcode import ErrorCode, GcodeError, Severity, load_program, parse_line, parse_program
-from armtwin.controllers.gcode.parser import MAX_LINE_LENGTH
+from armtwin.controllers.gcode.parser import MAX_LINE_LENGTH, parse_chunks
 from armtwin.controllers.gcode.preflight import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,9 +178,10 @@ PREFLIGHT_FAULTS = [
     (IRB, "(no motion)\nG4 P1", ErrorCode.NO_MOTION),
     (IRB, "G0 X1\nG4 P150", ErrorCode.LONG_DWELL),
     (IRB, "G92 X0 Y0 Z0\nG0 X1", ErrorCode.WORK_ZERO_AT_START),
+    (IRB, "G90\nG0 X1", ErrorCode.UNITS_NOT_GIVEN),
 ]
 
-WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START}
+WARNINGS = {ErrorCode.NEAR_SINGULARITY, ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START, ErrorCode.UNITS_NOT_GIVEN}
 
 
 @pytest.mark.parametrize("spec,text,code", PREFLIGHT_FAULTS)
@@ -202,6 +203,7 @@ def test_every_code_is_tested_and_documented():
     tested.add(ErrorCode.TOO_MANY_FAULTS)  # see test_fault_cap
     tested |= {ErrorCode.COLLISION, ErrorCode.SELF_COLLISION, ErrorCode.NEAR_MISS}   # see tests/test_collision.py
     tested |= {c for c in ErrorCode if 50 <= c < 60}     # O-words: see tests/test_gcode_flow.py (FLOW_FAULTS)
+    tested.add(ErrorCode.BYTE_ORDER_MARK_SKIPPED)      # see test_a_utf8_byte_order_mark_at_the_start_is_skipped…
     assert set(ErrorCode) == tested
     doc = (ROOT / "docs" / "GCODE.md").read_text()
     for c in ErrorCode:
@@ -333,7 +335,6 @@ def test_fast_path_takes_the_benchmark_program_and_leaves_the_collector_alone(mo
     (b"G1 X1 caf\xe9\n", 10, "byte 0xE9 is not ASCII (and the line is not UTF-8 text)"),        # Latin-1
     (b"G1 X1 \xc3 (ok)\n", 7, "byte 0xC3 is not ASCII"),                                         # cut UTF-8
     (b"G1 X1 (unclosed \xc3\n", 17, "byte 0xC3 is not ASCII"),                # not inside a closed comment
-    (b"\xef\xbb\xbfG1 X1 F100\n", 1, "the file starts with a UTF-8 byte-order mark (bytes EF BB BF)"),
     (b"\xff\xfeG\x001\x00", 1, "the file starts with a UTF-16 (little-endian) byte-order mark (bytes FF FE)"),
     (b"G0 X1\n\xef\xbb\xbfG1 X1\n", 1, "character U+FEFF (ZERO WIDTH NO-BREAK SPACE)"),         # not at the start
 ])
@@ -377,9 +378,39 @@ def test_long_comments_are_not_faults_but_long_code_is():
     assert (f.code, f.column) == (ErrorCode.LINE_TOO_LONG, len(over)) and "257 characters" in f.message
 
 
+@pytest.mark.parametrize("text", [b"\xef\xbb\xbfG21\nG1 X1 F100\n", "\ufeffG21\nG1 X1 F100\n",
+                                  b"\xef\xbb\xbfo100 sub\no100 endsub\nG21\nG1 X1 F100\n"])
+def test_a_utf8_byte_order_mark_at_the_start_is_skipped_with_a_note(text):
+    """Windows editors write EF BB BF before UTF-8 text: the program after it is read as it is,
+    the mark is note 63 (never a fault), on every reading path (whole text, pieces, O-words)."""
+    bom = ErrorCode.BYTE_ORDER_MARK_SKIPPED
+    res = parse_program(text)
+    assert res.ok and [(f.code, f.line, f.column, f.severity) for f in res.faults] == [(bom, 1, 1, Severity.NOTE)]
+    assert [pl.words for pl in res.lines][-1] == {"X": 1.0, "F": 100.0}
+    prog = load_program(text, IRB)
+    assert prog.ok and [f.code for f in prog.faults] == [bom]
+    chunked = [f.code for c in parse_chunks(text, chunk_bytes=4) for f in c.faults]
+    assert chunked == [bom]
+    # the columns of line 1 are the ones an editor shows (the mark is invisible there)
+    (f,) = [f for f in parse_program(b"\xef\xbb\xbfG1 X1 Q\n").faults if f.severity is Severity.ERROR]
+    assert (f.code, f.line, f.column) == (ErrorCode.MISSING_VALUE, 1, 7)
+
+
+@pytest.mark.parametrize("text,col,what", [("G1 @5 ^30 F100", 4, "'@' is LinuxCNC's polar distance"),
+                                           ("G0 X1 ^45", 7, "'^' is LinuxCNC's polar angle")])
+def test_polar_coordinates_are_refused_by_name(text, col, what):
+    (f,) = parse_program(text + "\n").faults
+    assert (f.code, f.line, f.column) == (ErrorCode.UNEXPECTED_CHARACTER, 1, col) and what in f.message
+
+
+def test_a_byte_order_mark_elsewhere_or_utf16_is_still_a_fault():
+    (f,) = parse_program(b"\xfe\xffG1 X1\n").faults
+    assert f.code is ErrorCode.NON_ASCII and "UTF-16 (big-endian) byte-order mark" in f.message
+    (f,) = parse_program("G21\n\ufeffG1 X1 F100\n").faults
+    assert (f.code, f.line, f.column) == (ErrorCode.NON_ASCII, 2, 1)
+
+
 def test_non_ascii_in_text_given_as_str():
-    (f,) = parse_program("\ufeffG1 X1 F100\n").faults
-    assert (f.line, f.column) == (1, 1) and "starts with a byte-order mark (U+FEFF)" in f.message
     (f,) = parse_program("G1 X1\n\u00f6\n").faults
     assert (f.line, f.column) == (2, 1) and "U+00F6 (LATIN SMALL LETTER O WITH DIAERESIS)" in f.message
     with pytest.raises(GcodeError, match="U\\+00E9"):

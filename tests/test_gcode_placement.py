@@ -175,18 +175,18 @@ def test_a_long_dwell_is_a_warning_naming_its_line_and_a_short_one_is_not():
 
 def test_dwell_ms_reads_p_as_milliseconds():
     ms = machine_for(IRB, dwell_ms=True)
-    rep = preflight("G0 X1\nG4 P150\nG0 X2\n", IRB, ms)
+    rep = preflight("G21\nG0 X1\nG4 P150\nG0 X2\n", IRB, ms)
     assert rep.clean(strict=True) and not _codes(rep, ErrorCode.LONG_DWELL)
-    seconds = preflight("G0 X1\nG4 P0.15\nG0 X2\n", IRB)
+    seconds = preflight("G21\nG0 X1\nG4 P0.15\nG0 X2\n", IRB)
     assert rep.duration == pytest.approx(seconds.duration, abs=1e-9)
     assert [b.seconds for b in rep.program.blocks if hasattr(b, "seconds")] == [pytest.approx(0.15)]
     # milliseconds over the threshold: still a warning, in seconds
-    rep = preflight("G0 X1\nG4 P20000\nG0 X2\n", IRB, ms)
-    assert [f.line for f in _codes(rep, ErrorCode.LONG_DWELL)] == [2]
+    rep = preflight("G21\nG0 X1\nG4 P20000\nG0 X2\n", IRB, ms)
+    assert [f.line for f in _codes(rep, ErrorCode.LONG_DWELL)] == [3]
     # over the maximum: the maximum is in seconds, the message says P's unit
-    rep = preflight("G0 X1\nG4 P900000\nG0 X2\n", IRB, machine_for(IRB, dwell_ms=True, max_dwell=600.0))
+    rep = preflight("G21\nG0 X1\nG4 P900000\nG0 X2\n", IRB, machine_for(IRB, dwell_ms=True, max_dwell=600.0))
     f = _codes(rep, ErrorCode.DWELL_TOO_LONG)[0]
-    assert f.line == 2 and "900 s" in f.message and "milliseconds" in f.message
+    assert f.line == 3 and "900 s" in f.message and "milliseconds" in f.message
 
 
 def test_dwell_ms_through_the_cli(tmp_path, capsys):
@@ -232,3 +232,45 @@ def test_place_with_a_cell_checks_every_candidate_for_collisions(tmp_path, capsy
     # the origin found is clean with the cell in a plain check too
     assert main(["check", str(prog), "--robot", "irb120", "--cell", "default",
                  "--origin", *map(str, data["origin_mm"])]) == 0
+
+
+#: a laser job that never writes Z (it runs at the robot's height), its zero 600 mm off
+FLAT = "G21 G90\nG0 X600 Y0\nM4 S500\nG1 X640 F1200\nG1 Y40\nG1 X600\nG1 Y0\nM5\n"
+
+
+def test_a_job_without_z_words_is_placed_in_x_and_y():
+    """A 2-D laser or plotter program follows the origin in x and y only: it is placed there (the
+    origin's z, which moves none of it, stays), and the origin found checks clean."""
+    machine = machine_for(IRB)
+    assert not preflight(FLAT, IRB, machine).clean()            # out of reach where it is written
+    res = place_program(FLAT, IRB, machine)
+    assert res.best is not None, res.reason
+    assert res.best.origin[2] == pytest.approx(machine.origin_array[2])
+    assert preflight(FLAT, IRB, machine.with_origin_mm([v * 1000 for v in res.best.origin])).clean()
+    # a z given by the user is kept (it moves nothing of the job either)
+    res_z = place_program(FLAT, IRB, machine, PlaceConstraint(z=0.15))
+    assert res_z.best is not None and res_z.best.origin[2] == pytest.approx(0.15)
+    # a program whose moves follow the origin in no axis still has no job
+    tied = place_program("G21 G90\nG92 X0 Y0 Z0\nG1 X10 F600\n", IRB, machine)
+    assert res_z.best is not None and tied.best is None and "follows the work origin" in tied.reason
+
+
+
+@pytest.mark.parametrize("text,line", [
+    ("G90\nG0 X1 Y1\nG1 X2 F100\n", 2),          # the first move, in no stated unit
+    ("G90\nF100\nG20\nG1 X2\n", 2),               # a feed before G20: read as mm/min
+    ("G17\nG10 L2 P1 X5\nG21\nG0 X1\n", 2),       # a work offset before G21
+])
+def test_a_length_before_the_units_are_given_is_a_warning(text, line):
+    """LinuxCNC reads a program without G20/G21 in its machine's units (often inches), grbl in mm:
+    armtwin reads mm and says so at the first length or feed (warning 109, never an error)."""
+    rep = preflight(text, IRB)
+    (w,) = _codes(rep, ErrorCode.UNITS_NOT_GIVEN)
+    assert (w.line, w.severity) == (line, Severity.WARNING) and "G21 or G20" in w.message
+    assert rep.clean() and not rep.clean(strict=True)
+
+
+@pytest.mark.parametrize("text", ["G21 G90\nG0 X1\n", "G90\nG0 G20 X1\n", "(header)\nG0 C170\nG21\nG0 X1\n",
+                                  "G90\nG0 C170\n"])
+def test_units_given_before_any_length_are_no_warning(text):
+    assert not _codes(preflight(text, IRB), ErrorCode.UNITS_NOT_GIVEN)

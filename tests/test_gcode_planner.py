@@ -107,7 +107,7 @@ def test_preflight_slows_rapids_that_a_joint_cannot_follow():
     assert np.all(rep.plan.rapid_scale < 1.0)
     assert np.all(rep.joint_speed <= IRB.max_velocity * (1 + 1e-6))
     # the same turn as a feed move too fast for J6 is a fault, not slowed
-    rep = preflight("G1 C0 F100000\n", IRB)
+    rep = preflight("G21 G1 C0 F100000\n", IRB)
     assert [f.code.value for f in rep.faults] == [102]
 
 
@@ -119,7 +119,7 @@ def test_orientation_only_moves_to_the_current_pose_are_no_motion(robot, text):
     """On the IRB120 (home C180) and the AUBO-i5 (home C90) these are zero-length moves: no traceback."""
     from armtwin.controllers.gcode.preflight import preflight
     spec = robots.get(robot)
-    rep = preflight(text + "\n", spec)
+    rep = preflight("G21 " + text + "\n", spec)
     assert all(f.code.value == 106 for f in rep.faults), [str(f) for f in rep.faults]
     if rep.plan.segment_count == 0:
         assert [f.code.value for f in rep.faults] == [106]          # the program has no motion (an error: nothing to run)

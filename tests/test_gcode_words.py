@@ -167,6 +167,27 @@ def test_g53_is_refused_with_arcs_and_incremental_mode(text, why):
     assert why in f.message
 
 
+@pytest.mark.parametrize("text,letter,why", [
+    ("G0 G53 Z0", "Z", "mounting plane"),                 # LinuxCNC's and Fusion's retract to the machine's top
+    ("G20\nG53 G0 Z-0.5", "Z", "-12.7 mm"),               # inches converted before the rule
+    ("G53 G0 X0 Y0", "X", "own axis"),                    # a CNC's home corner
+    ("G1 F600\nG53 Y0 X0", "X", "own axis"),
+])
+def test_g53_machine_home_idioms_are_refused_not_read_as_base_frame(text, letter, why):
+    """``G53 G0 Z0`` means "up to the machine's home height" on a CNC; as base-frame coordinates it
+    would put the tool on the robot's mounting plane: refused (38) at the axis word, never run."""
+    f = _only_fault(START + text + "\n")
+    last = text.split("\n")[-1]
+    assert (f.code, f.line, f.column) == (ErrorCode.BAD_G53, 2 + text.count("\n") + 1, last.index(letter) + 1)
+    assert why in f.message
+
+
+def test_g53_next_to_the_base_axis_or_above_the_mounting_plane_is_accepted():
+    prog = load_program(START + "G53 G0 X0.5 Y0 Z300\nG53 G0 X400 Y0 Z0.1\n", IRB)
+    assert prog.ok, prog.faults
+    assert [m.end for m in _motions(prog)[-2:]] == [pytest.approx((0.0005, 0, 0.3)), pytest.approx((0.4, 0, 0.0001))]
+
+
 # ----- M1, M17/M18/M84, grbl host commands ----------------------------------------------------------
 
 def test_m1_pauses_only_with_the_optional_stop():
@@ -368,6 +389,29 @@ def test_a_line_that_cannot_be_read_keeps_nothing():
     # a repeated word: the letter is dropped, the rest is kept
     prog = load_program("G21 G90\nG1 X1 X2 F100\nG1 Y5\n", IRB)
     assert [(f.line, f.code) for f in prog.faults] == [(2, ErrorCode.REPEATED_WORD)]
+
+
+# ----- F0 (grbl's and LinuxCNC's rule) ---------------------------------------------------------------
+
+def test_f0_on_a_line_without_a_feed_move_is_accepted_and_leaves_no_feed_rate():
+    """FreeCAD's posts write ``G0 F0.000000 Z6`` on rapids: accepted (grbl and LinuxCNC check F
+    only when a feed move needs it); the next feed move gives its own F and runs at it."""
+    prog = load_program(START + "G0 F0.000000 Z6\nG1 X10 F300\nF0\nG0 X5\nG1 X20 F120\n", IRB)
+    assert prog.ok, prog.faults
+    feeds = [m.feed for m in _motions(prog) if m.kind.value == "linear"]
+    assert feeds == [pytest.approx(300 / 60000), pytest.approx(120 / 60000)]
+
+
+@pytest.mark.parametrize("text,code,line,col", [
+    ("G0 F0 Z6\nG1 X10", ErrorCode.UNDEFINED_FEED_RATE, 4, 1),     # F0 took the feed rate away
+    ("G1 F200 X1\nF0\nX2", ErrorCode.UNDEFINED_FEED_RATE, 5, 1),   # even one given before
+    ("G1 X10 F0", ErrorCode.BAD_FEED_RATE, 3, 8),                    # on the feed move itself
+    ("G0 X0 Y0\nG2 I5 F0", ErrorCode.BAD_FEED_RATE, 4, 7),           # a full circle is a feed move
+    ("G0 X1 F-1", ErrorCode.BAD_FEED_RATE, 3, 7),                    # negative: never a feed rate
+])
+def test_f0_is_refused_where_a_feed_move_needs_it(text, code, line, col):
+    f = _only_fault(START + text + "\n")
+    assert (f.code, f.line, f.column) == (code, line, col)
 
 
 @pytest.mark.parametrize("text,unit", [

@@ -96,6 +96,7 @@ class ErrorCode(enum.IntEnum):
     HOST_COMMAND_SKIPPED = 60
     NO_EFFECT = 61
     OPTIONAL_STOP_SKIPPED = 62
+    BYTE_ORDER_MARK_SKIPPED = 63
     # --- preflight (after planning and IK) --------------------------------------------
     UNREACHABLE = 100
     JOINT_LIMIT = 101
@@ -111,6 +112,7 @@ class ErrorCode(enum.IntEnum):
     # what the writer probably meant (preflight warnings of :mod:`.intent`)
     LONG_DWELL = 107
     WORK_ZERO_AT_START = 108
+    UNITS_NOT_GIVEN = 109
 
     @property
     def message(self) -> str:
@@ -220,10 +222,13 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.UNDEFINED_FEED_RATE: (
         "feed rate undefined",
         "G1, G2 and G3 need a feed rate: give F (mm/min, or inch/min under G20) on this or an "
-        "earlier line."),
+        "earlier line. F0 on a line without a feed move (G0 F0) leaves the feed rate undefined, "
+        "as in grbl and LinuxCNC."),
     ErrorCode.BAD_FEED_RATE: (
         "feed rate must be positive",
-        "F is a speed in mm/min (inch/min under G20) and must be greater than zero."),
+        "F is a speed in mm/min (inch/min under G20): never negative, and greater than zero on a "
+        "line that moves at it (G1-G3, canned cycles). F0 elsewhere is accepted and leaves the "
+        "feed rate undefined."),
     ErrorCode.AXIS_COMMAND_CONFLICT: (
         "axis command conflict",
         "Axis words belong to one command per line: G10, G28 or G92 cannot share a line with "
@@ -292,7 +297,10 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
     ErrorCode.BAD_G53: (
         "bad G53",
         "G53 (base-frame coordinates for this line) moves in a straight line: it needs G0 or G1 "
-        "(on the line or active) and absolute distance mode (G90), as in LinuxCNC."),
+        "(on the line or active) and absolute distance mode (G90), as in LinuxCNC. Its target may "
+        "not be where the robot itself stands: at or below its mounting plane (base z <= 0) or on "
+        "its base's vertical axis (x = y = 0). CAM programs write G53 G0 Z0 and G53 G0 X0 Y0 to go "
+        "to a CNC machine's home; on an arm that is G28 (G28 G91 Z0 lifts to the home height)."),
     ErrorCode.BAD_BLEND_TOLERANCE: (
         "bad G64 tolerance",
         "G64 P (blending tolerance) and Q (naive CAM tolerance) are lengths in program units and "
@@ -365,6 +373,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "optional stop skipped",
         "A note: M1 pauses only when the optional stop switch is on (`--optional-stop` on check "
         "and run, MachineConfig.optional_stop); without it M1 does nothing."),
+    ErrorCode.BYTE_ORDER_MARK_SKIPPED: (
+        "byte-order mark skipped",
+        "A note: the file starts with a UTF-8 byte-order mark (bytes EF BB BF), which Windows "
+        "editors write before UTF-8 text; it is not G-code and is skipped. A UTF-16 mark is fault 2 "
+        "(the file is not ASCII text)."),
     ErrorCode.UNKNOWN_TOOL: (
         "unknown tool",
         "T (select), M6 (mount) and G43 H (apply its TCP) name a tool of the tool table by its whole "
@@ -456,6 +469,11 @@ _TEXT: dict[ErrorCode, tuple[str, str]] = {
         "the work zero: the program is then placed relative to the robot's home, and --origin (or "
         "--place) no longer moves it. A warning: CAM posts for hobby machines write G92 X0 Y0 Z0 to "
         "say \"start here\"; on an arm, remove the line and place the job with --origin or --place."),
+    ErrorCode.UNITS_NOT_GIVEN: (
+        "units not given",
+        "A warning: the program moves before it says G20 (inches) or G21 (millimetres), so its "
+        "numbers are read in millimetres (grbl's default). LinuxCNC reads such a program in its "
+        "machine's configured units, often inches: write G21 or G20 before the first move."),
 }
 
 

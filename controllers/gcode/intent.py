@@ -7,8 +7,12 @@ arm, are most likely a mistake of dialect. The preflight adds them (:func:`~.pre
   milliseconds.
 * WORK_ZERO_AT_START (108): a G92 before the program's first move makes the robot's home the
   work zero, so the work origin (``--origin``, ``--place``) no longer places the job.
+* UNITS_NOT_GIVEN (109): a length (X Y Z I J K R) or feed (F) up to the first move before any
+  G20/G21 (on that line or earlier): the program is read in millimetres
+  (grbl's default), while LinuxCNC reads it in its machine's units (often inches), so an inch
+  program would run 25.4 times too small.
 
-Both are warnings (``--strict`` makes them count). Cost: one pass over the blocks, and the parse
+All are warnings (``--strict`` makes them count). Cost: one pass over the blocks, and the parse
 of the lines before the first move only.
 """
 
@@ -25,8 +29,11 @@ from .parser import parse_chunks
 
 __all__ = ["INTENT_FAULTS", "intent_warnings", "with_intent_warnings"]
 
+#: words whose values are in program units (mm or inch): A B C are degrees, P and S are not lengths
+_LENGTH_WORDS = frozenset("XYZIJKRF")
+
 #: the codes this module reports
-INTENT_FAULTS = (ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START)
+INTENT_FAULTS = (ErrorCode.LONG_DWELL, ErrorCode.WORK_ZERO_AT_START, ErrorCode.UNITS_NOT_GIVEN)
 
 
 def _long_dwells(prog: Program, machine: MachineConfig) -> list[Fault]:
@@ -40,15 +47,23 @@ def _long_dwells(prog: Program, machine: MachineConfig) -> list[Fault]:
             for b in prog.blocks if isinstance(b, Dwell) and b.seconds > limit]
 
 
-def _g92_before_first_move(text, prog: Program) -> list[Fault]:
+def _before_first_move(text, prog: Program) -> list[Fault]:
+    """WORK_ZERO_AT_START and UNITS_NOT_GIVEN: what the lines before the first move set."""
     first = next((b.line for b in prog.blocks if isinstance(b, Motion)), 0)
     if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text[:first]):
         text = "\n".join(text[:first])          # a program given as lines: the ones before the first move
     if not first or not isinstance(text, (str, bytes, bytearray, memoryview)):
         return []                                # (a one-shot iterator has been read by the interpreter)
     out: list[Fault] = []
+    units = False          # G20/G21 seen, or the units warning given
     for chunk in parse_chunks(text):
         for pl in chunk.lines:
+            units = units or "units" in pl.g
+            if not units and not _LENGTH_WORDS.isdisjoint(pl.words):
+                units = True
+                out.append(Fault(ErrorCode.UNITS_NOT_GIVEN, pl.lineno, 0, "a length or feed before the program "
+                                 "gives its units (G20 inches, G21 mm): read in mm, as grbl does (LinuxCNC would use "
+                                 "its machine's units, often inches): write G21 or G20 first", Severity.WARNING))
             if pl.lineno >= first:
                 return out
             if pl.g.get("nonmodal") == NonModal.OFFSET.value:
@@ -60,7 +75,7 @@ def _g92_before_first_move(text, prog: Program) -> list[Fault]:
 
 def intent_warnings(text, prog: Program, machine: MachineConfig) -> list[Fault]:
     """The warnings of this module for a program ``text`` interpreted as ``prog`` (line order)."""
-    return sorted(_g92_before_first_move(text, prog) + _long_dwells(prog, machine), key=lambda f: f.line)
+    return sorted(_before_first_move(text, prog) + _long_dwells(prog, machine), key=lambda f: f.line)
 
 
 def with_intent_warnings(report, text, max_faults: int):

@@ -39,7 +39,7 @@ import unicodedata
 from array import array
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Iterable, Iterator, NamedTuple, Union
+from typing import Iterable, Iterator, NamedTuple, TypeVar, Union, cast
 
 from dataclasses import replace
 
@@ -55,6 +55,33 @@ __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "pa
 
 #: a program's text: characters, or bytes as read from a file (decoded one character per byte)
 Text = Union[str, bytes, bytearray, memoryview]
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+#: LinuxCNC's polar coordinate words (not supported: named in the fault, so the writer knows why)
+_POLAR = {"@": "distance", "^": "angle"}
+
+
+_T = TypeVar("_T")
+
+
+def _skip_utf8_bom(text: _T) -> tuple[_T, Fault | None]:
+    """``text`` without a UTF-8 byte-order mark at its start, and the note that says so (or None).
+
+    Windows editors save "UTF-8" files with the mark; the text after it is the program, so the
+    mark is skipped (columns of line 1 are then the ones an editor shows). A UTF-16 mark is not:
+    such a file is not ASCII text at all (fault 2)."""
+    out: object
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        if bytes(text[:3]) != _UTF8_BOM:
+            return text, None
+        out = bytes(text[3:])
+    elif isinstance(text, str) and text.startswith("\ufeff"):
+        out = text[1:]
+    else:
+        return text, None
+    return cast(_T, out), Fault(ErrorCode.BYTE_ORDER_MARK_SKIPPED, 1, 1,
+                       "the file starts with a UTF-8 byte-order mark (bytes EF BB BF): skipped", Severity.NOTE)
 
 #: Longest accepted code of a line, characters, comments not counted (LinuxCNC's limit).
 MAX_LINE_LENGTH = 256
@@ -272,9 +299,19 @@ def parse_program(text: Text | Iterable[str], *, max_faults: int = MAX_FAULTS) -
 
     Non-ASCII text is fault 2 at its first non-ASCII character. Bytes are read as UTF-8 where
     the line is valid UTF-8 (the fault names the character: ``U+00F6 (LATIN SMALL LETTER O
-    WITH DIAERESIS)``), else the byte is named (``byte 0xF6``); a byte-order mark at the start
-    of the file gets its own message.
+    WITH DIAERESIS)``), else the byte is named (``byte 0xF6``); a UTF-16 byte-order mark at the
+    start of the file gets its own message. A UTF-8 byte-order mark there is skipped with a note
+    (:data:`~.errors.ErrorCode.BYTE_ORDER_MARK_SKIPPED`).
     """
+    text, mark = _skip_utf8_bom(text)
+    res = _parse_text(text, max_faults)
+    if mark is None:
+        return res
+    return replace(res, faults=tuple(fold_notes(sorted((mark, *res.faults), key=lambda f: f.line))))
+
+
+def _parse_text(text: Text | Iterable[str], max_faults: int) -> ParseResult:
+    """:func:`parse_program` after the byte-order mark."""
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("latin-1")
@@ -383,6 +420,9 @@ def parse_chunks(text: Text, *, max_faults: int = MAX_FAULTS,
     end at the line of the last one.
     """
     from_bytes = isinstance(text, (bytes, bytearray, memoryview))
+    text, mark = _skip_utf8_bom(text)
+    if mark is not None:
+        yield ParseChunk((), (mark,))
     if isinstance(text, memoryview):
         text = bytes(text)
     if has_o_words(text):        # control flow: the executed lines, from the whole text
@@ -431,8 +471,7 @@ def _non_ascii(line: str, i: int, lineno: int, from_bytes: bool) -> str:
     if from_bytes:
         data = line.encode("latin-1")
         if lineno == 1 and i == 0:
-            for mark, what in ((b"\xef\xbb\xbf", "a UTF-8"), (b"\xff\xfe", "a UTF-16 (little-endian)"),
-                               (b"\xfe\xff", "a UTF-16 (big-endian)")):
+            for mark, what in ((b"\xff\xfe", "a UTF-16 (little-endian)"), (b"\xfe\xff", "a UTF-16 (big-endian)")):
                 if data.startswith(mark):
                     return (f"the file starts with {what} byte-order mark (bytes {mark.hex(' ').upper()}); "
                             f"G-code is ASCII: save the file as plain text without it")
@@ -442,9 +481,6 @@ def _non_ascii(line: str, i: int, lineno: int, from_bytes: bool) -> str:
             return f"byte 0x{data[i]:02X} is not ASCII (and the line is not UTF-8 text)"
     else:
         ch = line[i]
-        if lineno == 1 and i == 0 and ch == "\ufeff":
-            return ("the text starts with a byte-order mark (U+FEFF); G-code is ASCII: save the file as plain "
-                    "text without it")
     name = unicodedata.name(ch, "") or ("a control character" if unicodedata.category(ch) == "Cc" else "")
     return f"character U+{ord(ch):04X}" + (f" ({name})" if name else "") + " is not ASCII"
 
@@ -980,5 +1016,9 @@ def _diagnose(text: str, lineno: int) -> Fault | None:
             return Fault(ErrorCode.BAD_NUMBER, lineno, col, f"number {nm.group(0) if nm else junk!r} has no letter")
         if ord(junk) < 32 or ord(junk) == 127:
             return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"control character 0x{ord(junk):02X}")
+        if junk in _POLAR:
+            return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col,
+                         f"{junk!r} is LinuxCNC's polar {_POLAR[junk]}: polar coordinates are not supported "
+                         f"(give X and Y)")
         return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, col, f"{junk!r} is not G-code")
     return Fault(ErrorCode.UNEXPECTED_CHARACTER, lineno, 0, "unexpected character")  # pragma: no cover

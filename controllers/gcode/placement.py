@@ -17,9 +17,11 @@ The search, bounded in time:
 
 1. the program is interpreted at two origins; the moves whose start and end follow the origin are
    the *job* (the approach from the robot's home, and moves fixed to the robot by G53, G28 or a
-   G92 at the start, do not move with the origin);
+   G92 at the start, do not move with the origin). A program none of whose moves follows the
+   origin in z but whose moves follow it in x and y (a laser or plotter job that never writes Z:
+   it runs at the robot's height) is a *flat* job: the origin's z is then not searched;
 2. **coarse**: a grid of ``grid`` values per free axis over every origin that keeps the job's
-   flange path within the arm's reach (``spec.reach`` from the base) and its tool path above
+   flange path within the arm's horizontal reach (``spec.reach`` from the base axis) and its tool path above
    the base plane (z ≥ 0, where the robot stands); a constraint (``--place z=…``) fixes an axis.
    Up to ``points`` representative points of the job (its extreme points and points evenly along
    it) are solved for every candidate in one batch IK: a candidate is *feasible* when every point
@@ -186,13 +188,16 @@ class _Job:
     """The moves that follow the work origin, relative to it.
 
     flange: (M, 4, 4) representative flange poses at origin 0, m; lo/hi: (3,) the box of all job
-    flange positions; tcp_z_min: lowest TCP z of the job, m; lines: the program lines of its moves."""
+    flange positions; tcp_z_min: lowest TCP z of the job, m; lines: the program lines of its moves;
+    flat: a job that follows the origin in x and y only (a laser or plotter program that never
+    writes Z: its height is the robot's, the origin's z does nothing to it and is not searched)."""
 
     flange: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
     tcp_z_min: float
     lines: np.ndarray
+    flat: bool = False
 
 
 def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[Fault]:
@@ -209,16 +214,20 @@ def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[F
     m0 = [b for b in prog0.blocks if isinstance(b, Motion)]
     m1 = [b for b in prog1.blocks if isinstance(b, Motion)]
     index = {id(m): k for k, m in enumerate(m0)}
-    follows = np.zeros(len(pl0.motions), dtype=bool)
+    follows = np.zeros((len(pl0.motions), 3), dtype=bool)     # per block and axis
     if len(m0) == len(m1):
         for b, m in enumerate(pl0.motions):
             k = index.get(id(m))
             if k is not None:
                 d0 = np.subtract(m1[k].start, m.start) - _PROBE
                 d1 = np.subtract(m1[k].end, m.end) - _PROBE
-                follows[b] = max(np.abs(d0).max(), np.abs(d1).max()) < 1e-9
+                follows[b] = np.maximum(np.abs(d0), np.abs(d1)) < 1e-9
     gs = pl0.geometric_samples(machine.sample_spacing)
-    idx = np.flatnonzero(follows[gs.block])
+    flat = False
+    idx = np.flatnonzero(follows[gs.block].all(axis=1))
+    if not len(idx):      # a 2-D job (no Z word): it follows the origin in x and y only
+        idx = np.flatnonzero(follows[gs.block][:, :2].all(axis=1))
+        flat = bool(len(idx))
     if not len(idx):
         return ("no move of the program follows the work origin (a G92 at its start, G53 or G28 ties it "
                 "to the robot's position)")
@@ -233,7 +242,7 @@ def _job(text, spec, machine: MachineConfig, points: int) -> _Job | str | list[F
     even = np.linspace(0, len(p) - 1, max(1, points - len(extreme))).round().astype(int)
     rep = np.unique(np.concatenate([extreme, even]))
     return _Job(fl[rep], p.min(axis=0), p.max(axis=0), float(gs.position[idx, 2].min() - o0[2]),
-                np.unique(gs.line[idx]))
+                np.unique(gs.line[idx]), flat)
 
 
 class _Coarse:
@@ -267,7 +276,8 @@ class _Coarse:
             O = origins[cs]                                         # (c, 3)
             T = np.broadcast_to(F, (len(cs), M, 4, 4)).copy()
             T[..., :3, 3] += O[:, None, :]
-            far = np.linalg.norm(T[..., :3, 3], axis=2).max(axis=1) > reach   # outside the reach: no IK
+            # spec.reach is the wrist's horizontal reach: farther from the base axis, no IK
+            far = np.linalg.norm(T[..., :2, 3], axis=2).max(axis=1) > reach
             near = np.flatnonzero(~far)
             m = np.full(len(cs), -np.inf)
             if len(near):
@@ -329,6 +339,8 @@ def place_program(text, spec, machine: MachineConfig, constraint: PlaceConstrain
     if isinstance(job, list):
         return PlaceResult(None, 0, 0, 0, 0, time.perf_counter() - t0, f"the program has {len(job)} error(s) that "
                            f"no placement fixes (first: {job[0]})", tuple(job))
+    if job.flat:          # the job's height is the robot's: the origin's z is kept where it is
+        fixed = (fixed[0], fixed[1], float(machine.origin_array[2]) if fixed[2] is None else fixed[2])
     axes = _axes(job, spec.reach, fixed, grid)
     if axes is None:
         return PlaceResult(None, 0, 0, 0, 0, time.perf_counter() - t0,

@@ -259,12 +259,29 @@ def _arc_reach(pos, target, axes, ci: float, cj: float, sweep: float, radius: fl
 # ----- the rules of every line -------------------------------------------------------------------
 
 def _check_feed(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context, fail: Fail) -> None:
-    """F: a feed rate > 0, in the line's units per minute (kept in mm/min)."""
+    """F: a feed rate > 0, in the line's units per minute (kept in mm/min).
+
+    ``F0`` on a line that makes no feed move (``G0 F0 Z6``, ``F0`` alone: FreeCAD's posts write
+    it on every rapid) is accepted, as grbl and LinuxCNC accept it: it leaves the feed rate
+    undefined, so a later G1-G3 without a new F is fault 20. On a feed move it is fault 21."""
     w = line.words
     if "F" in w:
-        if not w["F"] > 0:
-            fail(ErrorCode.BAD_FEED_RATE, f"F{w['F']:.12g}: the feed rate must be > 0 "
+        f = w["F"]
+        if f < 0 or (f == 0 and _feed_move(line, eff)):
+            fail(ErrorCode.BAD_FEED_RATE, f"F{f:.12g}: the feed rate must be > 0 "
                  f"{_unit(eff.units)}/min", "F")
+
+
+def _feed_move(line: ParsedLine, eff: LineEffect) -> bool:
+    """Whether the line moves at the feed rate: a motion mode other than G0 (and G80) with axis
+    or arc-centre words that no G10/G28/G92 takes."""
+    motion = eff.modal.motion
+    if motion is MotionMode.RAPID or motion is MotionMode.CANCEL:
+        return False
+    if eff.nonmodal is not None and eff.nonmodal is not NonModal.BASE_FRAME:
+        return False
+    w = line.words
+    return not (_AXES_SET.isdisjoint(w) and _IJK_SET.isdisjoint(w) and "R" not in w)
 
 
 def _check_orientation_words(line: ParsedLine, state: MachineState, eff: LineEffect, ctx: Context,
@@ -422,7 +439,25 @@ def _check_base_frame(line: ParsedLine, state: MachineState, eff: LineEffect, ct
         L = AXES[k]
         if L in w:
             t[k] = w[L] * units - o[k] if k < 3 else w[L]
+    _check_machine_home_idiom(w, [t[k] + o[k] for k in range(3)], eff, fail)
     eff.target = t
+
+
+def _check_machine_home_idiom(w: dict[str, float], base_mm: list[float], eff: LineEffect, fail: Fail) -> None:
+    """A G53 target where the robot itself stands: at or below its mounting plane (base z <= 0) or
+    on its base's vertical axis (x = y = 0). CAM programs write ``G53 G0 Z0`` and ``G53 G0 X0 Y0``
+    to go to a CNC machine's home (the top of Z travel, the home corner); read as base-frame
+    coordinates they would drive the tool into the robot's mounting plane or its own column, so
+    they are refused rather than misread (G28 is the robot's home)."""
+    if "Z" in w and base_mm[2] <= 0.0:
+        fail(ErrorCode.BAD_G53, f"G53 Z{w['Z']:.12g}: base-frame z {base_mm[2]:.12g} mm is at or below the robot's "
+             f"mounting plane (CAM programs write G53 Z0 for a CNC machine's home height; on an arm "
+             f"write G28 G91 Z0 for that)", "Z")
+    if ("X" in w or "Y" in w) and abs(base_mm[0]) < 1e-6 and abs(base_mm[1]) < 1e-6:
+        L = "X" if "X" in w else "Y"
+        fail(ErrorCode.BAD_G53, f"G53 {L}{w[L]:.12g}: base-frame x 0, y 0 is the robot's own axis, not a place "
+             f"for the tool (CAM programs write G53 X0 Y0 for a CNC machine's home corner; on an arm write G28 "
+             f"for that)", L)
 
 
 # ----- group 1: motion ----------------------------------------------------------------------------
@@ -775,7 +810,7 @@ def _modal_of(line: ParsedLine, m: ModalState) -> tuple[ModalState, float]:
     if not g and "F" not in w:
         return m, m.units.mm
     units = _UNITS[g["units"]] if "units" in g else m.units
-    feed = w["F"] * units.mm if "F" in w else m.feed
+    feed = (w["F"] * units.mm if w["F"] > 0 else None) if "F" in w else m.feed     # F0: no feed rate
     path = _PATH[g["path"]] if "path" in g else m.path
     return ModalState(
         _MOTION[g["motion"]] if "motion" in g else m.motion,
