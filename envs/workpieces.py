@@ -45,23 +45,26 @@ class PieceEvent:
     """A :class:`~armtwin.envs.gripper.GripEvent` in a run, with the program line behind it.
 
     Attributes:
-        event: the gripper's event (kind, piece, time s, world pose m).
+        event: the gripper's event (kind, piece, world time s, world pose m).
         line: the program line that switched the suction (a drop: the line running then).
+        time: the program time of the control step, s (the log's ``time_s``; the world's clock
+            has run one step further).
     """
 
     event: GripEvent
     line: int
+    time: float
 
     def to_dict(self) -> dict:
         """The event for ``--json``: kind, line, piece, time s, pose (xyz mm, rpy deg)."""
         xyz, rpy = _pose_mm_deg(self.event.pose)
         return {"kind": self.event.kind.value, "line": self.line, "piece": self.event.part,
-                "time": round(self.event.time, 4), "xyz_mm": xyz, "rpy_deg": rpy}
+                "time": round(self.time, 4), "xyz_mm": xyz, "rpy_deg": rpy}
 
     def text(self) -> str:
         """One report line."""
         xyz, rpy = _pose_mm_deg(self.event.pose)
-        return (f"{self.event.kind.value.upper()} {self.event.part} at line {self.line}, t = {self.event.time:.3f} s: "
+        return (f"{self.event.kind.value.upper()} {self.event.part} at line {self.line}, t = {self.time:.3f} s: "
                 f"at ({', '.join(f'{v:.1f}' for v in xyz)}) mm, rpy ({', '.join(f'{v:.1f}' for v in rpy)})°")
 
 
@@ -146,7 +149,7 @@ class RunWorkpieces:
         event = self.gripper.update(self.outputs.grips(t))
         if event is None:
             return None
-        out = PieceEvent(event, line if event.kind is GripKind.DROP else int(self.outputs.lines[i]) or line)
+        out = PieceEvent(event, line if event.kind is GripKind.DROP else int(self.outputs.lines[i]) or line, t)
         self.events.append(out)
         return out
 
