@@ -146,15 +146,17 @@ class RunResult:
         return out
 
 
-def log_columns(spec) -> list[str]:
+def log_columns(spec, held: bool = False) -> list[str]:
     """CSV header of the run log: time and line, the commanded and the actual controlled point
     (the active tool's TCP), the commanded and actual joints, the actual flange, the outputs
-    (:data:`~armtwin.controllers.gcode.outputs.OUTPUT_COLUMNS`), then ``held``: the name of the
-    workpiece the gripper holds (empty: none)."""
+    (:data:`~armtwin.controllers.gcode.outputs.OUTPUT_COLUMNS`), and with ``held`` (a run in a
+    cell with movable workpieces) last ``held``: the name of the workpiece the gripper holds
+    (empty: none) — the only text column, so logs without workpieces stay all numbers."""
     n = spec.dof
     return (["time_s", "line", "x_cmd_mm", "y_cmd_mm", "z_cmd_mm", "x_mm", "y_mm", "z_mm"]
             + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)]
-            + ["flange_x_mm", "flange_y_mm", "flange_z_mm", *OUTPUT_COLUMNS, "held"])
+            + ["flange_x_mm", "flange_y_mm", "flange_z_mm", *OUTPUT_COLUMNS]
+            + (["held"] if held else []))
 
 
 class RunLog:
@@ -169,14 +171,15 @@ class RunLog:
     Args:
         path: the ``.csv`` file (replaced if it exists).
         spec: the robot (columns: :func:`log_columns`).
+        held: with the ``held`` column (the run has movable workpieces).
     """
 
-    def __init__(self, path: str, spec) -> None:
+    def __init__(self, path: str, spec, held: bool = False) -> None:
         self.path = path
         self._f = open(path, "w", newline="", buffering=1 << 16)
         self._w = csv.writer(self._f)
         self.rows = 0
-        self._w.writerow(log_columns(spec))
+        self._w.writerow(log_columns(spec, held))
         self._f.flush()
 
     def write(self, row: Sequence) -> None:
@@ -308,7 +311,7 @@ class _RunLoop:
                                         planned_path=traj.planned_path())
             closing.callback(self.telemetry.close)
         if log_path and not mcap:
-            self.log = RunLog(log_path, spec)
+            self.log = RunLog(log_path, spec, held=self.pieces is not None and bool(self.pieces.parts))
             closing.callback(self.log.close)
         self.publish: SampleLog | None = None      # run_program's ``publish`` sample log
         self.recorder = None
@@ -405,7 +408,7 @@ class _RunLoop:
                 cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
             self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
                            + self._joints_text(robot.q) + [f"{v * 1000:.4f}" for v in F[:3, 3]] + out_row
-                           + [self.pieces.held if self.pieces is not None else ""])
+                           + ([self.pieces.held] if self.pieces is not None and self.pieces.parts else []))
         if self.telemetry is not None:
             st = robot.state()
             self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, F)

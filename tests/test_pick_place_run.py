@@ -78,7 +78,7 @@ def test_the_log_has_the_held_piece_between_grip_and_release(tmp_path):
     log = tmp_path / "run.csv"
     res = _run("irb120", "kinematic", log_path=str(log))
     rows = list(csv.reader(log.open()))
-    assert rows[0] == log_columns(robots.get("irb120")) and rows[0][-1] == "held"
+    assert rows[0] == log_columns(robots.get("irb120"), held=True) and rows[0][-1] == "held"
     col = {n: i for i, n in enumerate(rows[0])}
     held = [r[col["held"]] for r in rows[1:]]
     on = [r[col["tool_on"]] == "1" for r in rows[1:]]
