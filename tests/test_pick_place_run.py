@@ -126,6 +126,21 @@ def test_cli_reports_the_events_and_the_end(capsys):
     assert "from its target" in text
 
 
+def test_tool_option_mounts_the_cup_for_a_program_without_m6(tmp_path, capsys):
+    """``--tool 4`` mounts the cup from the start: the same program without ``T4 M6`` picks the box;
+    without it (the bare flange, no vacuum tool) M3 grips nothing and the box stays where it was."""
+    prog = tmp_path / "p.ngc"
+    text = _program("scara")
+    prog.write_text("".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("T4 M6")))
+    cell = str(EXAMPLES / "cells" / "scara_pick_place.toml")
+    assert main(["run", str(prog), "--robot", "scara", "--cell", cell, "--tool", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [e["kind"] for e in out["grip_events"]] == ["grip", "release"] and out["pieces"][0]["offset_mm"] < TOL_MM
+    assert main(["run", str(prog), "--robot", "scara", "--cell", cell, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["grip_events"] == [] and out["pieces"][0]["offset_mm"] > 50
+
+
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_the_examples_check_clean_in_their_cells(robot, capsys):
     """The cup touching the box (a work body) is allowed: ``armtwin check`` finds nothing."""
