@@ -160,3 +160,15 @@ def test_a_target_belongs_to_a_workpiece(tmp_path):
     f.write_text('[[body]]\nname = "b"\nshape = "box"\nsize = [10, 10, 10]\ntarget = [100, 0, 5]\n')
     with pytest.raises(CellError, match=r"c\.toml:5: body b: a target belongs to a movable workpiece"):
         load_cell(f)
+
+
+def test_an_mcap_log_has_each_event_as_a_log_message(tmp_path):
+    """An MCAP run log carries each grip event (with the piece's pose) on /rosout."""
+    reader = pytest.importorskip("mcap.reader")
+    log = tmp_path / "run.mcap"
+    res = _run("scara", "kinematic", log_path=str(log))
+    with log.open("rb") as f:
+        notes = [m.data for _, ch, m in reader.make_reader(f).iter_messages() if ch.topic == "/rosout"]
+    for event in res.grip_events:
+        assert sum(event.text().encode() in n for n in notes) == 1
+    assert len(res.grip_events) == 2
