@@ -2,8 +2,8 @@
 
 :class:`VacuumGripper` watches a robot's tool (a :class:`~armtwin.controllers.tools.Tool` of kind
 VACUUM on the flange) and the movable bodies of its cell. Call :meth:`VacuumGripper.update` once
-per control step with whether the suction is on (the program's M3/M5 or digital output, once the
-G-code tool words arrive): when it is switched on with a workpiece within :attr:`reach` of the
+per control step with whether the suction is on (in ``armtwin run`` the program's M3/M5,
+through :class:`~armtwin.envs.workpieces.RunWorkpieces`): when it is switched on with a workpiece within :attr:`reach` of the
 cup, the piece is fixed to the tool where it is (:meth:`World.attach`, a constraint that pulls
 with at most :attr:`max_force`); switched off, it is let go and falls or rests where the physics
 puts it. A piece that the constraint cannot keep — too heavy, moved too fast — slips: when it

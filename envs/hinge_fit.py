@@ -98,8 +98,11 @@ def read_run_log(path, spec: RobotSpec) -> RunTrace:
         raise ValueError(f"{path}: a row with a missing or non-numeric value") from None
     if len(data) < 20 or not np.all(np.isfinite(data)):
         raise ValueError(f"{path}: needs at least 20 finite rows, has {len(data)}")
+    dt = np.diff(data[:, 0])
+    if len(dt) > 2 and 0 < dt[-1] < 0.99 * np.median(dt):
+        # a run's last sample is at the program's end, off the control grid (ControlTrajectory): dropped
+        data, dt = data[:-1], dt[:-1]
     t = data[:, 0]
-    dt = np.diff(t)
     if not (np.all(dt > 0) and np.ptp(dt) <= 0.01 * np.median(dt) + 2e-4):
         raise ValueError(f"{path}: the times do not advance at a fixed control period")
     scale = np.where(spec.prismatic, 1e-3, math.pi / 180.0)    # mm, deg -> m, rad

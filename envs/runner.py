@@ -34,6 +34,7 @@ from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
 from .telemetry.mcapfile import Compression
 from .telemetry.runlog import output_values
+from .workpieces import PieceEnd, PieceEvent, RunWorkpieces
 
 if TYPE_CHECKING:
     from .rig.log import SampleLog
@@ -114,6 +115,10 @@ class RunResult:
             everything up to ``samples`` was logged.
         blocks_executed: motion and dwell blocks run, each pass of a loop or subroutine call
             counted (equal to ``lines_executed`` for a program without O-word flow).
+        grip_events: what the vacuum cup did to the cell's workpieces, in order
+            (:class:`~armtwin.envs.workpieces.PieceEvent`: grip, release, drop, with the line).
+        pieces: where each of the cell's workpieces ended, with its target
+            (:class:`~armtwin.envs.workpieces.PieceEnd`); empty without a cell or workpieces.
     """
 
     lines_executed: int
@@ -130,19 +135,28 @@ class RunResult:
     interrupted: bool = False
     tool_changes: tuple[int, ...] = ()
     blocks_executed: int = 0
+    grip_events: tuple[PieceEvent, ...] = ()
+    pieces: tuple[PieceEnd, ...] = ()
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        """The result for JSON: the events and pieces in mm and degrees."""
+        out = dict(self.__dict__)
+        out["grip_events"] = [e.to_dict() for e in self.grip_events]
+        out["pieces"] = [p.to_dict() for p in self.pieces]
+        return out
 
 
-def log_columns(spec) -> list[str]:
+def log_columns(spec, held: bool = False) -> list[str]:
     """CSV header of the run log: time and line, the commanded and the actual controlled point
-    (the active tool's TCP), the commanded and actual joints, the actual flange, then the outputs
-    (:data:`~armtwin.controllers.gcode.outputs.OUTPUT_COLUMNS`)."""
+    (the active tool's TCP), the commanded and actual joints, the actual flange, the outputs
+    (:data:`~armtwin.controllers.gcode.outputs.OUTPUT_COLUMNS`), and with ``held`` (a run in a
+    cell with movable workpieces) last ``held``: the name of the workpiece the gripper holds
+    (empty: none) — the only text column, so logs without workpieces stay all numbers."""
     n = spec.dof
     return (["time_s", "line", "x_cmd_mm", "y_cmd_mm", "z_cmd_mm", "x_mm", "y_mm", "z_mm"]
             + [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)]
-            + ["flange_x_mm", "flange_y_mm", "flange_z_mm", *OUTPUT_COLUMNS])
+            + ["flange_x_mm", "flange_y_mm", "flange_z_mm", *OUTPUT_COLUMNS]
+            + (["held"] if held else []))
 
 
 class RunLog:
@@ -157,14 +171,15 @@ class RunLog:
     Args:
         path: the ``.csv`` file (replaced if it exists).
         spec: the robot (columns: :func:`log_columns`).
+        held: with the ``held`` column (the run has movable workpieces).
     """
 
-    def __init__(self, path: str, spec) -> None:
+    def __init__(self, path: str, spec, held: bool = False) -> None:
         self.path = path
         self._f = open(path, "w", newline="", buffering=1 << 16)
         self._w = csv.writer(self._f)
         self.rows = 0
-        self._w.writerow(log_columns(spec))
+        self._w.writerow(log_columns(spec, held))
         self._f.flush()
 
     def write(self, row: Sequence) -> None:
@@ -218,6 +233,9 @@ def run_program(program: CompiledProgram, spec, config: RunConfig = RunConfig(),
         cell: a workcell (:class:`~armtwin.robots.workcell.Cell`): the robot stands at its mount
             and its bodies are in the world — colliding in the dynamic joint models, drawn in the
             video (:func:`~armtwin.envs.workcell.place_cell`); None: the robot alone on the floor.
+            Its movable workpieces are gripped by a vacuum tool that the program switches with
+            M3/M5 (:class:`~armtwin.envs.workpieces.RunWorkpieces`): the result lists the grip
+            events and where each piece ended.
 
     Raises:
         ValueError: the program cannot run (``program.refusal`` says why), or was compiled for
@@ -268,6 +286,8 @@ class _RunLoop:
         # EGL (when it loads) renders about twice as fast as TinyRenderer; it must be chosen before any body.
         self.world = World(PhysicsConfig(dt=period, substeps=substeps), renderer="auto" if video_path else "tiny")
         closing.callback(self.world.close)
+        self.pieces: RunWorkpieces | None = None      # the cell's workpieces and the gripper, with a cell
+        self.piece_ends: tuple[PieceEnd, ...] = ()    # where they ended (taken before the world closes)
         if cell is None:
             self.robot = self.world.add_robot(spec, mode, q0=q0, tool=tool,    # the tool's mass is a payload
                                               drive=config.drive)
@@ -276,8 +296,10 @@ class _RunLoop:
             position, rotation = mount_of(cell)
             self.robot = self.world.add_robot(spec, mode, q0=q0, position=position, orientation=rotation, tool=tool,
                                               drive=config.drive)
+            placed = place_cell(self.world, cell, self.robot)
             #: the cell's bodies in the world, by name
-            self.cell_bodies = place_cell(self.world, cell, self.robot).bodies
+            self.cell_bodies = placed.bodies
+            self.pieces = RunWorkpieces(self.world, self.robot, placed, outputs)
         self.log: RunLog | None = None
         self.telemetry = None         # the MCAP log (``--log run.mcap``): ROS 2 messages instead of CSV rows
         mcap = log_path is not None and log_path.lower().endswith(".mcap")
@@ -289,7 +311,7 @@ class _RunLoop:
                                         planned_path=traj.planned_path())
             closing.callback(self.telemetry.close)
         if log_path and not mcap:
-            self.log = RunLog(log_path, spec)
+            self.log = RunLog(log_path, spec, held=self.pieces is not None and bool(self.pieces.parts))
             closing.callback(self.log.close)
         self.publish: SampleLog | None = None      # run_program's ``publish`` sample log
         self.recorder = None
@@ -365,6 +387,11 @@ class _RunLoop:
         robot = self.robot
         robot.command(q, qd)
         self.world.step(1)
+        if self.pieces is not None:
+            event = self.pieces.update(t, line)
+            if event is not None and self.telemetry is not None:
+                from .telemetry.rosmsg import LogLevel
+                self.telemetry.note(t, LogLevel.INFO, event.text())
         F = robot.flange_pose()
         if self.tcp_of_block is None:
             a = F[:3, 3]
@@ -380,7 +407,8 @@ class _RunLoop:
             if cmd_text is None:
                 cmd_text = ([f"{v * 1000:.4f}" for v in pos], self._joints_text(q))
             self.log.write([f"{t:.4f}", line] + cmd_text[0] + [f"{v * 1000:.4f}" for v in a] + cmd_text[1]
-                           + self._joints_text(robot.q) + [f"{v * 1000:.4f}" for v in F[:3, 3]] + out_row)
+                           + self._joints_text(robot.q) + [f"{v * 1000:.4f}" for v in F[:3, 3]] + out_row
+                           + ([self.pieces.held] if self.pieces is not None and self.pieces.parts else []))
         if self.telemetry is not None:
             st = robot.state()
             self.telemetry.write(t, line, q, qd, st.q, st.qd, st.tau, F)
@@ -412,6 +440,8 @@ class _RunLoop:
         """Step through every control sample (dwells as one held pose) until the end, an
         instability, or ``stopped()`` after a row."""
         self._steps(stopped)
+        if self.pieces is not None:       # while the world is open
+            self.piece_ends = self.pieces.ends()
         if self.telemetry is not None:
             from .telemetry.rosmsg import LogLevel
             if self.interrupted:
@@ -469,10 +499,12 @@ class _RunLoop:
         changes = tuple(b.line for b in blocks
                         if isinstance(b, Stop) and b.kind is StopKind.TOOL_CHANGE and passed(b))
         n = self.err_n
+        pieces = self.pieces
         return RunResult(len(lines), float(self.t_done), self.done, math.sqrt(self.err_sq / n) if n else 0.0,
                          self.err_max if n else 0.0, self.log_path, self.video_path, not self.message, self.message,
                          time.perf_counter() - t_wall, pauses, self.interrupted, changes,
-                         len(self.blocks) + len(dwells))
+                         len(self.blocks) + len(dwells), tuple(pieces.events) if pieces is not None else (),
+                         self.piece_ends)
 
     @staticmethod
     def result_of_nothing(report: PreflightReport, traj: ControlTrajectory, t_wall: float) -> RunResult:

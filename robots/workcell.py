@@ -25,6 +25,8 @@ Cells are TOML files (docs/WORKCELL.md)::
     role = "work"                # work | obstacle (default obstacle)
     color = [0.55, 0.45, 0.35, 1]
     # mass = 0.2                 # kg: a movable workpiece (default 0: fixed); friction = 0.8
+    # target = [380, 0, 215]     # mm: where a workpiece should end (the run reports how far off)
+    # target_rpy = [0, 0, 90]    # deg (default: the body's rpy)
 
     [[body]]
     name = "bracket"
@@ -111,6 +113,8 @@ class CellBody:
             moves (gravity, contacts, a gripper) — the collision preflight checks it where it
             starts.
         friction: its Coulomb friction coefficient in the physics world.
+        target: (4, 4) where a workpiece should end in the world (its frame as ``pose``), m; None:
+            no target. ``armtwin run`` reports how far from it the piece ended (mm and deg).
     """
 
     name: str
@@ -123,9 +127,18 @@ class CellBody:
     scale: float = 1e-3
     mass: float = 0.0
     friction: float = 0.8
+    target: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", ShapeKind.parse(self.shape))
+        if self.target is not None:
+            target = np.array(self.target, dtype=float)
+            if target.shape != (4, 4) or not np.all(np.isfinite(target)):
+                raise ValueError(f"body {self.name}: target must be a finite (4, 4) transform")
+            if self.mass <= 0:
+                raise ValueError(f"body {self.name}: only a movable workpiece (mass > 0) has a target")
+            target.flags.writeable = False
+            object.__setattr__(self, "target", target)
         if not (math.isfinite(self.mass) and 0 <= self.mass <= MAX_PART_MASS):
             raise ValueError(f"body {self.name}: mass must be 0 to {MAX_PART_MASS:g} kg, got {self.mass}")
         if not (math.isfinite(self.friction) and 0 <= self.friction <= 10):
@@ -226,7 +239,8 @@ def default_cell(spec, mount: np.ndarray | None = None) -> Cell:
 
 _TOP_KEYS = {"name", "touch", "robot", "body"}
 _ROBOT_KEYS = {"xyz", "rpy"}
-_BODY_KEYS = {"name", "shape", "size", "xyz", "rpy", "role", "color", "file", "scale", "mass", "friction"}
+_BODY_KEYS = {"name", "shape", "size", "xyz", "rpy", "role", "color", "file", "scale", "mass", "friction", "target",
+              "target_rpy"}
 _MESH_SUFFIXES = (".stl", ".obj")
 
 
@@ -396,8 +410,19 @@ def _body(entry, k: int, path: Path, fail) -> CellBody:
                                         (v[0] / 2, v[1]) if shape is ShapeKind.CYLINDER else (v[0] / 2,)))
     mass = _number(entry, "mass", 0.0, 0.0, MAX_PART_MASS, "kg", lambda why: fail("mass", why), f"{where}: mass")
     friction = _number(entry, "friction", 0.8, 0.0, 10.0, "", lambda why: fail("friction", why), f"{where}: friction")
+    target = None
+    if "target" in entry or "target_rpy" in entry:
+        if mass <= 0:
+            raise fail("target" if "target" in entry else "target_rpy",
+                       f"{where}: a target belongs to a movable workpiece (give it a mass)")
+        if "target" not in entry:
+            raise fail("target_rpy", f"{where}: target_rpy needs target = [x, y, z] (mm)")
+        txyz = _vector(entry, "target", None, MAX_CELL_MM, lambda why: fail("target", why), f"{where}: target") / 1000.0
+        trpy = (np.radians(_vector(entry, "target_rpy", None, 360.0, lambda why: fail("target_rpy", why),
+                                   f"{where}: target_rpy")) if "target_rpy" in entry else rpy)
+        target = _pose(txyz, trpy)
     return CellBody(name, shape, _pose(xyz, rpy), size, role, rgba, mesh, scale,  # type: ignore[arg-type]
-                    mass, friction)
+                    mass, friction, target)
 
 
 def end_effector_links(spec) -> tuple[str, ...]:

@@ -202,6 +202,10 @@ def run(args: argparse.Namespace) -> int:
         if res.tool_changes:
             print(f"  M6 tool change at line(s) {', '.join(map(str, res.tool_changes))}: the arm rested; the "
                   f"simulated flange carries the first tool only")
+        for event in res.grip_events:
+            print(f"  {event.text()}")
+        for piece in res.pieces:
+            print(f"  {piece.text()}")
         if not res.stable:
             print(f"  STOPPED: {res.message}")
         if res.interrupted:

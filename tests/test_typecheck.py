@@ -34,6 +34,8 @@ TYPED = [
     "envs/camera.py",
     "envs/errors.py",
     "envs/runner.py",
+    "envs/workpieces.py",
+    "envs/gripper.py",
     "envs/hinge_fit.py",
     "envs/gym_options.py",
     "envs/hyperparams.py",
