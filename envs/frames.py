@@ -309,12 +309,21 @@ class _Overlay:
         """(strip_h, w) uint8 coverage (0..255) of the white text rows on the strip."""
         mask = np.zeros((strip_h, self.w), np.uint16)
         for i, text in enumerate(rows):
-            m = self._row_mask8(text)
             y, x = 4 + i * self.line_h, 8
+            m = self._row_mask8(self.fitted(text, self.w - x - 4))
             hh, ww = min(m.shape[0], strip_h - y), min(m.shape[1], self.w - x)
             if hh > 0 and ww > 0:
                 mask[y:y + hh, x:x + ww] = m[:hh, :ww]
         return mask
+
+    def fitted(self, text: str, width: int) -> str:
+        """``text`` as drawn in ``width`` pixels: whole, or cut at a glyph and ended with "…" (a long
+        program name or robot title is shortened, not clipped through a letter)."""
+        ends = np.cumsum([self._glyph(c).shape[1] for c in text])
+        if not len(ends) or ends[-1] <= width:
+            return text
+        k = int(np.searchsorted(ends, width - self._glyph("\u2026").shape[1], side="right"))
+        return text[:k].rstrip() + "\u2026"
 
     def _row_mask8(self, text: str) -> np.ndarray:
         key = "\0" + text  # the same cache, its own key space

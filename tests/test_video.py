@@ -473,3 +473,17 @@ def test_a_run_draws_its_travel_dashed_and_follows_only_the_work(tmp_path, monke
         by_line.setdefault(int(line.split(":")[0]), set()).add(trail)
     assert by_line[2] == {False} and by_line[5] == {False} and by_line[6] == {False}
     assert by_line[3] == {True} and by_line[4] == {True} and by_line[8] == {True}
+
+
+def test_a_row_too_long_for_the_frame_is_shortened_at_a_glyph_with_an_ellipsis():
+    """A long program name or robot title (the SCARA's at 480 px) ends in "…" inside the frame
+    instead of being clipped through a letter; a row that fits is drawn whole."""
+    from armtwin.envs.frames import _Overlay
+    ov = _Overlay(480, 360)
+    short = "t =   1.000 s   irb120_word.ngc"
+    assert ov.fitted(short, 472) == short
+    long = "t =  23.500 s   scara_pick_place.ngc  ·  SCARA 600 mm (LS6-B602 class)  ·  kinematic joints"
+    cut = ov.fitted(long, 472)
+    assert cut.endswith("\u2026") and long.startswith(cut[:-1]) and len(cut) < len(long)
+    assert ov._row_mask(cut).shape[1] <= 472 < ov._row_mask(long).shape[1]
+    assert ov._row_mask(cut).shape[1] > 472 - 3 * ov._glyph("W").shape[1]      # cut near the edge, not far before
