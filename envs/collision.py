@@ -484,9 +484,10 @@ class CollisionModel:
         reach = np.zeros((m, self.spec.dof, len(self.link_names)))
         poses = np.full((m, len(self.link_names), 4, 4), np.nan)
         if ok.any():
-            poses[ok] = self.link_poses(q[ok])
-            Lb[ok] = self.lower_bounds(poses[ok]) - limit
-            reach[ok] = self.reach(poses[ok])
+            known = self.link_poses(q[ok])
+            poses[ok] = known
+            Lb[ok] = self.lower_bounds(known) - limit
+            reach[ok] = self.reach(known)
         # exact distances where the bound allows an overlap: the samples in contact
         first = np.full(P, m)                       # each pair's first sample in contact
         contact_d: dict[tuple[int, int], float] = {}

@@ -128,6 +128,19 @@ def test_cli_run_live_serves_while_it_runs(tmp_path, capsys):
         s.bind(("127.0.0.1", port))
 
 
+def _connect(p, port: int) -> "FoxgloveClient":
+    """A client of the live server of process ``p`` on ``port``, once it listens (up to 60 s; the
+    process must not end meanwhile)."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            return FoxgloveClient(f"ws://127.0.0.1:{port}")
+        except (OSError, ws_exceptions.WebSocketException):   # not listening yet
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < end, f"nothing listens on {port} after 60 s"
+            time.sleep(0.1)
+
+
 def test_cli_sync_live_streams_joint_states_at_the_loop_rate(emu, tmp_path):
     import subprocess
     import sys
@@ -138,13 +151,7 @@ def test_cli_sync_live_streams_joint_states_at_the_loop_rate(emu, tmp_path):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     try:
-        end = time.monotonic() + 60
-        while client is None and time.monotonic() < end:
-            try:
-                client = FoxgloveClient(f"ws://127.0.0.1:{port}")
-            except (OSError, ws_exceptions.WebSocketException):   # not listening yet
-                assert p.poll() is None, p.communicate()
-                time.sleep(0.1)
+        client = _connect(p, port)
         client.read_advertisements(TWIN_TOPICS)
         assert set(client.channels) == set(TWIN_TOPICS)
         client.subscribe("/joint_states", 1)
@@ -217,13 +224,7 @@ def test_cli_ui_live_serves_the_pendant_topics(tmp_path):
                           "--live-port", str(live_port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = None
     try:
-        end = time.monotonic() + 60
-        while client is None and time.monotonic() < end:
-            try:
-                client = FoxgloveClient(f"ws://127.0.0.1:{live_port}")
-            except (OSError, ws_exceptions.WebSocketException):   # not listening yet
-                assert p.poll() is None, p.communicate()
-                time.sleep(0.1)
+        client = _connect(p, live_port)
         client.read_advertisements(PENDANT_TOPICS)
         assert set(client.channels) == set(PENDANT_TOPICS)
         client.subscribe("/joint_states", 1)
