@@ -1,6 +1,10 @@
-"""``armtwin plot twin.csv [--out twin.png]``: virtual vs servo joints, twin error and latency.
+"""``armtwin plot LOG [--out LOG.png]``: a twin log's virtual vs servo joints, twin error and latency;
+a run or compare MCAP log's joints and tracking error.
 
-Fault windows (rows whose Fault is not ``OK``) are shaded, one colour per fault kind.
+Twin logs (``sync --log``, CSV or MCAP): fault windows (rows whose Fault is not ``OK``) are
+shaded, one colour per fault kind. Run and compare logs (``run --log x.mcap``, ``compare --log
+x.mcap``): the commanded joints, and per joint model the joint error (measured − commanded) over
+time with its RMS and maximum in the legend.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ _COLOURS = {"POWER": "#d62728", "LINK": "#7f7f7f", "WATCHDOG": "#ff7f0e", "STALL
 
 
 def register(sub) -> None:
-    p = sub.add_parser("plot", help="plot a twin CSV log (joints, error, latency, faults) to PNG, SVG or PDF")
-    p.add_argument("log", help="twin log written by `armtwin sync --log`: .csv or .mcap")
+    p = sub.add_parser("plot", help="plot a log to PNG, SVG or PDF: a twin log (joints, error, latency, "
+                                       "faults) or a run/compare MCAP log (joints, tracking error per joint model)")
+    p.add_argument("log", help="twin log written by `armtwin sync --log` (.csv or .mcap), or an MCAP log of "
+                               "`armtwin run --log` or `armtwin compare --log`")
     p.add_argument("--out", default=None, help="image file: .png, .svg or .pdf (default: the log's name with .png)")
     p.set_defaults(func=run)
 
@@ -31,12 +37,19 @@ def read_log(path: str):
     """The checked columns of a twin log, CSV or MCAP (:func:`armtwin.envs.rig.read_twin_log`:
     ``Fault`` as a list of str, the rest as arrays); CliError on a file that cannot be read or is
     not a valid log."""
-    from ..envs.rig.log import TwinLogError, read_twin_log
+    from ..envs.rig.log import read_twin_log
+    return _read(read_twin_log, path)
+
+
+def _read(reader, path: str):
+    """``reader(path)``, with a file that cannot be read or is not a valid log as CliError (an
+    MCAP file needs the telemetry extra)."""
+    from ..envs.rig.log import TwinLogError
     if path.lower().endswith(".mcap"):
         from .cli import require_telemetry
         require_telemetry()
     try:
-        return read_twin_log(path)
+        return reader(path)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     except TwinLogError as exc:
@@ -60,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
     output_file(out, "--out", PLOT_SUFFIXES)
     if same_file(out, args.log):
         raise CliError(f"--out {out}: is the log itself; give another file name")
+    if args.log.lower().endswith(".mcap"):
+        runs = read_runs(args.log)
+        if not runs.twin:
+            return _save(plot_runs(runs, os.path.basename(args.log)), out)
     d = read_log(args.log)
     import matplotlib
     matplotlib.use("Agg")
@@ -94,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
     if lat.size:
         title += f", latency p50 {np.median(lat):.2f} ms"
     ax[0].set_title(title)
+    return _save(fig, out)
+
+
+def _save(fig, out: str) -> int:
+    """Write ``fig`` to ``out``, close it and print the path."""
+    import matplotlib.pyplot as plt
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=110)
@@ -103,3 +126,44 @@ def run(args: argparse.Namespace) -> int:
         plt.close(fig)
     print(out)
     return 0
+
+
+def read_runs(path: str):
+    """The joint runs of an MCAP log (:func:`armtwin.envs.telemetry.reader.read_joint_runs`); CliError
+    on a file that cannot be read or holds no joints."""
+    from .cli import require_telemetry
+    require_telemetry()                 # before the reader's module, which imports mcap
+    from ..envs.telemetry.reader import read_joint_runs
+    return _read(read_joint_runs, path)
+
+
+def plot_runs(runs, name: str):
+    """The figure of a run or compare log: commanded joints (deg / mm) above, and per joint model the
+    largest joint error over the joints at each period (revolute in deg; prismatic in mm below)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pris = np.array(runs.prismatic, dtype=bool)
+    scale = np.where(pris, 1e3, np.degrees(1.0))            # rad → deg, m → mm
+    groups = [(g, lab) for g, lab in ((~pris, "joint error, deg"), (pris, "joint error, mm")) if g.any()]
+    fig, ax = plt.subplots(1 + len(groups), 1, figsize=(11, 3 + 2.6 * len(groups)), sharex=True)
+    first = next(iter(runs.runs.values()))
+    ref = first.q_ref if np.isfinite(first.q_ref).any() else first.q
+    for j, jn in enumerate(runs.names):
+        ax[0].plot(first.t, ref[:, j] * scale[j], lw=1.2, label=f"{jn} ({'mm' if pris[j] else 'deg'})")
+    ax[0].set_ylabel("commanded joints\n" + ("deg / mm" if pris.any() else "deg"))
+    for k, (model, run) in enumerate(runs.runs.items()):
+        err = np.abs(run.q - run.q_ref) * scale
+        for a, (g, lab) in zip(ax[1:], groups):
+            e = np.max(err[:, g], axis=1)
+            ok = e[np.isfinite(e)]
+            stats = f"RMS {np.sqrt(np.mean(ok ** 2)):.3g}, max {ok.max():.3g}" if ok.size else "no commanded joints"
+            a.plot(run.t, e, color=f"C{k}", lw=1.1, label=f"{model or 'run'}: {stats}")
+            a.set_ylabel(f"largest {lab}")
+    ax[-1].set_xlabel("time, s")
+    for a in ax:
+        a.grid(alpha=0.3)
+        a.legend(loc="upper right", fontsize=8, ncol=2 if a is ax[0] else 1)
+    models = [m or "run" for m in runs.runs]
+    ax[0].set_title(f"{name}: {', '.join(models)}; {len(first.t)} periods over {first.t[-1] - first.t[0]:.2f} s")
+    return fig

@@ -164,10 +164,17 @@ def test_run_log_mcap_holds_the_runs_joints_tf_pose_and_lines(tmp_path, capsys):
         assert np.min(np.linalg.norm(a + u[:, None] * (b - a) - x, axis=1)) < 1e-3
     notes = [d.msg for t, _, d in msgs if t == "/rosout"]
     assert notes[0].startswith("run of p.ngc on the irb120") and notes[-1] == f"run ended: {n} control periods"
-    # a run log is not a twin log: plot says so in one line
-    assert main(["plot", str(out_mcap)]) == 2
-    err = capsys.readouterr().err
-    assert "not a twin log" in err and err.count("\n") == 1
+    # plot reads a run log too: the joints it plots are the CSV's, measured and commanded
+    from armtwin.envs.telemetry.reader import read_joint_runs
+    runs = read_joint_runs(out_mcap)
+    assert list(runs.runs) == [""] and not runs.twin and runs.prismatic == [False] * 6
+    q_csv = np.array([[float(r[f"j{i + 1}"]) for i in range(6)] for r in rows])
+    assert np.abs(np.degrees(runs.runs[""].q) - q_csv).max() < 1e-4 + 1e-9
+    assert np.abs(np.degrees(runs.runs[""].q_ref) - want_cmd).max() < 1e-4 + 1e-9
+    capsys.readouterr()
+    assert main(["plot", str(out_mcap), "--out", str(tmp_path / "run.png")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "run.png")
+    assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_run_log_refuses_other_endings(tmp_path, capsys):
@@ -415,9 +422,60 @@ def test_compare_log_holds_every_models_run_under_its_namespace(tmp_path, capsys
     (static,) = [d for t, _, d in msgs if t == "/tf_static"]
     roots = {e.child_frame_id: e.transform.translation.y for e in static.transforms if e.header.frame_id == "world"}
     assert sorted(roots) == sorted(f"{m}/base_link" for m in models) and len(set(roots.values())) == 3
+    # plot reads the compare log: every model's run on one axis, its joints those compare ran
+    from armtwin.envs.telemetry.reader import read_joint_runs
+    runs = read_joint_runs(log)
+    assert list(runs.runs) == models
+    for mode in JointMode:
+        own = run_motion(IRB, traj, mode, dt=dt)
+        got = runs.runs[mode.value]
+        assert np.array_equal(got.q, own.q) and np.array_equal(got.q_ref, own.q_ref)
+        assert np.abs(got.t - (own.t - own.t[0])).max() < 1e-9 * len(own.t)
+    capsys.readouterr()
+    assert main(["plot", str(log)]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "cmp.png") and (tmp_path / "cmp.png").stat().st_size > 10_000
 
 
 def test_compare_log_refuses_other_endings(capsys):
     assert main(["compare", "irb120", "--log", "x.csv", "--no-sweeps"]) == 2
     err = capsys.readouterr().err
     assert "--log x.csv" in err and ".mcap" in err and err.count("\n") == 1
+
+
+def test_plot_of_a_compare_log_with_a_prismatic_joint_has_a_mm_panel(tmp_path, capsys):
+    """The SCARA's J3 is prismatic: its error is read in metres and plotted in mm on a panel of its own;
+    the reader gives back the measured and commanded joints the log was written with."""
+    from types import SimpleNamespace
+
+    from armtwin.envs.telemetry.comparelog import write_compare_mcap
+    from armtwin.envs.telemetry.reader import read_joint_runs
+    from armtwin.scripts.cmd_plot import plot_runs
+    scara = get("scara")
+    rng = np.random.default_rng(7)
+    n, dof = 50, scara.dof
+    t = np.arange(1, n + 1) / 100
+    runs = {}
+    for k, model in enumerate(("kinematic", "hinge")):
+        q_ref = rng.uniform(-0.05, 0.05, (n, dof))
+        q = q_ref + rng.normal(0, 1e-3 * k, (n, dof))
+        runs[model] = SimpleNamespace(t=t, q_ref=q_ref, qd_ref=np.zeros((n, dof)), q=q, qd=np.zeros((n, dof)),
+                                      tau=np.zeros((n, dof)), stable=True, message="")
+    log = tmp_path / "scara.mcap"
+    write_compare_mcap(log, scara, runs)
+    got = read_joint_runs(log)
+    assert got.prismatic == [j.type.value == "prismatic" for j in scara.joints] and any(got.prismatic)
+    for model, run in runs.items():
+        assert np.array_equal(got.runs[model].q, run.q) and np.array_equal(got.runs[model].q_ref, run.q_ref)
+        assert np.allclose(got.runs[model].t, t - t[0], atol=1e-9)
+    fig = plot_runs(got, "scara.mcap")
+    labels = [a.get_ylabel() for a in fig.axes]
+    assert len(fig.axes) == 3 and "deg" in labels[1] and "mm" in labels[2], labels
+    assert main(["plot", str(log)]) == 0 and (tmp_path / "scara.png").exists()
+
+
+def test_plot_of_an_mcap_without_joints_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "x.mcap"
+    bad.write_bytes(b"not an mcap file at all")
+    assert main(["plot", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "x.mcap" in err and "MCAP" in err and err.count("\n") == 1 and not (tmp_path / "x.png").exists()

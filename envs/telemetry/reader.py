@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..rig.log import (LOG_MAX_JOINT_DEG, LOG_MAX_LATENCY_MS, LOG_MAX_TIME_S, TwinLogData, TwinLogError)
-from .topics import TWIN_SAMPLE_TOPIC
+from .topics import COMMANDED, JOINT_STATES, ROBOT_DESCRIPTION, TWIN_SAMPLE_TOPIC
 
-__all__ = ["read_twin_mcap", "iter_messages"]
+__all__ = ["read_twin_mcap", "iter_messages", "read_joint_runs", "JointRuns", "JointRun"]
 
 
 def iter_messages(path: str | os.PathLike, topics=None):
@@ -112,3 +113,86 @@ def read_twin_mcap(path: str | os.PathLike) -> TwinLogData:
     return out
 
 
+
+
+@dataclass
+class JointRun:
+    """One robot's joints over a log: ``t`` (N,) s from the log's first joint message, ``q`` and
+    ``q_ref`` (N, n) (rad / m), the commanded joints matched to ``q`` by stamp (NaN where none)."""
+    t: np.ndarray
+    q: np.ndarray
+    q_ref: np.ndarray
+
+
+@dataclass
+class JointRuns:
+    """The joint runs of an MCAP log of ``run``, ``compare`` or ``ui --live`` (:func:`read_joint_runs`)."""
+    path: str
+    names: list[str]
+    prismatic: list[bool]                           # per joint: True for a prismatic joint (m), else rad
+    runs: dict[str, JointRun] = field(default_factory=dict)   # "" for a run log's unprefixed topics
+    twin: bool = False                              # the file has /twin/sample: a twin log (read_twin_mcap)
+
+
+def _prismatic(urdf: str, names: list[str]) -> list[bool]:
+    """Per joint name: declared prismatic in the URDF text (False when the URDF does not say)."""
+    import xml.etree.ElementTree as ET
+    try:
+        kinds = {j.get("name"): j.get("type") for j in ET.fromstring(urdf).iter("joint")}
+    except ET.ParseError:
+        kinds = {}
+    return [kinds.get(n) == "prismatic" for n in names]
+
+
+def read_joint_runs(path: str | os.PathLike) -> JointRuns:
+    """Every ``[/<model>]/joint_states`` of an MCAP log with its ``…/joint_states/commanded``.
+
+    A run log has one run (key ``""``), a compare log one per joint model (``"kinematic"``, …).
+    Stops at the first ``/twin/sample`` message and returns ``twin=True`` (read that log with
+    :func:`read_twin_mcap`). Times are seconds from the first joint message of the file, so the
+    models of a compare log share one axis.
+
+    Raises:
+        OSError: the file cannot be read.
+        TwinLogError: not an MCAP file, no joint states, or joint names that differ between messages.
+    """
+    where = os.fspath(path)
+    measured: dict[str, list] = {}
+    commanded: dict[str, dict[int, list]] = {}
+    names: list[str] | None = None
+    urdf = ""
+    for topic, ns, m in iter_messages(path):
+        if topic == TWIN_SAMPLE_TOPIC:
+            return JointRuns(where, [], [], twin=True)
+        if topic == ROBOT_DESCRIPTION:
+            urdf = str(m.data)
+            continue
+        if topic.endswith(COMMANDED):
+            model, into = topic[:-len(COMMANDED)], None
+        elif topic.endswith(JOINT_STATES):
+            model, into = topic[:-len(JOINT_STATES)], measured
+        else:
+            continue
+        if model.count("/") > 1 or (model and not model.startswith("/")):
+            continue                                    # another tool's topic that happens to end alike
+        got = list(m.name)
+        if names is None:
+            names = got
+        elif got != names or len(m.position) != len(names):
+            raise TwinLogError(f"{where}: {topic} at {ns} ns: joints {got}, the first joint message has {names}")
+        stamp = int(m.header.stamp.sec) * 1_000_000_000 + int(m.header.stamp.nanosec)
+        if into is None:
+            commanded.setdefault(model.lstrip("/"), {})[stamp] = list(m.position)
+        else:
+            into.setdefault(model.lstrip("/"), []).append((stamp, list(m.position)))
+    if names is None or not measured:
+        raise TwinLogError(f"{where}: no {JOINT_STATES} messages: not a log of `armtwin run`, `compare` or `sync`")
+    t0 = min(rows[0][0] for rows in measured.values())
+    out = JointRuns(where, names, _prismatic(urdf, names))
+    nan = [float("nan")] * len(names)
+    for model, rows in measured.items():
+        ref = commanded.get(model, {})
+        out.runs[model] = JointRun(np.array([(s - t0) * 1e-9 for s, _ in rows]),
+                                   np.array([q for _, q in rows], dtype=float).reshape(len(rows), len(names)),
+                                   np.array([ref.get(s, nan) for s, _ in rows], dtype=float).reshape(len(rows), len(names)))
+    return out
