@@ -9,6 +9,10 @@ policy and writes everything into one folder:
 * ``vecnormalize.pkl`` — the observation normalisation (``VecNormalize.load``), when used;
 * ``learning_curve.png`` — training episode return and success rate against env steps;
 * ``eval.mp4`` (``eval.gif``) — the first evaluation episodes, drawn by armtwin's recorder;
+* ``eval.mcap`` (``mcap=True``) — every evaluation episode as ROS 2 messages, the run log's topics
+  (:class:`~armtwin.envs.telemetry.runlog.RunMcapLog`: joints measured and commanded, TF, flange
+  pose) one episode after the other on one time axis, with each episode's goal and outcome on
+  ``/rosout``;
 * ``summary.json`` — settings (with the hyperparams file's version), seed, wall and CPU time,
   steps done, evaluation success rate and mean final error, the files kept.
 
@@ -175,15 +179,36 @@ def _goal_marks(points: np.ndarray, size: float = 0.015) -> list[np.ndarray]:
     return [np.array([g - size * e, g + size * e]) for e in np.eye(3)]
 
 
+def _episode_logger(u, path: Path | None, env_id: str):
+    """``(log, write)`` for the evaluation's MCAP file at ``path`` (``(None, None)`` without one):
+    ``write(t)`` logs the robot of the unwrapped env ``u`` as it is at time ``t`` s."""
+    if path is None:
+        return None, None
+    from .telemetry.runlog import RunMcapLog
+    log = RunMcapLog(path, u.robot_spec, base_position=u.robot.base_position, program=env_id,
+                     mode=u.joint_mode.value, command="train")
+    robot = u.robot
+
+    def write(t: float) -> None:
+        st = robot.state()
+        q_cmd, qd_cmd = robot.commanded
+        log.write(t, None, q_cmd, qd_cmd, st.q, st.qd, st.tau, robot.flange_pose())
+    return log, write
+
+
 def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, video: Path, seed: int,
-              stop: Callable[[], bool], gif: bool = False) -> dict:
+              stop: Callable[[], bool], gif: bool = False, mcap: Path | None = None, env_id: str = "") -> dict:
     """Success rate and final errors over ``episodes`` (fewer when stopped); the first
-    ``video_episodes`` go into a video drawn by :class:`~armtwin.envs.video.VideoRecorder`."""
+    ``video_episodes`` go into a video drawn by :class:`~armtwin.envs.video.VideoRecorder`, and
+    with ``mcap`` every episode into that MCAP file (:func:`_episode_logger`)."""
+    from .telemetry.rosmsg import LogLevel      # armtwin's own encoders: no package of the extra
     env = make_env()
     success, dists = [], []
-    rec = None
+    rec = log = None
     try:
         u = env.unwrapped
+        log, write = _episode_logger(u, mcap, env_id)
+        t = 0.0                                  # the log's clock: the episodes one after the other
         if video_episodes > 0:
             from .video import VideoRecorder
             size = (max(640, u.frame_size[0]), max(480, u.frame_size[1]))  # the overlay's rows need 640 px
@@ -197,6 +222,12 @@ def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, vide
                 rec.clear_trails()
                 for line in _goal_marks(u.task.markers()):
                     rec.add_planned_path(line)
+            if log is not None:
+                marks = np.asarray(u.task.markers(), dtype=float).reshape(-1, 3) * 1000
+                goal = (f"goal ({', '.join(f'{v:.1f}' for v in marks[0])}) mm" if len(marks) == 1
+                        else f"a path of {len(marks)} points from ({', '.join(f'{v:.1f}' for v in marks[0])}) mm")
+                log.note(t, LogLevel.INFO, f"episode {ep + 1}: {goal}")
+                write(t)
             done = False
             while not stop():
                 if film:
@@ -207,15 +238,27 @@ def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, vide
                 action, _ = model.predict(prepare(obs), deterministic=True)
                 obs, _, terminated, truncated, info = env.step(action)
                 done = terminated or truncated
+                if log is not None:
+                    t += u.dt
+                    write(t)
             if not done:
                 break
             success.append(bool(info.get("is_success", False)))
             dists.append(float(info.get("distance", np.nan)))
+            if log is not None:
+                ok = success[-1]
+                log.note(t, LogLevel.INFO if ok else LogLevel.WARN,
+                         f"episode {ep + 1}: {'success' if ok else 'failure'}, {1000 * dists[-1]:.1f} mm from the goal")
+                t += u.dt                        # the next episode's start is its own stamp
     finally:
         try:
             written = rec.close().paths if rec is not None else ()
         finally:
-            env.close()
+            try:
+                if log is not None:
+                    log.close()
+            finally:
+                env.close()
     return {"episodes": len(success), "success_rate": float(np.mean(success)) if success else None,
             "final_distance_mean_m": float(np.nanmean(dists)) if dists else None, "videos": [str(p) for p in written]}
 
@@ -258,7 +301,7 @@ def _callback(total: int, stop: Callable[[], bool], progress: Progress | None):
 
 def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[], bool] = lambda: False,
               progress: Progress | None = None, eval_episodes: int = 20, video_episodes: int = 3,
-              gif: bool = False) -> dict[str, Any]:
+              gif: bool = False, mcap: bool = False) -> dict[str, Any]:
     """Train, save, evaluate; write ``summary.json`` into ``out`` and return it.
 
     Args:
@@ -271,6 +314,7 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
         eval_episodes: evaluation episodes (deterministic policy, seeds never used in training).
         video_episodes: how many of them are filmed (0: no video).
         gif: write eval.gif beside eval.mp4.
+        mcap: write the evaluation episodes into eval.mcap (needs the ``telemetry`` extra).
 
     Returns:
         The summary (also in ``out/summary.json``); ``"interrupted"`` says whether ``stop`` ended it,
@@ -332,8 +376,10 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
         if not stop():
             prepare = env.normalize_obs if settings.normalize else (lambda o: o)
             ev = _evaluate(model, make_env, prepare, eval_episodes, video_episodes, out / "eval.mp4", seed, stop,
-                           gif=gif)
+                           gif=gif, mcap=out / "eval.mcap" if mcap else None, env_id=settings.env_id)
             interrupted = interrupted or stop()
+            if mcap:
+                files["log"] = str(out / "eval.mcap")
         if ev["videos"]:
             files["video"] = ev["videos"][0]
             if len(ev["videos"]) > 1:

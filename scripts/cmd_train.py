@@ -6,7 +6,7 @@ rl-baselines3-zoo); ``--steps``, ``--learning-starts``, ``--no-her``, ``--no-nor
 ``--hp KEY=VALUE`` change them for one run, and ``summary.json`` records the file's version and
 every change. One run writes into ``--out`` (default ``runs/<env>-<algo>-s<seed>``) the files of
 :func:`armtwin.envs.training.train_run`: ``policy.zip``, ``vecnormalize.pkl``,
-``learning_curve.png``, ``eval.mp4`` (``eval.gif`` with ``--gif``), ``summary.json``, ``monitor.csv``.
+``learning_curve.png``, ``eval.mp4`` (``eval.gif`` with ``--gif``; ``eval.mcap`` with ``--mcap``), ``summary.json``, ``monitor.csv``.
 
 ``--seeds 0-4`` trains one run per seed (``--jobs`` at a time, default: one per CPU core), each
 in its own process and its own folder ``seed-<k>``, and then writes ``seeds.json`` (per-seed
@@ -65,6 +65,9 @@ def register(sub) -> None:
     p.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes (default 20)")
     p.add_argument("--video-episodes", type=int, default=3, help="evaluation episodes in the video (default 3; 0: none)")
     p.add_argument("--gif", action="store_true", help="also write the evaluation video as eval.gif")
+    p.add_argument("--mcap", action="store_true",
+                   help="also write every evaluation episode as ROS 2 messages into eval.mcap (extra telemetry; "
+                        "the run log's topics, docs/TELEMETRY.md)")
     p.add_argument("--no-her", action="store_true", help="SAC without hindsight experience replay")
     p.add_argument("--no-normalize", action="store_true",
                    help="do not normalise observations with running statistics (VecNormalize)")
@@ -217,6 +220,9 @@ def _import_rl() -> None:
 def run(args: argparse.Namespace) -> int:
     with _stop_on_signals() as stop:   # from the start: a signal while PyTorch loads is not lost either
         _import_rl()
+        if args.mcap:
+            from .cli import require_telemetry
+            require_telemetry()
         settings = _check(args)
         if args.seeds is not None:
             return _run_seeds(args, settings, parse_seeds(args.seeds), stop)
@@ -247,7 +253,8 @@ def _run_one(args: argparse.Namespace, settings, stop: _Stop) -> int:
     print(f"train: {args.env_id}, {tag}, seed {seed}, {settings.steps} steps (hyperparams v{settings.version}), "
           f"into {out}; Ctrl-C stops and keeps what was learned", file=sys.stderr, flush=True)
     summary = train_run(settings, seed, out, stop=stop, progress=_progress_printer(),
-                        eval_episodes=args.eval_episodes, video_episodes=args.video_episodes, gif=args.gif)
+                        eval_episodes=args.eval_episodes, video_episodes=args.video_episodes, gif=args.gif,
+                        mcap=args.mcap)
     print(file=sys.stderr)
     if args.json:
         print_json(summary)
@@ -328,7 +335,7 @@ def _child_argv(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
         argv += ["--steps", str(args.steps)]
     if args.learning_starts is not None:
         argv += ["--learning-starts", str(args.learning_starts)]
-    for flag, on in (("--gif", args.gif), ("--no-her", args.no_her), ("--no-normalize", args.no_normalize)):
+    for flag, on in (("--gif", args.gif), ("--mcap", args.mcap), ("--no-her", args.no_her), ("--no-normalize", args.no_normalize)):
         argv += [flag] if on else []
     for item in args.hp:
         argv += ["--hp", item]

@@ -27,9 +27,10 @@ def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "armtwin/ScaraReach-v0", "--steps", "250", "--learning-starts", "100", "--eval-episodes", "2",
                  "--video-episodes", "1", "--env-kw", "control=joint", "--env-kw", "episode_steps=25",
-                 "--gif", "--out", str(out), "--json"])
+                 "--gif", "--mcap", "--out", str(out), "--json"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
+    _check_eval_mcap(out / "eval.mcap", summary, episodes=2, steps=25)
     assert summary["her"] is True and summary["steps"] == 250
     assert 0.0 <= summary["success_rate"] <= 1.0
     assert summary["files"]["gif"] == str(out / "eval.gif")
@@ -46,6 +47,32 @@ def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
     assert cyan >= 10, cyan
     import zipfile
     assert "policy.pth" in zipfile.ZipFile(out / "policy.zip").namelist()
+
+
+def _check_eval_mcap(path, summary, episodes: int, steps: int) -> None:
+    """eval.mcap holds every evaluation episode (reset + each step) and its goal and outcome; the
+    flange's last logged position is as far from the noted goal as the env said."""
+    import re
+
+    from armtwin.envs.telemetry.reader import iter_messages, read_joint_runs
+    assert summary["files"]["log"] == str(path)
+    msgs = list(iter_messages(path, ["/tool_pose", "/rosout", "/joint_states"]))
+    poses = [(ns, np.array([d.pose.position.x, d.pose.position.y, d.pose.position.z])) for t, ns, d in msgs
+             if t == "/tool_pose"]
+    notes = [(ns, d.msg) for t, ns, d in msgs if t == "/rosout" and d.msg.startswith("episode")]
+    assert len(poses) == episodes * (steps + 1) and len(notes) == 2 * episodes
+    number = r"(-?[0-9.]+)"
+    dists = []
+    for ep in range(episodes):
+        (_, start), (end_ns, end) = notes[2 * ep], notes[2 * ep + 1]
+        goal = np.array(re.search(rf"goal \({number}, {number}, {number}\) mm", start).groups(), dtype=float)
+        dist = float(re.search(rf"{number} mm from the goal", end).group(1))
+        last = [p for ns, p in poses if ns <= end_ns][-1] * 1000
+        assert abs(np.linalg.norm(last - goal) - dist) < 0.2, (ep, last, goal, dist)
+        dists.append(dist)
+    assert abs(np.mean(dists) - 1000 * summary["final_distance_mean_m"]) < 0.1
+    run = read_joint_runs(path).runs[""]          # the commanded joints beside the measured, every step
+    assert run.q.shape[0] == episodes * (steps + 1) and np.isfinite(run.q_ref).all()
 
 
 def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
