@@ -27,7 +27,10 @@ import numpy as np
 from ..envs.rig.link import RigLinkError
 from .cli import CliError, add_json_flag, print_json
 from .cmd_rig import SECONDS_MAX, check_range
-from .options import BAUD_MAX, BAUD_MIN, check_baud
+from .options import BAUD_MAX, BAUD_MIN, check_baud, check_log_file, open_log
+
+#: the joints the benchmark drives (J1, J2 of the IRB120), 0-based
+BENCH_JOINTS = (0, 1)
 
 PUBLISHED = {"rate_hz": 165.0, "latency_ms": 30.0, "error_deg": 2.0}
 TARGETS = {"rate_hz": 500.0, "latency_p50_ms": 5.0, "error_deg": 0.5, "samples_lost": 0}
@@ -55,6 +58,10 @@ def register(sub) -> None:
                    help="measure the firmware on a simulated ATmega328P instead (simavr, the chip's own clock; "
                         f"--seconds {CHIP_SECONDS_MIN:g}..{CHIP_SECONDS_MAX:g}, default {CHIP_SECONDS_DEFAULT:g}; "
                         f"--baud {', '.join(map(str, CHIP_BAUDS))})")
+    p.add_argument("--log", default=None, metavar="OUT.csv|OUT.mcap",
+                   help="also write the benchmark's samples (the timed sync, then the power test) as a twin log "
+                        "that plot, replay and fit read; written after the measurement, so the log's writing is not "
+                        "in the figures")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -95,13 +102,14 @@ def _log_detection_ms(samples, cmd, fault, present: bool) -> float:
     return float("nan")
 
 
-def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> dict:
+def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0, keep: list | None = None) -> dict:
     """Run the benchmark and return the figures (keys as in the JSON output).
 
     After the timed sync, a short power test (cut 0.2 s in, restore 0.3 s later, end 0.3 s after
     that: 100, 250, 400 samples at 500 Hz) measures the power-fault detection on the host's wall
     clock (command sent -> flagged in the log) and on the rig's clock (cut applied -> state
     carrying the flag). Figures that could not be measured are NaN (see :func:`not_measured`).
+    ``keep``: a list that receives every sample (:class:`~armtwin.envs.rig.SyncSample`), in order.
     """
     from ..controllers import rigproto as rp
     from ..envs.rig.emulator import Emulator
@@ -110,7 +118,7 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
     from ..envs.sim import PhysicsConfig, World
     from ..robots import get
     spec = get("irb120")
-    joints = (0, 1)
+    joints = BENCH_JOINTS
     move_s, hold_s = MOVE_S, HOLD_S
     n_cut, n_restore, n_end = (max(round(x * rate), 2 * i + 1) for i, x in enumerate(POWER_TEST_S))
     samples, power_samples = [], []
@@ -134,6 +142,8 @@ def measure(seconds: float = 10.0, baud: int = 115200, rate: float = 500.0) -> d
             history = list(link.history)
         finally:
             link.close()
+    if keep is not None:
+        keep.extend(samples + power_samples)
     cut, restore = (prep.power_commands + [None, None])[:2]
     t = np.array([s.time for s in samples])
     err = np.array([s.error_deg for s in samples])
@@ -214,12 +224,18 @@ def run(args: argparse.Namespace) -> int:
     check_range(args.seconds, "--seconds", SECONDS_MIN, SECONDS_MAX, "s")
     check_range(args.rate, "--rate", RATE_MIN, RATE_MAX, "Hz")
     check_baud(args.baud)
+    if args.log is not None:
+        check_log_file(args.log, "--log", os.devnull)
     print(f"armtwin: bench rig: emulator at {args.baud} baud, {args.seconds:g} s virtual→real sync at {args.rate:g} Hz…",
           file=sys.stderr)
     if args.seconds < STEADY_MIN_S:
         print(f"armtwin: bench rig: note: --seconds {args.seconds:g} is shorter than the {STEADY_MIN_S:g} s the first "
               f"steady-state window needs: the steady-state error will be n/a", file=sys.stderr)
-    r = measure(args.seconds, args.baud, args.rate)
+    kept: list | None = [] if args.log is not None else None
+    r = measure(args.seconds, args.baud, args.rate, keep=kept)
+    if args.log is not None:
+        _write_log(args.log, kept or [])
+        r["log"] = args.log
     why = not_measured(r)
     if args.json:
         print_json({**{k: (None if k in why else v) for k, v in r.items()}, "notes": why})
@@ -251,7 +267,20 @@ def run(args: argparse.Namespace) -> int:
           f"{note('power_detect_ms', 'power_detect_rig_ms', 'power_recover_ms', 'power_recover_rig_ms')}")
     print(f"  {'wire share (states)':28s} {r['wire_share']:10.1%} {'':>10s} {'':>8s}  "
           f"({r['state_rate_hz']:.0f} of {r['wire_frame_limit_hz']:.0f} state frames/s)")
+    if args.log is not None:
+        print(f"  samples written to {args.log}")
     return 0
+
+
+def _write_log(path: str, samples: list) -> None:
+    """The benchmark's samples as the twin log at ``path`` (CSV or MCAP, as ``sync --log`` writes it)."""
+    from ..robots import get
+    log = open_log(path, BENCH_JOINTS, "--log", get("irb120"))
+    try:
+        for s in samples:
+            log.write(s)
+    finally:
+        log.close()
 
 
 # ----- the firmware on the simulated chip ------------------------------------------------------

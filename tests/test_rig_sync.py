@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
+from armtwin.envs.rig import read_twin_log
 from armtwin.envs.rig import (Direction, RigLink, SyncConfig, TwinLog, TwinSync, TwinSyncWrapper,
                               smooth_motion)
 from armtwin.envs.sim import JointMode, PhysicsConfig, World
@@ -373,9 +374,10 @@ def test_cli_rig_emulate_prints_the_device(capsys):
     assert "--baud" in capsys.readouterr().err
 
 
-def test_cli_bench_rig_json_keys(capsys):
+def test_cli_bench_rig_json_keys(capsys, tmp_path):
     import json
-    assert main(["bench", "rig", "--seconds", "1", "--json"]) == 0
+    log = tmp_path / "bench.csv"
+    assert main(["bench", "rig", "--seconds", "1", "--json", "--log", str(log)]) == 0
     text = capsys.readouterr().out
     assert "NaN" not in text  # valid JSON: a figure that could not be measured is null, with the reason
     r = json.loads(text)
@@ -385,6 +387,14 @@ def test_cli_bench_rig_json_keys(capsys):
     assert r["samples"] >= 1 and 0 < r["wire_share"] <= 1.0
     for k in ("ticks_skipped", "power_detect_ms", "power_detect_rig_ms", "latency_samples"):
         assert k in r
+    # --log: the timed sync's samples, then the power test's, as a twin log that plot reads
+    assert r["log"] == str(log)
+    d = read_twin_log(log)                       # checked: no sample lost, time never going back
+    n = r["samples"]
+    power = ["POWER" in f for f in d["Fault"]]
+    assert len(d["STT"]) > n and not any(power[:n]) and any(power[n:])
+    assert np.isfinite(d["Servo_j1"][:n]).sum() > n // 2
+    assert main(["plot", str(log)]) == 0 and (tmp_path / "bench.png").stat().st_size > 10_000
 
 
 def test_cli_sync_fails_when_the_rig_never_answers(tmp_path, capsys):
@@ -537,9 +547,21 @@ def test_cli_bench_rig_refuses_bad_options_in_one_line(argv, words, capsys):
     assert capsys.readouterr().err == f"armtwin: error: {words}\n"
 
 
-def test_cli_bench_rig_short_run_says_n_a_and_why(capsys):
-    assert main(["bench", "rig", "--seconds", "1"]) == 0
+def test_cli_bench_rig_refuses_a_log_that_is_no_twin_log_name(capsys, tmp_path):
+    prog = tmp_path / "p.ngc"
+    prog.write_text("G0 X0\n")
+    assert main(["bench", "rig", "--seconds", "1", "--log", str(prog)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"armtwin: error: --log {prog}") and ".csv" in err and err.count("\n") == 1
+    assert prog.read_text() == "G0 X0\n"
+
+
+def test_cli_bench_rig_short_run_says_n_a_and_why(capsys, tmp_path):
+    log = tmp_path / "bench.mcap"
+    assert main(["bench", "rig", "--seconds", "1", "--log", str(log)]) == 0
     out, err = capsys.readouterr()
+    assert f"samples written to {log}" in out
+    assert len(read_twin_log(log)["STT"]) > int(re.search(r"\((?:[0-9.]+) s, ([0-9]+) samples,", out).group(1))
     assert "nan" not in out.lower()
     row = next(line for line in out.splitlines() if "steady-state error" in line)
     assert "n/a" in row and "the run is shorter than the 2.5 s the first one needs" in row
