@@ -220,6 +220,9 @@ def _ms(v: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.chip:
+        if args.log is not None:
+            raise CliError(f"--log {args.log}: the chip benchmark keeps no twin log (it measures the firmware's own "
+                           f"timing); use --log without --chip")
         return run_chip(args)
     check_range(args.seconds, "--seconds", SECONDS_MIN, SECONDS_MAX, "s")
     check_range(args.rate, "--rate", RATE_MIN, RATE_MAX, "Hz")

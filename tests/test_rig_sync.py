@@ -554,6 +554,9 @@ def test_cli_bench_rig_refuses_a_log_that_is_no_twin_log_name(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.startswith(f"armtwin: error: --log {prog}") and ".csv" in err and err.count("\n") == 1
     assert prog.read_text() == "G0 X0\n"
+    assert main(["bench", "rig", "--chip", "--log", str(tmp_path / "chip.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "--log" in err and "--chip" in err and err.count("\n") == 1 and not (tmp_path / "chip.csv").exists()
 
 
 def test_cli_bench_rig_short_run_says_n_a_and_why(capsys, tmp_path):
