@@ -197,7 +197,8 @@ def _episode_logger(u, path: Path | None, env_id: str):
 
 
 def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, video: Path, seed: int,
-              stop: Callable[[], bool], gif: bool = False, mcap: Path | None = None, env_id: str = "") -> dict:
+              stop: Callable[[], bool], gif: bool = False, mcap: Path | None = None, env_id: str = "",
+              size: tuple[int, int] = (640, 480), fps: float | None = None) -> dict:
     """Success rate and final errors over ``episodes`` (fewer when stopped); the first
     ``video_episodes`` go into a video drawn by :class:`~armtwin.envs.video.VideoRecorder`, and
     with ``mcap`` every episode into that MCAP file (:func:`_episode_logger`)."""
@@ -211,8 +212,7 @@ def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, vide
         t = 0.0                                  # the log's clock: the episodes one after the other
         if video_episodes > 0:
             from .video import VideoRecorder
-            size = (max(640, u.frame_size[0]), max(480, u.frame_size[1]))  # the overlay's rows need 640 px
-            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=min(60.0, 1.0 / u.dt), size=size,
+            rec = VideoRecorder(u.world, u.robot, video, camera=u.camera, fps=fps or min(60.0, 1.0 / u.dt), size=size,
                                 gif=gif, progress=False,
                                 title=f"{u.robot_spec.title}  ·  {u.joint_mode.value} joints  ·  policy")
         for ep in range(episodes):
@@ -301,7 +301,8 @@ def _callback(total: int, stop: Callable[[], bool], progress: Progress | None):
 
 def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[], bool] = lambda: False,
               progress: Progress | None = None, eval_episodes: int = 20, video_episodes: int = 3,
-              gif: bool = False, mcap: bool = False) -> dict[str, Any]:
+              gif: bool = False, mcap: bool = False, video_size: tuple[int, int] = (640, 480),
+              video_fps: float | None = None) -> dict[str, Any]:
     """Train, save, evaluate; write ``summary.json`` into ``out`` and return it.
 
     Args:
@@ -315,6 +316,8 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
         video_episodes: how many of them are filmed (0: no video).
         gif: write eval.gif beside eval.mp4.
         mcap: write the evaluation episodes into eval.mcap (needs the ``telemetry`` extra).
+        video_size: the evaluation video's (width, height), pixels (the overlay's rows need 640 px).
+        video_fps: its frames per simulated second (None: the control rate, at most 60).
 
     Returns:
         The summary (also in ``out/summary.json``); ``"interrupted"`` says whether ``stop`` ended it,
@@ -376,7 +379,8 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
         if not stop():
             prepare = env.normalize_obs if settings.normalize else (lambda o: o)
             ev = _evaluate(model, make_env, prepare, eval_episodes, video_episodes, out / "eval.mp4", seed, stop,
-                           gif=gif, mcap=out / "eval.mcap" if mcap else None, env_id=settings.env_id)
+                           gif=gif, mcap=out / "eval.mcap" if mcap else None, env_id=settings.env_id,
+                           size=video_size, fps=video_fps)
             interrupted = interrupted or stop()
             if mcap:
                 files["log"] = str(out / "eval.mcap")

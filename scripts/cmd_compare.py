@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .cli import CliError, add_json_flag, get_robot, output_file, output_folder, print_json, require_telemetry
+from .options import add_frame_options, frame_settings
 
 MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
 
@@ -44,6 +45,7 @@ def register(sub) -> None:
     p.add_argument("--no-sweeps", action="store_true", help="only the main table (no payload / dt sweeps)")
     p.add_argument("--video", action="store_true", help="also write compare.mp4: the three models side by side")
     p.add_argument("--gif", action="store_true", help="also write compare.gif (implies --video)")
+    add_frame_options(p, size="1200x450")
     p.add_argument("--log", default=None, metavar="OUT.mcap",
                    help="also write the three main runs as ROS 2 messages in MCAP, each joint model under its own "
                         "namespace (/kinematic/joint_states, /hinge/joint_states, ...; 'telemetry' extra; "
@@ -251,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
     if args.log is not None:
         output_file(args.log, "--log", (".mcap",))
         require_telemetry()
+    fps, size = frame_settings(args)
     out = output_folder(args.out or f"out/compare_{spec.name}", "--out")
     t_start = time.perf_counter()
     _progress(f"building the {args.motion} motion for {spec.title}")
@@ -294,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         paths["log"] = Path(args.log)
     if args.video or args.gif:
         _progress("rendering the side-by-side video")
-        videos = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1], gif=args.gif)
+        videos = write_video(out / "compare.mp4", spec, traj, args.dt, payloads[-1], gif=args.gif, size=size, fps=fps)
         paths["video"] = videos[0]
         if len(videos) > 1:
             paths["gif"] = videos[1]

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .cli import CliError, StderrProgress, add_json_flag, missing_extra, output_folder, print_json
+from .options import add_frame_options, frame_settings
 
 #: most seeds one ``--seeds`` may ask for
 MAX_SEEDS = 100
@@ -65,6 +66,7 @@ def register(sub) -> None:
     p.add_argument("--eval-episodes", type=int, default=20, help="evaluation episodes (default 20)")
     p.add_argument("--video-episodes", type=int, default=3, help="evaluation episodes in the video (default 3; 0: none)")
     p.add_argument("--gif", action="store_true", help="also write the evaluation video as eval.gif")
+    add_frame_options(p, fps=None, fps_default="the control rate, at most 60")
     p.add_argument("--mcap", action="store_true",
                    help="also write every evaluation episode as ROS 2 messages into eval.mcap (extra telemetry; "
                         "the run log's topics, docs/TELEMETRY.md)")
@@ -181,6 +183,7 @@ def _check(args: argparse.Namespace):
         raise CliError("give --seed or --seeds, not both")
     if args.jobs is not None and not 1 <= args.jobs <= MAX_SEEDS:
         raise CliError(f"--jobs must be between 1 and {MAX_SEEDS}, got {args.jobs}")
+    args.video_fps, args.video_size = frame_settings(args)
     if args.eval_episodes < 1 or args.video_episodes < 0:
         raise CliError("--eval-episodes must be >= 1 and --video-episodes >= 0")
     if args.learning_starts is not None and args.learning_starts < 0:
@@ -254,7 +257,7 @@ def _run_one(args: argparse.Namespace, settings, stop: _Stop) -> int:
           f"into {out}; Ctrl-C stops and keeps what was learned", file=sys.stderr, flush=True)
     summary = train_run(settings, seed, out, stop=stop, progress=_progress_printer(),
                         eval_episodes=args.eval_episodes, video_episodes=args.video_episodes, gif=args.gif,
-                        mcap=args.mcap)
+                        mcap=args.mcap, video_size=args.video_size, video_fps=args.video_fps)
     print(file=sys.stderr)
     if args.json:
         print_json(summary)
@@ -330,7 +333,9 @@ class _SeedProcess:
 def _child_argv(args: argparse.Namespace, seed: int, out: Path) -> list[str]:
     argv = [sys.executable, "-m", "armtwin", "train", args.env_id, "--algo", args.algo, "--seed", str(seed),
             "--out", str(out), "--eval-episodes", str(args.eval_episodes),
-            "--video-episodes", str(args.video_episodes), "--json"]
+            "--video-episodes", str(args.video_episodes), "--size", args.size, "--json"]
+    if args.fps is not None:
+        argv += ["--fps", repr(args.fps)]
     if args.steps is not None:
         argv += ["--steps", str(args.steps)]
     if args.learning_starts is not None:

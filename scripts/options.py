@@ -71,15 +71,37 @@ def add_video_options(p: argparse.ArgumentParser, *, cameras: tuple[CameraPreset
     if names:   # () for a command with a camera of its own (replay)
         p.add_argument("--camera", default=default_camera.value, choices=names, metavar="CAMERA",
                        help=f"video camera: {', '.join(names)} (default {default_camera.value})")
-    p.add_argument("--fps", type=float, default=30.0,
-                   help=f"video frames per simulated second, {MIN_FPS:g} to {MAX_FPS:g} (default 30)")
-    p.add_argument("--size", default="640x480", metavar="WxH",
-                   help="video size in pixels, even numbers, e.g. 1280x720 (default 640x480)")
+    add_frame_options(p)
     if renderer:
         p.add_argument("--renderer", default=Renderer.AUTO.value, choices=[r.value for r in Renderer],
                        help="PyBullet renderer (default auto: EGL when it loads, else tiny)")
     if overlay:
         p.add_argument("--no-overlay", action="store_true", help="no text overlay")
+
+
+def add_frame_options(p: argparse.ArgumentParser, size: str = "640x480", fps: float | None = 30.0,
+                      fps_default: str = "30") -> None:
+    """``--fps`` (default ``fps``, described as ``fps_default``) and ``--size`` (default ``size``);
+    read them with :func:`frame_settings`."""
+    p.add_argument("--fps", type=float, default=fps,
+                   help=f"video frames per simulated second, {MIN_FPS:g} to {MAX_FPS:g} (default {fps_default})")
+    p.add_argument("--size", default=size, metavar="WxH",
+                   help=f"video size in pixels, even numbers, e.g. 1280x720 (default {size})")
+
+
+def frame_settings(args: argparse.Namespace) -> tuple[float | None, tuple[int, int]]:
+    """``(fps, (width, height))`` of :func:`add_frame_options`, checked (fps None: the command's
+    own default); CliError naming the option."""
+    try:
+        size = VideoSettings(size=parse_size(args.size)).size
+    except ValueError as exc:
+        raise CliError(f"--size {args.size}: {exc}") from None
+    try:
+        if args.fps is not None:
+            VideoSettings(fps=args.fps)
+    except ValueError as exc:
+        raise CliError(f"--fps {args.fps}: {exc}") from None
+    return args.fps, size
 
 
 def video_settings(args: argparse.Namespace) -> VideoSettings:
@@ -90,14 +112,11 @@ def video_settings(args: argparse.Namespace) -> VideoSettings:
     """
     if getattr(args, "video", None):
         output_file(args.video, "--video", VIDEO_SUFFIXES)
-    try:
-        size = parse_size(args.size)
-    except ValueError as exc:
-        raise CliError(f"--size {args.size}: {exc}") from None
-    fields = {"fps": args.fps, "size": size, "camera": getattr(args, "camera", CameraPreset.ISO.value),
+    fps, size = frame_settings(args)
+    fields = {"fps": fps, "size": size, "camera": getattr(args, "camera", CameraPreset.ISO.value),
               "renderer": getattr(args, "renderer", Renderer.AUTO.value),
               "overlay": not getattr(args, "no_overlay", False), "gif": bool(getattr(args, "gif", False))}
-    for opt, name in (("--fps", "fps"), ("--camera", "camera"), ("--renderer", "renderer")):
+    for opt, name in (("--camera", "camera"), ("--renderer", "renderer")):
         try:            # each option alone, so that the message names the one at fault
             VideoSettings(**{name: fields[name]})
         except ValueError as exc:

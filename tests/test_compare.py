@@ -82,3 +82,32 @@ def test_cli_motion_names_match_the_experiment():
     from armtwin.envs import compare
     from armtwin.scripts import cmd_compare
     assert tuple(cmd_compare.MOTIONS) == tuple(compare.MOTIONS)
+
+
+def test_cli_compare_video_takes_size_and_fps_and_shows_each_arm_in_its_tile(tmp_path, capsys):
+    """``--size`` and ``--fps`` reach the side-by-side video; each third shows its own arm (the
+    IRB120's orange wrist in every tile) at the frame rate asked for."""
+    import imageio.v2 as imageio
+    out = tmp_path / "c"
+    assert main(["compare", "irb120", "--motion", "swing", "--payload", "0", "--no-sweeps", "--out", str(out),
+                 "--gif", "--size", "600x240", "--fps", "5"]) == 0
+    frames = imageio.mimread(out / "compare.mp4")
+    duration = build_motion(robots.get("irb120"), "swing").duration
+    assert frames[0].shape == (240, 600, 3)
+    assert abs(len(frames) - (duration * 5 + 1)) <= 1.5, (len(frames), duration)
+    assert (out / "compare.gif").stat().st_size > 0
+    f = frames[0].astype(int)
+    orange = (f[..., 0] > 180) & (f[..., 1] > 60) & (f[..., 1] < 140) & (f[..., 2] < 80)
+    tiles = [int(orange[:, k * 200:(k + 1) * 200].sum()) for k in range(3)]
+    assert min(tiles) >= 30, tiles
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--size", "13x7"], "--size 13x7: a video size must be even"),
+    (["--fps", "0"], "--fps 0.0: the video frame rate must be between 1 and 120"),
+])
+def test_cli_compare_refuses_a_bad_video_option_in_one_line_before_running(argv, words, tmp_path, capsys):
+    assert main(["compare", "irb120", "--video", "--out", str(tmp_path / "c"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"armtwin: error: {words}") and err.count("\n") == 1
+    assert not (tmp_path / "c").exists()

@@ -27,7 +27,7 @@ def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "armtwin/ScaraReach-v0", "--steps", "250", "--learning-starts", "100", "--eval-episodes", "2",
                  "--video-episodes", "1", "--env-kw", "control=joint", "--env-kw", "episode_steps=25",
-                 "--gif", "--mcap", "--out", str(out), "--json"])
+                 "--gif", "--mcap", "--size", "656x496", "--out", str(out), "--json"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     _check_eval_mcap(out / "eval.mcap", summary, episodes=2, steps=25)
@@ -40,6 +40,7 @@ def test_train_smoke_writes_policy_curve_video_and_summary(tmp_path, capsys):
     import imageio.v2 as imageio
     frames = imageio.mimread(out / "eval.mp4")
     assert len(frames) == 26  # reset frame + 25 steps (the video's rate is the control rate)
+    assert frames[0].shape == (496, 656, 3)                  # --size
     # drawn by the recorder: the overlay strip darkens the bottom rows, the goal cross is cyan
     f = frames[-1].astype(int)
     assert f[-10:].mean() < 0.6 * f[: f.shape[0] // 2].mean()
@@ -85,6 +86,8 @@ def test_train_without_stable_baselines3_names_the_extra(monkeypatch, capsys):
 @pytest.mark.parametrize("argv,needle", [
     (["train", "armtwin/NoSuch-v0"], "unknown environment"),
     (["train", "armtwin/ScaraReach-v0", "--steps", "0"], "--steps"),
+    (["train", "armtwin/ScaraReach-v0", "--size", "641x480"], "--size 641x480"),
+    (["train", "armtwin/ScaraReach-v0", "--fps", "500"], "--fps 500"),
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "nokeyvalue"], "KEY=VALUE"),
     (["train", "armtwin/ScaraReach-v0", "--env-kw", "render_mode=\"rgb_array\""], "render_mode"),
     (["train", "armtwin/ScaraTrack-v1", "--env-kw", "program=\"no_such_program.ngc\""], "no such file"),
