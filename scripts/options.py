@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from ..envs.config import MAX_FPS, MIN_FPS, VIDEO_SUFFIXES, CameraPreset, JointMode, Renderer, VideoSettings, parse_size
 from .cli import CliError, output_file
@@ -113,7 +114,7 @@ def video_settings(args: argparse.Namespace) -> VideoSettings:
     if getattr(args, "video", None):
         output_file(args.video, "--video", VIDEO_SUFFIXES)
     fps, size = frame_settings(args)
-    fields = {"fps": fps, "size": size, "camera": getattr(args, "camera", CameraPreset.ISO.value),
+    fields: dict[str, Any] = {"fps": 30.0 if fps is None else fps, "size": size, "camera": getattr(args, "camera", CameraPreset.ISO.value),
               "renderer": getattr(args, "renderer", Renderer.AUTO.value),
               "overlay": not getattr(args, "no_overlay", False), "gif": bool(getattr(args, "gif", False))}
     for opt, name in (("--camera", "camera"), ("--renderer", "renderer")):
