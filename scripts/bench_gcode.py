@@ -37,7 +37,7 @@ def worst_case_program(mb: float) -> bytes:
 def register(sub) -> None:
     p = sub.add_parser("gcode", help="G-code parser vs gcodeparser; 100,000-line preflight time")
     p.add_argument("--lines", type=int, default=LINES, help=f"program length (default {LINES})")
-    p.add_argument("--repeat", type=int, default=3, help="parse rounds, best one counts (default 3)")
+    p.add_argument("--repeat", type=int, default=5, help="parse rounds, best one counts (default 5)")
     p.add_argument("--worst-mb", type=float, default=WORST_MB,
                    help=f"size of the worst-case program, MB of full circles (default {WORST_MB:g}; 0: skip)")
     add_json_flag(p)

@@ -37,12 +37,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .errors import ErrorCode, Fault, Severity
 from .expressions import ExpressionError, Parameters, evaluate
+
+#: parsed lines as six columns: line numbers, N, G, M, words, text
+Columns = tuple[list, list, list, list, list, list]
 
 __all__ = ["has_o_words", "expand_chunks", "LineReader", "OLine", "read_o_line", "MAX_LOOP_ITERATIONS", "MAX_CALL_DEPTH",
            "MAX_ARGUMENTS", "MAX_EXECUTED_LINES", "KEYWORDS"]
@@ -510,19 +514,20 @@ class LineReader(NamedTuple):
     Attributes:
         prechecked: (lines, from_bytes) -> {line number: fault or note} of the lines handled whole
             (grbl host commands, code too long, non-ASCII).
-        plain: (lines, fast, from_bytes) -> (parsed lines, refused lines, faults) of lines without
-            O-words or parameters (the others blanked): one pass, the fast path first if ``fast``.
+        plain: (lines, fast, from_bytes) -> (parsed lines as six columns — line numbers, N, G, M,
+            words, text — refused lines, faults) of lines without O-words or parameters (the others
+            blanked): one pass, the fast path first if ``fast``.
         expression: (line, line number, parameters, from_bytes) -> (parsed line or None, faults,
             refused line or None) of a line with parameters or expressions, its settings made.
         has_expression: (line) -> whether its code holds a parameter or an expression.
-        chunk: (lines, faults, refused) -> a :class:`~.parser.ParseChunk`.
+        chunk: (lines as six columns, faults, refused) -> a :class:`~.parser.ParseChunk`.
     """
 
     prechecked: Callable[[list[str], bool], dict]
-    plain: Callable[[list[str], bool, bool], tuple]
+    plain: Callable[[list[str], bool, bool], tuple[Columns, list, list]]
     expression: Callable[[str, int, Parameters, bool], tuple]
     has_expression: Callable[[str], bool]
-    chunk: Callable[[tuple, tuple, tuple], object]
+    chunk: Callable[[Columns, tuple, tuple], object]
 
 
 def expand_chunks(raw: list[str], reader: LineReader, *, from_bytes: bool = False, max_faults: int = 100,
@@ -580,8 +585,14 @@ class _Expansion:
         self.broken = any(f.severity is Severity.ERROR for f in static) or bool(self.structure.faults)
         static.extend(self.structure.faults)
         # the plain lines: one pass of the parser (its fast path first)
-        lines, refused, faults = reader.plain(blanked, fast, from_bytes)
-        self.plain: dict[int, Any] = {pl.lineno - 1: pl for pl in lines}
+        # kept as the parser's columns: a parsed line is made only where the run looks at one (an
+        # object per line would cost more than the parse itself); stretches are copied column-wise
+        cols, refused, faults = reader.plain(blanked, fast, from_bytes)
+        self.cols = cols
+        self.pos = np.full(len(raw) + 1, -1, dtype=np.int64)     # raw index -> row in the columns
+        self.pos[np.asarray(cols[0], dtype=np.int64) - 1] = np.arange(len(cols[0]))
+        # rows of the lines before each raw index: the rows of raw[a:b] are rows_before[a]..rows_before[b]
+        self.rows_before = np.concatenate(([0], np.cumsum(self.pos >= 0))).tolist()
         self.refused: dict[int, Any] = {pl.lineno - 1: pl for pl in refused}
         # stretches of plain lines run in bulk: from each line, the next one that needs a look of its
         # own (an O-word, an expression, a refused line, M2/M30)
@@ -589,9 +600,9 @@ class _Expansion:
         special[-1] = True
         for i in (*self.olines, *self.expr, *self.refused):
             special[i] = True
-        for i, pl in self.plain.items():
-            if pl.m.get("stop") in _STOP_CODES:
-                special[i] = True
+        for lineno, m in compress(zip(cols[0], cols[3]), cols[3]):     # the lines with M codes
+            if m.get("stop") in _STOP_CODES:
+                special[lineno - 1] = True
         idx = np.flatnonzero(special)
         self.next_special = idx[np.searchsorted(idx, np.arange(len(raw) + 1))]
         self.line_faults: dict[int, list[Fault]] = {}
@@ -607,7 +618,7 @@ class _Expansion:
         self.defined: set[str] = set()
         self.loops: dict[tuple[int, int], int] = {}
         self.count = 0
-        self._lines: list = []
+        self._lines: Columns = ([], [], [], [], [], [])
         self._refused: list = []
         self._faults: list[Fault] = static
         self._last = 0
@@ -615,16 +626,17 @@ class _Expansion:
 
     # ----- output ---------------------------------------------------------------------------------
     def _flush(self) -> None:
-        if self._lines or self._refused or self._faults:
-            self._ready.append(self.reader.chunk(tuple(self._lines), tuple(self._faults), tuple(self._refused)))
-        self._lines, self._refused, self._faults, self._last = [], [], [], 0
+        if self._lines[0] or self._refused or self._faults:
+            self._ready.append(self.reader.chunk(self._lines, tuple(self._faults), tuple(self._refused)))
+        self._lines, self._refused, self._faults, self._last = ([], [], [], [], [], []), [], [], 0
 
     def _emit(self, lineno: int, pl, refused, faults) -> None:
         if lineno <= self._last:
             self._flush()
         self._last = lineno
         if pl is not None:
-            self._lines.append(pl)
+            for col, v in zip(self._lines, pl):
+                col.append(v)
         if refused is not None:
             self._refused.append(refused)
         if faults:
@@ -657,7 +669,8 @@ class _Expansion:
     def _run(self):
         n = len(self.raw)
         pc = 0
-        olines, expr, plain, refused = self.olines, self.expr, self.plain, self.refused
+        olines, expr, refused = self.olines, self.expr, self.refused
+        cols, pos, rows_before = self.cols, self.pos, self.rows_before
         next_special = self.next_special
         read_expression = self.reader.expression
         stop_codes = _STOP_CODES
@@ -672,12 +685,13 @@ class _Expansion:
             end = int(next_special[pc])
             if end - pc > 1:                  # plain (or empty) lines up to the next special one, at once
                 end = min(end, pc + MAX_EXECUTED_LINES - self.count + 1)
-                run = [pl for i in range(pc, end) if (pl := plain.get(i)) is not None]
-                if run:
-                    if run[0].lineno <= self._last:
+                r0, r1 = rows_before[pc], rows_before[end]
+                if r1 > r0:
+                    if cols[0][r0] <= self._last:
                         self._flush()
-                    self._lines.extend(run)
-                    self._last = run[-1].lineno
+                    for out, col in zip(self._lines, cols):
+                        out.extend(col[r0:r1])
+                    self._last = cols[0][r1 - 1]
                 self.count += end - pc - 1
                 pc = end
                 if self._ready:
@@ -695,14 +709,15 @@ class _Expansion:
                 if faults or pl is not None:
                     self._emit(pc + 1, pl, ref, faults)
             else:
-                pl = plain.get(pc)
-                if pl is not None:
+                r = int(pos[pc])
+                if r >= 0:
+                    pl = tuple(col[r] for col in cols)
                     self._emit(pc + 1, pl, None, None)
                 elif pc in refused:
                     self._emit(pc + 1, None, refused[pc], self.line_faults.get(pc))
             if len(self.seen) > self.max_faults:
                 return
-            if pl is not None and pl.m.get("stop") in stop_codes:    # M2 / M30: the program ends here
+            if pl is not None and pl[3].get("stop") in stop_codes:    # M2 / M30: the program ends here
                 return
             if self._ready:
                 yield None

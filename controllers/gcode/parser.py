@@ -10,8 +10,10 @@ Two paths give the same result (a property test checks it):
 * a fast path for files without faults: comments are cut out, one compiled regex checks
   that the whole text is only words and white space (C speed, no objects made), the numbers
   are taken by replacing the letters with spaces and splitting (C speed) and converted with
-  one ``map(float, …)`` into an ``array``, the letters by ``str.translate``; a short Python
-  loop per word builds the lines, stored column by column (:class:`Lines`). The large data are
+  one ``map(float, …)`` into an ``array``, the letters by ``str.translate``; the lines with the
+  same letter sequence ("NGXYF") are then read together — their values gathered by numpy, their
+  dicts made by one comprehension per sequence — so Python code runs per distinct sequence, not
+  per word; the lines are stored column by column (:class:`Lines`). The large data are
   strings, arrays, lists and dicts of floats, none of which the cyclic garbage collector has to
   walk, so the parse stays fast without touching the process-wide collector (other threads are
   not affected). Any irregularity makes it hand
@@ -37,16 +39,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from array import array
+from collections.abc import Callable
+from functools import cache
+from itertools import repeat
 from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Iterable, Iterator, NamedTuple, TypeVar, Union, cast
+
+import numpy as np
 
 from dataclasses import replace
 
 from .errors import MAX_FAULTS, ErrorCode, Fault, GcodeError, Severity, cap_faults, fold_notes
 from .expressions import ExpressionError, Parameters, apply_settings, expand_line, has_expression
 from .expressions import word_columns as _expression_word_columns
-from .flow import LineReader, expand_chunks, has_o_words
+from .flow import Columns, LineReader, expand_chunks, has_o_words
 from .modal import G_CODES, M_CODES
 
 __all__ = ["Lines", "ParsedLine", "ParseResult", "ParseChunk", "parse_line", "parse_program", "parse_chunks",
@@ -159,8 +166,24 @@ class Lines(Sequence):
 
     __slots__ = ("_cols",)
 
-    def __init__(self, cols: tuple[list, list, list, list, list, list]) -> None:
+    def __init__(self, cols: Columns) -> None:
         self._cols = cols  # lineno, n, g, m, words, text
+
+    @classmethod
+    def of(cls, lines: Iterable[ParsedLine]) -> "Lines":
+        """``lines`` as a :class:`Lines` (itself if it is one)."""
+        if isinstance(lines, Lines):
+            return lines
+        cols: Columns = ([], [], [], [], [], [])
+        for pl in lines:
+            for col, v in zip(cols, pl):
+                col.append(v)
+        return cls(cols)
+
+    @property
+    def columns(self) -> Columns:
+        """The six columns: line numbers, N, G, M, words, text (the lists themselves: read only)."""
+        return self._cols
 
     def __len__(self) -> int:
         return len(self._cols[0])
@@ -195,7 +218,8 @@ class ParseResult:
 
     Attributes:
         lines: parsed lines in file order (faulty and empty lines left out): a :class:`Lines`
-            for a clean file, a tuple otherwise; either way a sequence of :class:`ParsedLine`.
+            for a clean file or one with O-words, a tuple otherwise; either way a sequence of
+            :class:`ParsedLine`.
         faults: faults in file order (and notes: severity NOTE, e.g. a skipped ``$H`` line); every
             word fault of a line, each at its column. When the file
             has more than the cap, the first ``max_faults - 1`` and a TOO_MANY_FAULTS (119)
@@ -345,7 +369,11 @@ def _parse_flow(raw: list[str], from_bytes: bool, max_faults: int) -> ParseResul
     shown, truncated = cap_faults(faults, cap)
     kept = len(shown) - (1 if truncated and cap >= 2 else 0)
     overflow = tuple(faults[kept:]) if truncated else ()
-    return ParseResult(tuple(pl for c in chunks for pl in c.lines), tuple(shown), len(raw), truncated, overflow,
+    cols: Columns = ([], [], [], [], [], [])
+    for c in chunks:         # the pieces' columns end to end (no object per line)
+        for out, col in zip(cols, Lines.of(c.lines).columns):
+            out.extend(col)
+    return ParseResult(Lines(cols), tuple(shown), len(raw), truncated, overflow,
                        tuple(pl for c in chunks for pl in c.refused), chunks)
 
 
@@ -585,6 +613,136 @@ def _scan_clean(text: str, raw: list[str], first_lineno: int = 1, notes: list[Fa
     return out
 
 
+def _line_plan(letters: str) -> tuple | None:
+    """Where the words of a line whose word letters are ``letters`` stand (one value each, in order):
+    (N first, positions of the G words, of the M words, of the other words, their letters), or None
+    if such a line is not clean (N not first, an unsupported letter, a value letter twice)."""
+    gpos, mpos, wpos = [], [], []
+    for j, L in enumerate(letters):
+        if L in WORD_LETTERS:
+            wpos.append(j)
+        elif L == "G":
+            gpos.append(j)
+        elif L == "M":
+            mpos.append(j)
+        elif not (L == "N" and j == 0):
+            return None
+    wletters = "".join(letters[j] for j in wpos)
+    if len(set(wletters)) != len(wletters):
+        return None
+    return letters[0] == "N", gpos, mpos, wpos, wletters
+
+
+def _code_dicts(vals: np.ndarray, at: np.ndarray, positions: list[int], codes: dict[float, str]) -> list[dict] | None:
+    """{group: code} of each line of one letter sequence (its values start at ``at``; its G or M
+    words at ``positions``), or None if a code is unknown or two share a group."""
+    if not positions:
+        return [{} for _ in range(len(at))]
+    seen: list[np.ndarray] = []
+    cols: list[list] = []
+    for j in positions:
+        x = vals[at + j]
+        uniq, inv = np.unique(x, return_inverse=True)
+        got = [codes.get(u) for u in uniq.tolist()]
+        if None in got:
+            return None
+        names = cast("list[str]", got)
+        ids = np.array([_GROUP_IDS.setdefault(nm, len(_GROUP_IDS)) for nm in names], dtype=np.int64)[inv]
+        if any((other == ids).any() for other in seen):
+            return None          # two codes of one modal group on a line
+        seen.append(ids)
+        cols += [np.array(names, dtype=object)[inv].tolist(), x.tolist()]
+    return _dicts(cols)
+
+
+@cache
+def _dict_maker(k: int) -> Callable[[list], list[dict]]:
+    """A function making one dict of ``k`` items per row from 2·k columns (key, value, key, value, …).
+    A comprehension with a dict display: twice as fast as ``map(dict, …)`` for a line's short dicts
+    (made from fixed text, ``k`` an int)."""
+    names = ", ".join(f"k{i}, v{i}" for i in range(k))
+    items = ", ".join(f"k{i}: v{i}" for i in range(k))
+    return eval(f"lambda cols: [{{{items}}} for {names} in zip(*cols)]")   # noqa: S307
+
+
+def _dicts(cols: list) -> list[dict]:
+    """One dict per row from the columns key, value, key, value, … (a key column may be a ``repeat``)."""
+    return _dict_maker(len(cols) // 2)(cols)
+
+
+#: a number for each modal group's key, to compare the groups of a line's codes in arrays
+_GROUP_IDS: dict[str, int] = {}
+
+
+def _columns_by_sequence(letters: list[str], vals: np.ndarray, raw: list[str], first_lineno: int,
+                         ready: dict[int, ParsedLine | None]) -> Columns | None:
+    """The parsed lines (as :class:`Lines` columns) from each line's word letters and all the values
+    in order, or None if a line is not clean. The lines of one letter sequence ("NGXYF") are read
+    together: their values gathered by numpy, their dicts made by ``map``/``zip`` in C — Python
+    code runs per distinct sequence, not per line or word. ``ready``: the lines read elsewhere
+    (line number -> parsed line, None for nothing), their letters blank here."""
+    count = len(letters)
+    lens = np.fromiter(map(len, letters), dtype=np.int64, count=count)
+    if int(lens.sum()) != len(vals):
+        return None
+    starts = np.cumsum(lens) - lens
+    first_of: dict[str, int] = {}
+    seq = np.fromiter(map(first_of.setdefault, letters, range(count)), dtype=np.int64, count=count)
+    order = np.argsort(seq, kind="stable")
+    rows_parts: list[np.ndarray] = []
+    n_col: list = []
+    g_col: list = []
+    m_col: list = []
+    w_col: list = []
+    for rows in np.split(order, np.flatnonzero(np.diff(seq[order])) + 1):
+        pattern = letters[int(rows[0])]
+        if not pattern:
+            continue
+        plan = _line_plan(pattern)
+        if plan is None:
+            return None
+        has_n, gpos, mpos, wpos, wletters = plan
+        at = starts[rows]
+        if has_n:
+            nv = vals[at]
+            if ((nv != np.trunc(nv)) | (nv < 0) | (nv > MAX_LINE_NUMBER)).any():
+                return None
+            n_col += nv.astype(np.int64).tolist()
+        else:
+            n_col += [None] * len(rows)
+        g = _code_dicts(vals, at, gpos, G_CODES)
+        m = _code_dicts(vals, at, mpos, M_CODES)
+        if g is None or m is None:
+            return None
+        g_col += g
+        m_col += m
+        if wpos:
+            w_col += _dicts([c for L, j in zip(wletters, wpos) for c in (repeat(L), vals[at + j].tolist())])
+        else:
+            w_col += [{} for _ in range(len(rows))]
+        rows_parts.append(rows)
+    got = [(lineno - first_lineno, pl) for lineno, pl in ready.items() if pl is not None]
+    if got:
+        rows_parts.append(np.array([r for r, _ in got], dtype=np.int64))
+        n_col += [pl.n for _, pl in got]
+        g_col += [pl.g for _, pl in got]
+        m_col += [pl.m for _, pl in got]
+        w_col += [pl.words for _, pl in got]
+    if not rows_parts:
+        return [], [], [], [], [], []
+    rows_all = np.concatenate(rows_parts)
+    perm_arr = np.argsort(rows_all, kind="stable")
+    rows_arr = rows_all[perm_arr]
+    perm, rows_sorted = perm_arr.tolist(), rows_arr.tolist()
+    texts = list(map(raw.__getitem__, rows_sorted))
+    if got:      # a line read elsewhere keeps its own text (as written)
+        own = {r: pl.text for r, pl in got}
+        texts = [own.get(r, t) for r, t in zip(rows_sorted, texts)]
+    return ((rows_arr + first_lineno).tolist(), list(map(n_col.__getitem__, perm)),
+            list(map(g_col.__getitem__, perm)), list(map(m_col.__getitem__, perm)),
+            list(map(w_col.__getitem__, perm)), texts)
+
+
 def _scan_clean_lines(text: str, raw: list[str], first_lineno: int, notes: list[Fault] | None,
                       params: Parameters | None) -> Lines | None:
     """:func:`_scan_clean`'s work (it may change ``params`` before it gives up)."""
@@ -593,7 +751,8 @@ def _scan_clean_lines(text: str, raw: list[str], first_lineno: int, notes: list[
     t = _COMMENTS.sub("\v", text) if "(" in text or ";" in text else text
     if not t.isascii():
         return None
-    if raw and max(map(len, raw)) > MAX_LINE_LENGTH and max(map(len, t.split("\n"))) > MAX_LINE_LENGTH:
+    if raw and max(map(len, raw)) > MAX_LINE_LENGTH and any(
+            len(_COMMENTS.sub("\v", line)) > MAX_LINE_LENGTH for line in raw if len(line) > MAX_LINE_LENGTH):
         return None   # a long line whose comments do not make it short (the checking path measures exactly)
     if "$" in t or "?" in t:
         if notes is None:
@@ -633,60 +792,12 @@ def _scan_clean_lines(text: str, raw: list[str], first_lineno: int, notes: list[
         vals = array("d", map(float, t.translate(_LETTERS_TO_SPACE).split()))
     except ValueError:
         return None
-    if vals and (max(vals) > MAX_ABS_VALUE or min(vals) < -MAX_ABS_VALUE):
+    values = np.frombuffer(vals, dtype=np.float64)
+    if values.size and float(np.abs(values).max()) > MAX_ABS_VALUE:
         return None
-    nextval = iter(vals).__next__
-    cols: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
-    a_line, a_n, a_g, a_m, a_words, a_text = (c.append for c in cols)
-    value_letters, g_codes, m_codes = WORD_LETTERS, G_CODES, M_CODES
-    lineno = first_lineno - 1
-    # the word letters of each line (one value each, in order)
-    for letters in t.translate(_KEEP_LETTERS).split("\n"):
-        lineno += 1
-        if not letters:
-            pl = ready.get(lineno) if ready else None
-            if pl is not None:
-                a_line(lineno)
-                a_n(pl.n)
-                a_g(pl.g)
-                a_m(pl.m)
-                a_words(pl.words)
-                a_text(pl.text)
-            continue
-        n = None
-        g: dict = {}
-        m: dict = {}
-        words: dict = {}
-        if letters[0] == "N":
-            v = nextval()
-            if v != int(v) or not 0 <= v <= MAX_LINE_NUMBER:
-                return None
-            n = int(v)
-            letters = letters[1:]
-        for L in letters:
-            v = nextval()
-            if L in value_letters:
-                if L in words:
-                    return None
-                words[L] = v
-            elif L == "G":
-                grp = g_codes.get(v)
-                if grp is None or grp in g:
-                    return None
-                g[grp] = v
-            elif L == "M":
-                grp = m_codes.get(v)
-                if grp is None or grp in m:
-                    return None
-                m[grp] = v
-            else:  # N not first, or an unsupported letter
-                return None
-        a_line(lineno)
-        a_n(n)
-        a_g(g)
-        a_m(m)
-        a_words(words)
-        a_text(raw[lineno - first_lineno])
+    cols = _columns_by_sequence(t.translate(_KEEP_LETTERS).split("\n"), values, raw, first_lineno, ready)
+    if cols is None:
+        return None
     return Lines(cols)
 
 
@@ -878,19 +989,19 @@ def _read_expression_line(line: str, lineno: int, params: Parameters, from_bytes
     return (lines[0]._replace(text=line) if lines else None), [], None
 
 
-def _plain_lines(raw: list[str], fast: bool, from_bytes: bool) -> tuple[Sequence[ParsedLine], list[ParsedLine],
+def _plain_lines(raw: list[str], fast: bool, from_bytes: bool) -> tuple[Columns, list[ParsedLine],
                                                                      list[Fault]]:
-    """The lines of ``raw`` (lines with O-words or parameters blanked) in one pass: (parsed lines,
-    refused lines, faults and notes in line order); the fast path first when ``fast``."""
+    """The lines of ``raw`` (lines with O-words or parameters blanked) in one pass: (parsed lines as
+    :attr:`Lines.columns`, refused lines, faults and notes in line order); the fast path first when ``fast``."""
     text = "\n".join(raw)
     if fast:
         notes: list[Fault] = []
         lines = _scan_clean(text, raw, 1, notes, None)
         if lines is not None:
-            return lines, [], notes
+            return lines.columns, [], notes
     refused: list[ParsedLine] = []
     got, faults, _, _ = _scan(text, raw, 1, 1 << 40, from_bytes, refused, None)
-    return got, refused, faults
+    return Lines.of(got).columns, refused, faults
 
 
 #: how :mod:`.flow` reads the lines of a program with O-words: as this module reads any line
@@ -899,7 +1010,7 @@ LINE_READER = LineReader(
     plain=_plain_lines,
     expression=lambda line, lineno, params, from_bytes: _read_expression_line(line, lineno, params, from_bytes),
     has_expression=lambda line: has_expression(_masked(line)),
-    chunk=lambda lines, faults, refused: ParseChunk(lines, faults, refused),
+    chunk=lambda cols, faults, refused: ParseChunk(Lines(cols), faults, refused),
 )
 
 
