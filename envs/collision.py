@@ -56,7 +56,7 @@ from ..controllers.kinematics import chain_of, link_frames_batch
 from ..controllers.tools import Tool, ToolKind
 from ..robots.tooling import tool_collision
 from ..robots.urdfgen import link_pieces
-from ..robots.workcell import BodyRole, Cell, ShapeKind, end_effector_links
+from ..robots.workcell import BodyRole, Cell, CellBody, ShapeKind, end_effector_links
 from .sim import World
 from .workcell import body_shapes
 
@@ -77,6 +77,8 @@ ACM_SAMPLES = 400
 #: a pair touching in at least this share of them always touches: allowed
 ACM_ALWAYS = 0.95
 TOOL_LINK = "tool"
+#: how a carried workpiece's name ends as a link of the robot ("box (carried)")
+CARRIED = " (carried)"
 
 
 @dataclass(frozen=True)
@@ -154,13 +156,19 @@ class CollisionModel:
         clearance: m; more than 0: find where pairs come closer than this instead of where they
             touch (near misses: :func:`clearance_pass`); the end effector on work bodies, which
             it is meant to touch, is left out then.
+        held: a workpiece the tool carries, and its pose in the tool's frame: part of the robot
+            (a link of its own after the tool, :data:`CARRIED` in its name), touching the tool and
+            the end effector freely, the work bodies as the tool may, everything else not at all.
+            Leave it out of ``cell`` (:mod:`armtwin.envs.carrying` does both).
     """
 
     def __init__(self, spec, cell: Cell | None = None, *, tool: Tool | None = None,
-                 self_collision: bool = True, clearance: float = 0.0) -> None:
+                 self_collision: bool = True, clearance: float = 0.0,
+                 held: tuple[CellBody, np.ndarray] | None = None) -> None:
         if not (np.isfinite(clearance) and 0 <= clearance <= 0.1):
             raise ValueError(f"clearance must be 0 to 100 mm, got {clearance * 1000:g} mm")
         self.clearance = float(clearance)
+        self.self_collision = bool(self_collision)
         self.spec = spec
         self.cell = cell
         self.tool = tool if tool is not None and tool.kind is not ToolKind.NONE else None
@@ -177,8 +185,15 @@ class CollisionModel:
             self._pieces.append(_Piece(n + 1, np.array([0.0, 0.0, length / 2]), np.array([0.0, 0.0, 1.0]),
                                        length / 2, r))
         self._ee = {self.link_names.index(x) for x in end_effector_links(spec)} | ({n + 1} if self.tool else set())
-        self._rho = self._displacement_coefficients()
         self._world = World(ground=False)
+        self.held = held
+        self._attach = len(self.link_names) - 1        # the link a carried piece rides on: the tool (or the flange)
+        if held is not None:
+            body, rel = held
+            self.link_names.append(f"{body.name}{CARRIED}")
+            self._pieces.append(self._held_piece(len(self.link_names) - 1, body, np.asarray(rel, dtype=float)))
+            self._ee.add(len(self.link_names) - 1)
+        self._rho = self._displacement_coefficients()
         self._link_bodies = [self._world.add_shapes(self._link_shapes(i), mass=1.0, visual=False)
                              for i in range(len(self.link_names))]
         self._obstacles: list[_Obstacle] = []
@@ -195,6 +210,8 @@ class CollisionModel:
         self.allowed: frozenset[tuple[str, str]] = frozenset()
         if self_collision:
             self.allowed = allowed_pairs(spec, self.tool)
+            if held is not None:        # the carried piece rests on the tool: it may touch the end effector
+                self.allowed |= {(self.link_names[e], self.link_names[-1]) for e in self._ee}
             for a in range(len(self.link_names)):
                 for b in range(a + 1, len(self.link_names)):
                     if (self.link_names[a], self.link_names[b]) not in self.allowed:
@@ -214,7 +231,28 @@ class CollisionModel:
         self.close()
 
     # ----- geometry --------------------------------------------------------------------------
+    def _held_piece(self, link: int, body: CellBody, rel: np.ndarray) -> _Piece:
+        """The bound of a carried piece (its pose ``rel`` in the tool's frame): the cylinder or sphere
+        around it (a box: the cylinder along its longest edge) — the exact shape is the narrow phase's."""
+        R, c = rel[:3, :3], rel[:3, 3]
+        if body.shape is ShapeKind.SPHERE:
+            return _Piece(link, c.copy(), R[:, 2].copy(), 0.0, body.size[0])
+        if body.shape is ShapeKind.CYLINDER:
+            return _Piece(link, c.copy(), R[:, 2].copy(), body.size[1] / 2, body.size[0])
+        if body.shape is ShapeKind.BOX:
+            half, centre = np.asarray(body.size) / 2, np.zeros(3)
+        else:                   # a mesh: the box around it in its own frame
+            bid = self._world.add_shapes(body_shapes(body), np.eye(4), visual=False)
+            lo, hi = self._world.aabb(bid)
+            self._world.remove_body(bid)
+            half, centre = (hi - lo) / 2, (hi + lo) / 2
+        k = int(np.argmax(half))
+        return _Piece(link, R @ centre + c, R[:, k].copy(), float(half[k]), float(np.linalg.norm(np.delete(half, k))))
+
     def _link_shapes(self, i: int) -> list:
+        if self.held is not None and i == len(self.link_names) - 1:      # the carried piece, exactly
+            body, rel = self.held
+            return [(kind, size, np.asarray(rel, dtype=float) @ local) for kind, size, local in body_shapes(body)]
         out = []
         for p in self._pieces:
             if p.link != i:
@@ -261,7 +299,7 @@ class CollisionModel:
                     rho[j, link] = 1.0
                     continue
                 reach = sum(offset[k] + stroke[k] for k in range(j + 1, chain_link)) + stroke[j]
-                if link == n + 1:
+                if link > n:                     # the tool, a carried piece: beyond the flange
                     reach += flange
                 rho[j, link] = reach + extent[link]
         return rho
@@ -275,7 +313,9 @@ class CollisionModel:
         out[:, 0] = self._mount
         out[:, 1:self.spec.dof + 1] = self._mount @ frames
         if self.tool is not None:
-            out[:, -1] = out[:, self.spec.dof] @ self.spec.tool.matrix
+            out[:, self.spec.dof + 1] = out[:, self.spec.dof] @ self.spec.tool.matrix
+        if self.held is not None:
+            out[:, -1] = out[:, self._attach]
         return out
 
     # ----- bounds ----------------------------------------------------------------------------
@@ -439,6 +479,18 @@ class CollisionModel:
         else:
             other = self._obstacle_bodies[pr.b]
         return self._world.distance(self._link_bodies[pr.a], other, within)
+
+    def body_distance(self, link: int, body: str, q: np.ndarray, within: float) -> float:
+        """The exact signed distance of link ``link`` (an index into :attr:`link_names`) at joints
+        ``q`` to the cell body called ``body`` (m; ``within`` when farther)."""
+        k = next(i for i, ob in enumerate(self._obstacles) if ob.name == body)
+        self._world.set_body_pose(self._link_bodies[link], self.link_poses(np.asarray(q, float)[None])[0][link])
+        return self._world.distance(self._link_bodies[link], self._obstacle_bodies[k], within)
+
+    def body_pose(self, body: str) -> np.ndarray:
+        """(4, 4) where the cell body called ``body`` stands in this model, m."""
+        assert self.cell is not None
+        return np.array(self.cell.body(body).pose)
 
     def pair_index(self, link: str, other: str) -> int:
         """The index of the pair (``link``, ``other``) in :attr:`pairs` (KeyError when it is not checked)."""
@@ -727,6 +779,16 @@ COLLISION_FAULTS = (ErrorCode.COLLISION, ErrorCode.SELF_COLLISION)
 CLEARANCE_FAULTS = (ErrorCode.NEAR_MISS,)
 
 
+def _path_contacts(model: CollisionModel, path: "PathCheck") -> list[Contact]:
+    """The contacts along a preflight's joint path, the workpieces it carries part of the robot
+    while the tool grips them (:func:`armtwin.envs.carrying.carried_contacts`)."""
+    from ..controllers.gcode.outputs import program_outputs
+    from .carrying import carried_contacts
+    gs = path.samples
+    grips = program_outputs(path.program, path.plan, path.machine).grips_at(gs.t)
+    return carried_contacts(model, path.track.q, gs.t, gs.line, grips)
+
+
 def collision_pass(model: CollisionModel, sink: list[Contact] | None = None) -> "CheckPass":
     """A preflight :class:`~armtwin.controllers.gcode.preflight.CheckPass` that checks the
     program's joint path with ``model``: one COLLISION (110) or SELF_COLLISION (111) fault per
@@ -735,8 +797,7 @@ def collision_pass(model: CollisionModel, sink: list[Contact] | None = None) -> 
     from ..controllers.gcode.preflight import CheckPass
 
     def run(path: "PathCheck", findings: "Findings") -> None:
-        gs = path.samples
-        contacts = model.check(path.track.q, gs.t, gs.line)
+        contacts = _path_contacts(model, path)
         if sink is not None:
             sink.extend(contacts)
         by_line: dict[tuple[bool, int], list[Contact]] = {}
@@ -775,9 +836,8 @@ def clearance_pass(model: CollisionModel, contacts: list[Contact], sink: list[Co
         raise ValueError("a clearance pass needs a model made with clearance > 0")
 
     def run(path: "PathCheck", findings: "Findings") -> None:
-        gs = path.samples
         touching = {(c.link, c.other) for c in contacts}
-        near = [c for c in model.check(path.track.q, gs.t, gs.line) if (c.link, c.other) not in touching]
+        near = [c for c in _path_contacts(model, path) if (c.link, c.other) not in touching]
         if sink is not None:
             sink.extend(near)
         by_line: dict[int, list[Contact]] = {}

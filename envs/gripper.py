@@ -25,7 +25,10 @@ from ..controllers.choices import Choice
 from ..controllers.tools import ToolKind
 from .sim import JointMode, SimRobot, World
 
-__all__ = ["GripKind", "GripEvent", "VacuumGripper"]
+__all__ = ["GripKind", "GripEvent", "VacuumGripper", "GRIP_REACH"]
+
+#: a cup switched on grips a workpiece at most this far from it, m
+GRIP_REACH = 0.002
 
 
 class GripKind(Choice):
@@ -71,7 +74,7 @@ class VacuumGripper:
         ValueError: the robot's tool is not a vacuum gripper, or a setting is out of range.
     """
 
-    def __init__(self, world: World, robot: SimRobot, parts: dict[str, int], *, reach: float = 0.002,
+    def __init__(self, world: World, robot: SimRobot, parts: dict[str, int], *, reach: float = GRIP_REACH,
                  max_force: float = 40.0, slip: float = 0.005) -> None:
         if robot.tool is None or robot.tool.kind is not ToolKind.VACUUM:
             raise ValueError("a vacuum gripper needs a robot with a vacuum tool on its flange")

@@ -111,7 +111,8 @@ class CellBody:
         scale: mesh file coordinates times this are metres (1e-3: the file is in mm).
         mass: kg; 0: static (fixed in the cell); more: a movable workpiece, which the physics
             moves (gravity, contacts, a gripper) — the collision preflight checks it where it
-            starts.
+            starts, as part of the robot while the program's tool grips it, and then where it
+            was set down (:mod:`armtwin.envs.carrying`).
         friction: its Coulomb friction coefficient in the physics world.
         target: (4, 4) where a workpiece should end in the world (its frame as ``pose``), m; None:
             no target. ``armtwin run`` reports how far from it the piece ended (mm and deg).

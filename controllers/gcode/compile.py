@@ -21,12 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
-from ..tools import default_tools
 from .config import MachineConfig, machine_for
 from .errors import MAX_FAULTS, Fault
-from .outputs import OutputState, OutputTimeline, node_arrivals, output_timeline
+from .outputs import OutputTimeline, program_outputs
 from .preflight import PreflightReport, Progress, preflight
 from .trajectory import ControlTrajectory
 
@@ -58,11 +55,7 @@ class CompiledProgram:
     def outputs(self) -> OutputTimeline:
         """The tool and I/O outputs along the timed path (:class:`~.outputs.OutputTimeline`): what a
         run logs, the video shows, and workcell code asks ("is the vacuum on at t?")."""
-        report, machine = self.report, self.report.machine
-        tools = machine.tools if machine is not None else default_tools()
-        start = OutputState(machine.tool if machine is not None else 0)
-        arrivals = node_arrivals(report.plan) if report.plan is not None else np.zeros(1)
-        return output_timeline(report.program.blocks, arrivals, tools, start)
+        return program_outputs(self.report.program, self.report.plan, self.report.machine)
 
     @property
     def body_tool(self):

@@ -30,7 +30,7 @@ from ..tools import Tool, ToolKind, ToolTable
 from .blocks import Block, Dwell, Motion, MotionKind, OutputChange, Stop, StopKind
 from .modal import SpindleMode
 
-__all__ = ["OutputState", "OutputTimeline", "output_timeline", "node_arrivals", "move_feeds", "tool_level", "MAX_DIGITAL_OUTPUT",
+__all__ = ["OutputState", "OutputTimeline", "output_timeline", "program_outputs", "node_arrivals", "move_feeds", "tool_level", "MAX_DIGITAL_OUTPUT",
            "PEN_DOWN_BELOW", "OUTPUT_COLUMNS"]
 
 #: the highest digital output number of M62–M65 P
@@ -153,6 +153,12 @@ class OutputTimeline:
         s = self.at(t)
         return s.tool_on and self.tools.get(s.tool, self.tools[0]).kind.grips
 
+    def grips_at(self, t) -> np.ndarray:
+        """(K,) bool: the mounted tool holds what it touches at each of the times ``t`` (K,) s
+        (:meth:`grips` for many samples at once)."""
+        holds = np.array([s.tool_on and self.tools.get(s.tool, self.tools[0]).kind.grips for s in self.states])
+        return holds[np.maximum(self.index_at(np.asarray(t, dtype=float)), 0)]
+
     def marks(self, t: float) -> bool:
         """The mounted tool marks the work at ``t``: a pen that is down or a laser that is on."""
         s = self.at(t)
@@ -224,6 +230,16 @@ def output_timeline(blocks: Iterable[Block], arrivals: np.ndarray, tools: ToolTa
     for p in pending:
         change(float(arrivals[min(motion, len(arrivals) - 1)]) + dwelt, p)
     return OutputTimeline(np.array(times), tuple(states), np.array(lines, dtype=np.int64), tools)
+
+
+def program_outputs(program, plan, machine) -> OutputTimeline:
+    """The output timeline of an interpreted ``program`` along its timed ``plan`` (None: no motion)
+    with ``machine``'s tool table and start tool (None: the built-in table, T0)."""
+    from ..tools import default_tools
+    tools = machine.tools if machine is not None else default_tools()
+    start = OutputState(machine.tool if machine is not None else 0)
+    arrivals = node_arrivals(plan) if plan is not None else np.zeros(1)
+    return output_timeline(program.blocks, arrivals, tools, start)
 
 
 def node_arrivals(plan) -> np.ndarray:
