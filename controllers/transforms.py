@@ -10,6 +10,8 @@ Conventions used throughout armtwin:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -102,6 +104,8 @@ def quat_to_matrix(q: ArrayLike) -> np.ndarray:
 def matrix_to_quat(m: ArrayLike) -> np.ndarray:
     """Quaternion (x, y, z, w) with w >= 0 of a rotation matrix; batch-aware: (..., 3, 3) -> (..., 4)."""
     r = np.asarray(m, dtype=float)
+    if r.shape == (3, 3):
+        return _matrix_to_quat_one(r)
     tr = r[..., 0, 0] + r[..., 1, 1] + r[..., 2, 2]
     # Four candidate forms; pick the numerically largest denominator per element.
     cands = np.stack([
@@ -121,6 +125,27 @@ def matrix_to_quat(m: ArrayLike) -> np.ndarray:
     q[..., 0], q[..., 1], q[..., 2], q[..., 3] = wxyz[..., 1], wxyz[..., 2], wxyz[..., 3], wxyz[..., 0]
     q *= np.where(q[..., 3:4] < 0, -1.0, 1.0)
     return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def _matrix_to_quat_one(r: np.ndarray) -> np.ndarray:
+    """:func:`matrix_to_quat` of one (3, 3) matrix in scalar arithmetic, the same choices and results
+    (a body pose set per query — the collision checks, a Gym step in a cell — is otherwise dominated
+    by the batch form's array set-up: 190 µs against some µs)."""
+    (a, b, c), (d, e, f), (g, h, i) = r.tolist()
+    cands = (1 + a + e + i, 1 + a - e - i, 1 - a + e - i, 1 - a - e + i)
+    k = max(range(4), key=cands.__getitem__)        # the first largest, as np.argmax
+    s = math.sqrt(max(cands[k], 1e-300)) * 2
+    if k == 0:
+        w, x, y, z = s / 4, (h - f) / s, (c - g) / s, (d - b) / s
+    elif k == 1:
+        w, x, y, z = (h - f) / s, s / 4, (b + d) / s, (c + g) / s
+    elif k == 2:
+        w, x, y, z = (c - g) / s, (b + d) / s, s / 4, (f + h) / s
+    else:
+        w, x, y, z = (d - b) / s, (c + g) / s, (f + h) / s, s / 4
+    sign = -1.0 if w < 0 else 1.0
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    return np.array([x, y, z, w]) * (sign / n)
 
 
 def invert(t: ArrayLike) -> np.ndarray:

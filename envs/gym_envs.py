@@ -41,6 +41,9 @@ from ..controllers.tcp import TcpKinematics
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from ..robots import get as get_robot
+from .collision import CollisionModel
+from .interference import CollisionFilter
+from .workcell import mount_of, place_cell
 from .actions import CartesianDeltaBatch, CartesianDeltaControl, ControlMode, JointDeltaBatch, JointDeltaControl
 from .sim import Camera, JointMode, PhysicsConfig, SimRobot, World, cameras_for
 from .tasks import PATH_SHAPES, RewardType, Reach, Task, TimedPath, Track, gcode_path, random_path, workspace_radius
@@ -167,6 +170,16 @@ class ArmEnv(gym.Env, EzPickle):
             ``"T2"``), name or kind (``"spindle"``) of the built-in tool table; a
             :class:`~armtwin.controllers.tools.Tool`; or a dict in the tool table's units
             (``{"tcp": [0, 0, 100], "mass": 0.3}``: mm, kg).
+        cell: the workcell the robot works in (:func:`~armtwin.envs.gym_options.cell`: None, ``"default"``,
+            a cell file or a :class:`~armtwin.robots.workcell.Cell`): its bodies are in the world and
+            the images, the robot stands at its mount, goals are drawn where the arm reaches them
+            without touching anything, and each step's ``info`` says whether the arm touches a body
+            or itself (``"collision"``, and ``"collisions"``: who touches what) — by the collision
+            preflight's rule (:class:`~armtwin.envs.collision.CollisionModel`: the tool may press
+            into work bodies by the cell's ``touch``).
+        collision_penalty: with a cell, taken off the reward of each step that ends in a collision
+            (:meth:`compute_reward` needs the step's ``info`` to know it).
+        terminate_on_collision: with a cell, a collision ends the episode (``terminated``).
     """
 
     metadata = {"render_modes": _RENDER_MODES, "render_fps": 25}
@@ -176,7 +189,8 @@ class ArmEnv(gym.Env, EzPickle):
                  physics_dt: float | None = None, tool_step: float = 0.04, rot_step: float = 0.2,
                  joint_step: float = 0.05, render_mode: str | None = None, width: int = 320, height: int = 240,
                  camera: str = "iso", obs_type: str | ObsType = "state", image_size: int = 84,
-                 randomize: Randomization | dict | None = None, tool: Any = None) -> None:
+                 randomize: Randomization | dict | None = None, tool: Any = None, cell: Any = None,
+                 collision_penalty: float = 1.0, terminate_on_collision: bool = False) -> None:
         # every option is checked here, before a world exists (bounds: armtwin.envs.gym_options)
         if isinstance(robot, RobotSpec):
             self.robot_spec = robot
@@ -208,6 +222,10 @@ class ArmEnv(gym.Env, EzPickle):
         self.randomization = Randomization.of(randomize)
         #: the tool on the flange (None: the bare flange) and the kinematics of its TCP
         self.tool = opt.tool("tool", tool)
+        #: the workcell (None: the robot alone on the floor)
+        self.cell = opt.cell("cell", cell, spec)
+        self.collision_penalty = opt.number("collision_penalty", collision_penalty, opt.COLLISION_PENALTY, low_open=False)
+        self._terminate_on_collision = opt.flag("terminate_on_collision", terminate_on_collision)
         self.kinematics = TcpKinematics(spec, self.tool)
         self.render_mode = render_mode
         self.dt = 1.0 / control_freq  # s, control period
@@ -230,9 +248,15 @@ class ArmEnv(gym.Env, EzPickle):
 
         # the world and the robot
         self.world = World(self.physics, gui=(render_mode == "human"), renderer="tiny")
+        self._collisions: CollisionFilter | None = None
         try:
-            self.robot: SimRobot = self.world.add_robot(spec, self.joint_mode, tool=self.tool)  # its mass a payload
+            position, rotation = ((0.0, 0.0, 0.0), None) if self.cell is None else mount_of(self.cell)
+            self.robot: SimRobot = self.world.add_robot(spec, self.joint_mode, tool=self.tool,  # its mass a payload
+                                                        position=position, orientation=rotation)
             self._mount_z = float(-self.robot.world_T_report[2, 3])  # m, the floor in the reporting frame
+            if self.cell is not None:
+                place_cell(self.world, self.cell, self.robot)
+                self._collisions = CollisionFilter(CollisionModel(spec, self.cell, tool=self.tool))
 
             # the action interface and the task
             if self.control is ControlMode.CARTESIAN:
@@ -243,6 +267,8 @@ class ArmEnv(gym.Env, EzPickle):
                 self.controller = JointDeltaControl(spec, self.dt, joint_step=joint_step, linear_step=tool_step / 4)
             self.task: Task = self.make_task()
         except Exception:
+            if self._collisions is not None:
+                self._collisions.model.close()
             self.world.close()
             raise
 
@@ -321,7 +347,11 @@ class ArmEnv(gym.Env, EzPickle):
                                linear_step=self._tool_step / 4)
 
     def _needs_ik(self) -> bool:
-        return self.control is ControlMode.CARTESIAN
+        return self.control is ControlMode.CARTESIAN or self.cell is not None   # a cell: goals are checked by IK
+
+    def _free(self, q: np.ndarray | None) -> bool:
+        """Joints ``q`` exist and, in a cell, touch nothing (the collision preflight's rule)."""
+        return q is not None and (self._collisions is None or not self._collisions.interference(q))
 
     # ----- the loop -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -344,7 +374,7 @@ class ArmEnv(gym.Env, EzPickle):
         self._live = True
         self._wall = time.perf_counter()
         obs = self._observe()
-        return obs, self._info(obs["achieved_goal"], obs["desired_goal"], False)
+        return obs, self._info(obs["achieved_goal"], obs["desired_goal"], False, self._touching())
 
     def _randomize(self) -> None:
         """Draw this episode's twin from the env's generator and apply it (drive, masses, payload)."""
@@ -410,9 +440,14 @@ class ArmEnv(gym.Env, EzPickle):
         self.world.step(1)
         self._step_count = k + 1
         obs = self._observe()
-        info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed)
-        reward = float(self.task.reward_of(info["distance"], info.get("angle_error", 0.0), info["is_success"]))
+        info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed, self._touching())
+        reward = self.task.reward_of(info["distance"], info.get("angle_error", 0.0), info["is_success"])
+        if info.get("collision"):
+            reward = np.float32(reward) - np.float32(self.collision_penalty)
+        reward = float(reward)
         terminated = bool(info["is_success"] and self.terminates_on_success())
+        if info.get("collision") and self._terminate_on_collision:
+            terminated = True
         truncated = info["unstable"] or self._step_count >= self.task.episode_steps()
         if info["unstable"]:
             info["instability"] = self.robot.instability.message
@@ -447,10 +482,20 @@ class ArmEnv(gym.Env, EzPickle):
         obs["desired_goal"] = L.goals(self.task.desired_goal(self._step_count))
         return obs
 
-    def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool) -> dict[str, Any]:
+    def _touching(self) -> tuple[str, ...] | None:
+        """With a cell: who touches what at the robot's joints now (empty: nothing); None without one."""
+        if self._collisions is None:
+            return None
+        return tuple(i.describe() for i in self._collisions.interference(self.robot.state().q))
+
+    def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool,
+              touching: tuple[str, ...] | None = None) -> dict[str, Any]:
         """Errors and flags of the goal pair the reward is computed from (float32, as observed)."""
         dist, ang, success = self.task.evaluate(achieved, desired)
         info = {"is_success": success, "distance": dist, "ik_failed": bool(ik_failed), "unstable": not self.robot.stable}
+        if touching is not None:
+            info["collision"] = bool(touching)
+            info["collisions"] = touching
         if self.task.goals.orientation:
             info["angle_error"] = ang
         if self.randomization_sample is not None:
@@ -460,11 +505,18 @@ class ArmEnv(gym.Env, EzPickle):
     def compute_reward(self, achieved_goal, desired_goal, info=None) -> np.ndarray:
         """Reward of goal batches ``(..., g)`` -> ``(...)`` float32 (vectorised, for HER).
 
-        ``info`` is not used. The reward a step returns equals
-        ``compute_reward(obs["achieved_goal"], obs["desired_goal"], info)`` of the observation that
-        step returns (the Gymnasium-Robotics GoalEnv contract, checked by SB3's ``check_env``).
+        The reward a step returns equals ``compute_reward(obs["achieved_goal"], obs["desired_goal"],
+        info)`` of the observation and ``info`` that step returns (the Gymnasium-Robotics GoalEnv
+        contract, checked by SB3's ``check_env``). ``info`` (a dict, or one per goal pair) matters
+        only in a cell: a step that ended in a collision (``info["collision"]``) loses
+        ``collision_penalty`` whatever the goal (relabelled goals keep it).
         """
-        return self.task.compute_reward(achieved_goal, desired_goal, info)
+        r = self.task.compute_reward(achieved_goal, desired_goal, info)
+        if self._collisions is None or info is None or self.collision_penalty == 0:
+            return r
+        infos = [info] if isinstance(info, dict) else list(np.ravel(np.asarray(info, dtype=object)))
+        hits = np.array([bool(i.get("collision", False)) for i in infos], dtype=np.float32).reshape(np.shape(r))
+        return (r - np.float32(self.collision_penalty) * hits).astype(np.float32)
 
     # ----- rendering ----------------------------------------------------------------------
     @property
@@ -506,6 +558,9 @@ class ArmEnv(gym.Env, EzPickle):
         world = getattr(self, "world", None)
         if world is not None:
             world.close()
+        collisions = getattr(self, "_collisions", None)
+        if collisions is not None:
+            collisions.model.close()
 
 
 def _draw_dots(img: np.ndarray, uv: np.ndarray, radius: int, color: tuple[int, int, int]) -> None:
@@ -635,12 +690,12 @@ class ReachEnv(ArmEnv):
 
     def make_task(self) -> Task:
         feasible = None
-        if self.control is ControlMode.CARTESIAN and not self.orientation:
+        if self._ik is not None and (not self.orientation or self.cell is not None):
             R0 = self.kinematics.fk(self.robot_spec.home)[:3, :3]
             home = self.robot_spec.home
 
-            def feasible(T: np.ndarray) -> bool:
-                return self._ik(transform(R0, T[:3, 3]), home) is not None
+            def feasible(T: np.ndarray) -> bool:    # reachable (with the home orientation), in a cell touching nothing
+                return self._free(self._ik(T if self.orientation else transform(R0, T[:3, 3]), home))
 
         return Reach(self.robot_spec, orientation=self.orientation, mount_z=self._mount_z, feasible=feasible,
                      kinematics=self.kinematics, **self._task_args)
@@ -764,7 +819,7 @@ class TrackEnv(ArmEnv):
         home = spec.home
         T_home = self.kinematics.fk(home)
         centres = Reach(spec, mount_z=self._mount_z, goal_spread=0.8, kinematics=self.kinematics,
-                        feasible=lambda T: self._ik(transform(T_home[:3, :3], T[:3, 3]), home) is not None)
+                        feasible=lambda T: self._free(self._ik(transform(T_home[:3, :3], T[:3, 3]), home)))
         shape, duration, dt = self._shape, self._duration, self.dt
 
         def factory(rng: np.random.Generator) -> TimedPath:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..controllers.choices import Choice
 from ..controllers.tools import MAX_TCP_MM, MAX_TOOL_MASS, MAX_TOOL_NUMBER, Tool, default_tools, tool_from_entry
 from .config import MAX_VIDEO_SIZE, MIN_VIDEO_SIZE
+
+if TYPE_CHECKING:
+    from ..robots.workcell import Cell
 
 __all__ = ["ObsType", "IMAGE_SIZE", "CONTROL_FREQ_HZ", "PHYSICS_DT_S", "TOOL_STEP_M", "ANGLE_STEP_RAD", "DISTANCE_THRESHOLD_M",
            "ANGLE_THRESHOLD_RAD", "GOAL_SPREAD_RAD", "MAX_EPISODE_STEPS", "LOOKAHEAD", "FRAME_WIDTH", "FRAME_HEIGHT",
@@ -193,3 +196,35 @@ def tool(name: str, value: Any) -> Tool | None:
     if n not in table:
         raise ValueError(f"{name}: no tool {value!r} in the built-in table; give {choices}")
     return None if n == 0 else table[n]
+
+
+#: the reward taken off for each step that ends in a collision (``collision_penalty``)
+COLLISION_PENALTY = (0.0, 1000.0)
+
+
+def cell(name: str, value: Any, spec) -> "Cell | None":
+    """The ``cell=`` option as the :class:`~armtwin.robots.workcell.Cell` the robot works in (None: none).
+
+    Accepted: None; ``"default"`` (the robot's default cell, a table whose top is the programs'
+    Z0); the path of a cell file (docs/WORKCELL.md); or a :class:`Cell`.
+
+    Raises:
+        ValueError: anything else, or a file that cannot be read or is not a cell (its line named).
+    """
+    from ..robots.workcell import Cell, CellError, default_cell, load_cell
+    if value is None or isinstance(value, Cell):
+        return value
+    if value == "default":
+        return default_cell(spec)
+    if isinstance(value, str) or hasattr(value, "__fspath__"):
+        import os
+        import stat
+        try:
+            if not stat.S_ISREG(os.stat(value).st_mode):     # a FIFO or device would block the read
+                raise ValueError(f"{name}: {value}: not a regular file")
+            return load_cell(value)
+        except CellError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"{name}: {value}: cannot read ({exc.strerror or exc})") from None
+    raise ValueError(f"{name}: None, 'default', a cell file's path or a Cell, got {value!r}")

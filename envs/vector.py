@@ -77,6 +77,9 @@ class ArmVectorEnv(VectorEnv):
         if kwargs.get("obs_type", "state") != "state" or kwargs.get("randomize") is not None:
             raise ValueError("the batched vector env has state observations and no randomisation; for image "
                              "observations or randomize use vectorization_mode='sync' or 'async'")
+        if kwargs.get("cell") is not None:
+            raise ValueError("the batched vector env has no workcell (its robots stand side by side on one floor); "
+                             "for cell= use vectorization_mode='sync' or 'async'")
         if kwargs.get("render_mode") is not None:
             raise ValueError("a batched vector env does not render; leave render_mode out (or use "
                              "vectorization_mode='sync' for rendered single envs)")

@@ -11,7 +11,9 @@ time. Prints env-steps/s of each and the ratios to panda-gym (per CPU second; JS
 renders ``--frames`` ``rgb_array`` frames at its default size (armtwin 320×240, panda-gym
 720×480) and the frame rates are shown too. With ``--tool N`` the single env is also stepped
 with tool N of the built-in table on the flange (``tool=N``: the TCP observed, the IK at the
-TCP, the tool's body and mass simulated), and the ratio to the bare flange is shown. panda-gym is not a dependency: install it for the
+TCP, the tool's body and mass simulated), and the ratio to the bare flange is shown. With
+``--cell FILE|default`` it is also stepped in that workcell (``cell=``: the bodies in the world and
+one collision query per step), and the ratio to the robot alone is shown. panda-gym is not a dependency: install it for the
 comparison (``pip install panda-gym``); without it only armtwin's numbers are shown.
 """
 
@@ -45,6 +47,8 @@ def register(sub) -> None:
                    help="rgb_array frames rendered per environment at its default size (default 10; 0: skip)")
     p.add_argument("--tool", type=int, default=0, metavar="N",
                    help="also step the single env with tool N of the built-in table on the flange (default 0: skip)")
+    p.add_argument("--cell", metavar="FILE|default",
+                   help="also step the single env in this workcell (a cell file or 'default')")
     p.add_argument("--armtwin-only", action="store_true",
                    help="measure armtwin alone (without panda-gym, the 'bench' extra, there is nothing to compare)")
     add_json_flag(p)
@@ -151,6 +155,13 @@ def run(args: argparse.Namespace) -> int:
         tool = gym_options.tool("--tool", args.tool)
     except ValueError as exc:
         raise CliError(str(exc).split("; give")[0]) from None
+    cell = None
+    if args.cell is not None:
+        from ..robots import get
+        try:
+            cell = gym_options.cell("--cell", args.cell, get("irb120"))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
 
     with _quiet_stdout():
         ours = _Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation"), seed=0)
@@ -162,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
                                 image_size=args.image_size), seed=0) if args.image_size else None)
         tooled = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", tool=tool), seed=0)
                   if tool is not None else None)
+        celled = (_Runner(gym.make(ARMTWIN_ID, control="cartesian", joint_mode="articulation", cell=cell), seed=0)
+                  if cell is not None else None)
     panda, panda_error = None, ""
     if not args.armtwin_only:
         try:
@@ -186,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
             img.run(max(1, n // 4))
         if tooled is not None:
             tooled.run(n)
+        if celled is not None:
+            celled.run(n)
         if panda is not None:
             panda.run(n)
     res = {"armtwin": {"id": ARMTWIN_ID, "control": "cartesian", "joint_mode": "articulation",
@@ -200,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         res["armtwin_tool"] = {"tool": args.tool, "name": tool.name, **tooled.result()}
         res["tool_ratio_vs_flange"] = res["armtwin_tool"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
         tooled.env.close()
+    if celled is not None:
+        res["armtwin_cell"] = {"cell": cell.name, **celled.result()}
+        res["cell_ratio_vs_alone"] = res["armtwin_cell"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
+        celled.env.close()
     if vec is not None:
         res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
                                  **vec.result()}
@@ -221,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         res["panda_gym"] = None
         res["ratio_vs_panda_gym"] = None
-        res["panda_gym_error"] = panda_error or "not measured (--armtwin-only)"
+        res["panda_gym_error"] = panda_error or "--armtwin-only"
     ours.env.close()
     same.env.close()
     if vec is not None:
@@ -249,6 +268,11 @@ def run(args: argparse.Namespace) -> int:
         label = f"  with tool T{t['tool']} on the flange"
         print(f"{label:34s} {t['steps']:7d} {t['steps_per_s_wall']:13.0f} {t['steps_per_s_cpu']:12.0f}"
               f"   {t['name']}: {res['tool_ratio_vs_flange']:.2f}x the bare flange")
+    if celled is not None:
+        w = res["armtwin_cell"]
+        label = "  in a workcell"
+        print(f"{label:34s} {w['steps']:7d} {w['steps_per_s_wall']:13.0f} {w['steps_per_s_cpu']:12.0f}"
+              f"   {w['cell']}: {res['cell_ratio_vs_alone']:.2f}x the robot alone")
     c = res["armtwin_same_physics_dt"]
     print(f"{'  same, physics step as panda-gym':34s} {c['steps']:7d} {c['steps_per_s_wall']:13.0f} {c['steps_per_s_cpu']:12.0f}"
           f"   physics step {c['physics_dt_s'] * 1000:.1f} ms")

@@ -103,7 +103,7 @@ def test_bench_env_json(capsys):
     # panda-gym comes with the 'bench' extra, which the test install does not have: when it is
     # missing, bench env refuses (test_hardening_io tests that) unless told to measure armtwin alone.
     argv = ["bench", "env", "--steps", "8", "--frames", "1", "--num-envs", "4", "--image-size", "32", "--tool", "2",
-            "--json"]
+            "--cell", "default", "--json"]
     if importlib.util.find_spec("panda_gym") is None:
         argv.append("--armtwin-only")
     assert main(argv) == 0
@@ -119,6 +119,9 @@ def test_bench_env_json(capsys):
     assert res["armtwin_tool"]["tool"] == 2 and res["armtwin_tool"]["steps"] == 8
     assert res["tool_ratio_vs_flange"] == pytest.approx(
         res["armtwin_tool"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"])
+    assert res["armtwin_cell"]["cell"] == "irb120 default cell" and res["armtwin_cell"]["steps"] == 8
+    assert res["cell_ratio_vs_alone"] == pytest.approx(
+        res["armtwin_cell"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"])
     if res["panda_gym"] is not None:
         assert res["panda_gym"]["steps"] == 8
         assert res["ratio_vs_panda_gym"] == pytest.approx(

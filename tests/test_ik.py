@@ -685,3 +685,17 @@ def test_scara_lists_every_j4_equivalent():
     assert sorted(np.round(np.degrees([s.q[3] for s in same_arm]), 9)) == [-360.0, 0.0, 360.0]
     assert r.best[3] == pytest.approx(2 * math.pi, abs=1e-12)
     _check_all_reach(spec, r, fk(chain, q))
+
+
+def test_one_matrix_to_quat_is_the_batch_form_to_rounding_and_rotates_the_same():
+    """matrix_to_quat of one (3, 3) matrix takes a scalar path: it must agree with the batch path
+    on random rotations and on the 180° turns where the choice of formula switches."""
+    from scipy.spatial.transform import Rotation
+    mats = np.concatenate([Rotation.random(500, random_state=3).as_matrix(),
+                           np.array([np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])])])
+    batch = matrix_to_quat(mats)
+    one = np.array([matrix_to_quat(m) for m in mats])
+    np.testing.assert_allclose(one, batch, rtol=0, atol=1e-15)
+    assert np.all(one[:, 3] >= 0)
+    back = Rotation.from_quat(one).as_matrix()
+    np.testing.assert_allclose(back, mats, atol=1e-12)
