@@ -31,6 +31,20 @@ def test_every_manual_the_code_and_readme_cite_is_in_docs():
     assert {"GCODE.md", "PROTOCOL.md", "ROBOTS.md", "JOINT_MODELS.md", "RIG.md"} <= set(cited)
 
 
+def test_every_image_the_manuals_show_is_tracked_by_git():
+    """An image the README or a manual shows must be in the repository: a *.gif ignore rule once
+    kept the README's GIFs out of every clone while the README showed them."""
+    shown = set()
+    for path in [ROOT / "README.md", *ROOT.glob("docs/*.md")]:
+        for ref in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", path.read_text()):
+            if "://" not in ref:
+                shown.add(str((path.parent / ref).resolve().relative_to(ROOT)))
+    assert shown, "no images found: the pattern no longer matches the README"
+    tracked = set(subprocess.run(["git", "ls-files", *sorted(shown)], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.split())
+    assert shown <= tracked, f"shown but not in git: {sorted(shown - tracked)}"
+
+
 def test_a_non_editable_install_finds_examples_firmware_and_docs(tmp_path):
     target = tmp_path / "site"
     had_build = (ROOT / "build").exists()
