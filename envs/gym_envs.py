@@ -272,7 +272,7 @@ class ArmEnv(gym.Env, EzPickle):
             self.world.close()
             raise
 
-        self.action_space = spaces.Box(-1.0, 1.0, (self.controller.size,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (self.controller.size + self.extra_actions,), np.float32)
         self.layout = ObservationLayout.of(spec, self.workspace_box, self.task)
         self.observation_space = self._observation_space()
         #: the current episode's randomisation draw (None when randomisation is off)
@@ -322,6 +322,26 @@ class ArmEnv(gym.Env, EzPickle):
             self._np_random, self._np_random_seed = np.random.Generator(bitgen), state["np_random_seed"]
 
     # ----- subclass hooks (the batched vector envs use them too) -----------------------------
+    #: action values after the arm's (an object task's gripper): :meth:`_act` takes them
+    extra_actions = 0
+
+    def _act(self, extra: np.ndarray) -> None:
+        """Apply the action's :attr:`extra_actions` values (after the arm's command, before the step)."""
+
+    def _after_step(self) -> None:
+        """After the world's step, before the observation (an object task's gripper acts here)."""
+
+    def _reset_objects(self, options: dict[str, Any]) -> None:
+        """Place the episode's objects (after the robot is at its start; ``options`` as given to reset)."""
+
+    def _achieved_goal(self, T: np.ndarray) -> np.ndarray:
+        """The achieved goal vector with the TCP at ``T`` (reporting frame): the TCP's own (Reach, Track)."""
+        return self.task.goals.of_pose(T)
+
+    def _task_observation(self, T: np.ndarray) -> np.ndarray:
+        """The task's part of the observation vector (after the robot's)."""
+        return self.task.observation(self._step_count, self._achieved)
+
     def make_task(self) -> Task:
         """A fresh task of this env's kind and settings (the batched vector env makes one per robot)."""
         raise NotImplementedError
@@ -370,6 +390,7 @@ class ArmEnv(gym.Env, EzPickle):
         self.robot.reset(q0)
         self.robot.command(q0)
         self.controller.reset(q0)
+        self._reset_objects(options)
         self._step_count = 0
         self._live = True
         self._wall = time.perf_counter()
@@ -390,7 +411,7 @@ class ArmEnv(gym.Env, EzPickle):
                 joint_damping=tuple(np.asarray(base.joint_damping) * d.joint_damping), effort=tuple(effort * d.effort)))
             self.robot.set_payload(d.payload)
             self.robot.set_mass_scale(d.mass)
-        self._pending = collections.deque([np.zeros(self.controller.size)] * d.latency)
+        self._pending = collections.deque([np.zeros(self.action_space.shape[0])] * d.latency)
 
     def _checked_joints(self, q: Any) -> np.ndarray:
         """``options["q"]``: n finite joint values inside the joint ranges (rad / m), or ValueError."""
@@ -420,7 +441,7 @@ class ArmEnv(gym.Env, EzPickle):
         changes; values outside [-1, 1] are clipped."""
         if not self._live:
             raise gym.error.ResetNeeded("call reset() before step()")
-        n = self.controller.size
+        n = self.controller.size + self.extra_actions
         try:
             a = np.asarray(action, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
@@ -435,9 +456,13 @@ class ArmEnv(gym.Env, EzPickle):
             a = self._pending.popleft()
         k = self._step_count
         q_prev = self.controller.q_ref
-        q_cmd, ik_failed = self.controller(a, self.task.reference(k))
+        m = self.controller.size
+        q_cmd, ik_failed = self.controller(a[:m], self.task.reference(k))
         self.robot.command(q_cmd, (q_cmd - q_prev) / self.dt)  # the G-code runner's command path
+        if self.extra_actions:
+            self._act(a[m:])
         self.world.step(1)
+        self._after_step()
         self._step_count = k + 1
         obs = self._observe()
         info = self._info(obs["achieved_goal"], obs["desired_goal"], ik_failed, self._touching())
@@ -459,11 +484,11 @@ class ArmEnv(gym.Env, EzPickle):
         st = self.robot.state()
         T = self.robot.tcp_pose()  # the TCP (the flange without a tool), as the engine has it
         self._T_tool = T
-        self._achieved = self.task.goals.of_pose(T)
+        self._achieved = self._achieved_goal(T)
         L, kind = self.layout, self.obs_type
         obs: dict[str, np.ndarray] = {}
         if kind is ObsType.STATE or kind is ObsType.BOTH:
-            task = self.task.observation(self._step_count, self._achieved)
+            task = self._task_observation(T)
             vec = L.vectors(st.q[None], st.qd[None], self.controller.q_ref[None], T[None], task[None])[0]
             d = self.randomization_sample
             if d is not None and d.obs_noise > 0:

@@ -10,8 +10,9 @@ module::
 
 or ``import armtwin.envs.registration`` then ``gym.make("armtwin/IRB120Reach-v0")``.
 Keyword arguments of ``gym.make`` reach the environment class (see :class:`ReachEnv` and
-:class:`TrackEnv` for the options); ``gym.make_vec(id, num_envs=N)`` builds N of them in one
-batched world (:mod:`armtwin.envs.vector`).
+:class:`TrackEnv`, and :class:`~armtwin.envs.object_tasks.PickAndPlaceEnv`, for the options);
+``gym.make_vec(id, num_envs=N)`` builds N of them in one batched world
+(:mod:`armtwin.envs.vector`; PickAndPlace: N single envs, synchronously).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = ["ENV_IDS", "register_envs"]
 
 _REACH = ("armtwin.envs.gym_envs:ReachEnv", "armtwin.envs.vector:ReachVectorEnv")
 _TRACK = ("armtwin.envs.gym_envs:TrackEnv", "armtwin.envs.vector:TrackVectorEnv")
+_PICK = ("armtwin.envs.object_tasks:PickAndPlaceEnv", None)      # make_vec: sync or async
 
 #: id -> ((entry point, vector entry point), default keyword arguments)
 ENV_IDS = MappingProxyType({
@@ -33,6 +35,9 @@ ENV_IDS = MappingProxyType({
     "armtwin/ScaraTrack-v1": (_TRACK, {"robot": "scara"}),
     "armtwin/IRB120Track-v1": (_TRACK, {"robot": "irb120"}),
     "armtwin/AuboI5Track-v1": (_TRACK, {"robot": "aubo_i5"}),
+    "armtwin/ScaraPickAndPlace-v0": (_PICK, {"robot": "scara"}),
+    "armtwin/IRB120PickAndPlace-v0": (_PICK, {"robot": "irb120"}),
+    "armtwin/AuboI5PickAndPlace-v0": (_PICK, {"robot": "aubo_i5"}),
 })
 
 

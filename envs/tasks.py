@@ -32,7 +32,7 @@ from ..controllers.transforms import matrix_to_quat
 from ..robots import RobotSpec
 from .gym_options import MAX_EPISODE_STEPS, vector
 
-__all__ = ["RewardType", "GoalSpace", "Task", "Reach", "Track", "TimedPath", "random_path", "gcode_path", "PATH_SHAPES",
+__all__ = ["RewardType", "GoalSpace", "Task", "FixedGoalTask", "Reach", "Track", "TimedPath", "random_path", "gcode_path", "PATH_SHAPES",
            "workspace_radius", "sample_workspace_configs"]
 
 
@@ -207,7 +207,24 @@ class Task:
         return np.zeros((0, 3))
 
 
-class Reach(Task):
+class FixedGoalTask(Task):
+    """A task whose goal stays put for a whole episode (:attr:`_goal`) of :attr:`_steps` steps, drawn
+    as a marker: Reach, and the object tasks (:mod:`armtwin.envs.object_tasks`)."""
+
+    _goal: np.ndarray
+    _steps: int
+
+    def desired_goal(self, step: int) -> np.ndarray:
+        return self._goal
+
+    def episode_steps(self) -> int:
+        return self._steps
+
+    def markers(self) -> np.ndarray:
+        return self._goal[None, :3]
+
+
+class Reach(FixedGoalTask):
     """Move the tool to a random goal inside the reachable workspace.
 
     Goals are the TCP poses (``kinematics``; the flange by default) of random joint vectors around the home pose (revolute
@@ -274,14 +291,6 @@ class Reach(Task):
             self._goal = vector("options['goal']", goal, self.goals.size)
         return None
 
-    def desired_goal(self, step: int) -> np.ndarray:
-        return self._goal
-
-    def episode_steps(self) -> int:
-        return self._steps
-
-    def markers(self) -> np.ndarray:
-        return self._goal[None, :3]
 
 
 # ----- Track ------------------------------------------------------------------------------

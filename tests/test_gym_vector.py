@@ -14,9 +14,23 @@ from armtwin.envs import registration
 from armtwin.envs.vector import ReachVectorEnv, TrackVectorEnv
 
 ALL_IDS = sorted(registration.ENV_IDS)
+#: the ids with a batched vector env (an object task has none: make_vec vectorises single envs)
+BATCHED_IDS = [i for i in ALL_IDS if registration.ENV_IDS[i][0][1] is not None]
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+def test_make_vec_of_an_object_task_vectorises_single_envs():
+    envs = gym.make_vec("armtwin/IRB120PickAndPlace-v0", num_envs=2, joint_mode="kinematic")
+    try:
+        assert isinstance(envs.unwrapped, gym.vector.SyncVectorEnv)
+        obs, _ = envs.reset(seed=1)
+        assert not np.array_equal(obs["desired_goal"][0], obs["desired_goal"][1])
+        obs, reward, *_ = envs.step(envs.action_space.sample())
+        assert reward.shape == (2,) and envs.observation_space.contains(obs)
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("env_id", BATCHED_IDS)
 def test_make_vec_builds_the_batched_env_for_every_id(env_id):
     envs = gym.make_vec(env_id, num_envs=3)
     try:

@@ -1,0 +1,225 @@
+"""Tasks with an object: pick a box up with the vacuum cup and put it at a target (``PickAndPlaceEnv``).
+
+The robot stands at its cell (the default cell: a table whose top is the programs' Z0) with the
+vacuum cup of the built-in tool table on its flange (T4), and a box lies on the table. The
+action is the arm's (Cartesian or joint deltas, as in :class:`~armtwin.envs.gym_envs.ReachEnv`)
+and one more value: the suction, on above 0. Switched on with the cup touching the box, the cup
+holds it (:class:`~armtwin.envs.gripper.VacuumGripper`: ideal in the kinematic joint model, a
+force-limited constraint in hinge and articulation, so a box swung too hard drops). The goal is
+where the box's centre should be: on the table or, with probability ``in_air``, up to ``lift``
+above it (held there). The GoalEnv API holds: ``achieved_goal`` is the box's centre,
+``desired_goal`` the target, and ``compute_reward`` is vectorised for HER (the box's position
+does not depend on the goal, so relabelled goals are exact).
+
+Units: m, s inside (reporting frame: the robot's base).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..controllers.tools import ToolKind
+from ..controllers.transforms import transform
+from ..robots import RobotSpec
+from . import gym_options as opt
+from .gripper import VacuumGripper
+from .gym_envs import ArmEnv
+from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
+from .gym_options import vector
+
+__all__ = ["PickPlace", "PickAndPlaceEnv"]
+
+#: the vacuum cup of the built-in tool table
+VACUUM_TOOL = 4
+
+
+class PickPlace(FixedGoalTask):
+    """Put an object's centre at a goal position (see the module docstring).
+
+    Args:
+        spec: the robot.
+        surface: (3,) the centre of the table's top, reporting frame, m.
+        half_region: (2,) half the x and y extent where the box and the goals are drawn around it, m.
+        half_size: half the box's edge, m.
+        lift: m, the highest goal above the table's top (goals in the air).
+        in_air: probability that a goal is in the air.
+        reachable: ``(position (3,)) -> bool``: the cup can stand there pointing down.
+        reward_type, distance_threshold, episode_steps: as :class:`~armtwin.envs.tasks.Reach`.
+    """
+
+    #: the object's centre (3), it less the TCP (3), held (1)
+    obs_size = 7
+    option_keys = ("goal", "object")
+
+    def __init__(self, spec: RobotSpec, *, surface: np.ndarray, half_region: np.ndarray, half_size: float,
+                 lift: float, in_air: float, reachable, reward_type: RewardType = RewardType.SPARSE,
+                 distance_threshold: float = 0.02, episode_steps: int = 100) -> None:
+        self.spec = spec
+        self.goals = GoalSpace(False, spec.roll_only)
+        self.reward_type = RewardType.parse(reward_type)
+        self.distance_threshold = float(distance_threshold)
+        self.angle_threshold = np.pi
+        self._steps = int(episode_steps)
+        self.surface = np.asarray(surface, dtype=float)
+        self.half_region = np.asarray(half_region, dtype=float)
+        self.half_size, self.lift, self.in_air = float(half_size), float(lift), float(in_air)
+        self.reachable = reachable
+        self._goal = self.surface + [0.0, 0.0, self.half_size]
+        self.start = self._goal.copy()
+
+    def _on_table(self, rng: np.random.Generator) -> np.ndarray:
+        for _ in range(200):
+            p = self.surface + np.r_[rng.uniform(-self.half_region, self.half_region), self.half_size]
+            if self.reachable(p + [0.0, 0.0, self.half_size]):       # the cup on the box's top
+                return p
+        raise RuntimeError(f"{self.spec.name}: no reachable place on the table in 200 draws")
+
+    def sample(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(the box's centre, the goal) for one episode: apart by at least twice the threshold."""
+        box = self._on_table(rng)
+        for _ in range(200):
+            goal = self._on_table(rng)
+            if rng.random() < self.in_air:
+                goal = goal + [0.0, 0.0, rng.uniform(0.0, self.lift)]
+            if np.linalg.norm(goal - box) > 2 * self.distance_threshold and self.reachable(goal + [0, 0, self.half_size]):
+                return box, goal
+        raise RuntimeError(f"{self.spec.name}: no reachable goal apart from the box in 200 draws")
+
+    def reset(self, rng: np.random.Generator, options: dict) -> None:
+        box, goal = self.sample(rng)
+        self.start = vector("options['object']", options["object"], 3) if "object" in options else box
+        self._goal = vector("options['goal']", options["goal"], 3) if "goal" in options else goal
+        return None
+
+    def obs_bounds(self, box_low: np.ndarray, box_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        span = box_high - box_low
+        return np.r_[box_low, -span, 0.0], np.r_[box_high, span, 1.0]
+
+
+class PickAndPlaceEnv(ArmEnv):
+    """Pick a box up with the vacuum cup and put it at the goal (the module docstring is the manual).
+
+    Observation (``Dict``): ReachEnv's robot part, then the box's centre (3, m), the box less the
+    TCP (3, m) and whether the cup holds it (1); ``achieved_goal`` the box's centre, ``desired_goal``
+    the target (3, m, reporting frame). Action: the arm's (:class:`~armtwin.envs.gym_envs.ReachEnv`)
+    and the suction (on above 0). Reward: sparse −1/0 (the box within ``distance_threshold`` of the
+    goal) or dense −distance. ``info`` adds ``held`` (the cup holds the box). Reset options:
+    ``goal`` and ``object`` (the box's centre on the table), each 3 numbers in m.
+
+    Args:
+        robot: robot id or spec.
+        reward: ``sparse`` or ``dense``.
+        distance_threshold: m.
+        episode_steps: control steps per episode.
+        object_size: m, the box's edge (10–80 mm).
+        object_mass: kg (0.01–2).
+        in_air: probability that a goal is up to ``lift`` above the table.
+        lift: m (0–0.2).
+        region: m, half the side of the square on the table where boxes and goals are drawn.
+        **kwargs: :class:`~armtwin.envs.gym_envs.ArmEnv`'s options; ``cell`` defaults to
+            ``"default"`` (a cell with a table is needed), ``tool`` to the vacuum cup (T4; another
+            tool must be a vacuum cup too).
+    """
+
+    extra_actions = 1
+
+    def __init__(self, robot: str | RobotSpec = "irb120", *, reward: str | RewardType = "sparse",
+                 distance_threshold: float = 0.02, episode_steps: int = 100, object_size: float = 0.04,
+                 object_mass: float = 0.1, in_air: float = 0.5, lift: float = 0.1, region: float = 0.12,
+                 **kwargs: Any) -> None:
+        self._task_args = dict(
+            reward_type=RewardType.parse(reward),
+            distance_threshold=opt.number("distance_threshold", distance_threshold, opt.DISTANCE_THRESHOLD_M, "m"),
+            episode_steps=opt.whole("episode_steps", episode_steps, (1, opt.MAX_EPISODE_STEPS)))
+        self._half = opt.number("object_size", object_size, (0.01, 0.08), "m", low_open=False) / 2
+        self._mass = opt.number("object_mass", object_mass, (0.01, 2.0), "kg", low_open=False)
+        self._in_air = opt.number("in_air", in_air, (0.0, 1.0), low_open=False)
+        self._lift = opt.number("lift", lift, (0.0, 0.2), "m", low_open=False)
+        self._region = opt.number("region", region, (0.0, 0.5), "m")
+        kwargs.setdefault("cell", "default")
+        kwargs.setdefault("tool", VACUUM_TOOL)
+        cup = opt.tool("tool", kwargs["tool"])
+        if cup is None or cup.kind is not ToolKind.VACUUM:
+            raise ValueError(f"tool: PickAndPlace needs a vacuum cup on the flange (T{VACUUM_TOOL} of the built-in "
+                             f"table, or a tool of kind 'vacuum'), got {kwargs['tool']!r}")
+        if kwargs["cell"] is None:
+            raise ValueError("cell: PickAndPlace needs a cell with a table ('default' or a cell file)")
+        super().__init__(robot, **kwargs)
+        self._object = -1
+        try:
+            self._place_object(self.task.start)
+        except Exception:
+            self.close()
+            raise
+        self._suction = False
+
+    def _needs_ik(self) -> bool:
+        return True
+
+    def make_task(self) -> Task:
+        cell = self.cell
+        assert cell is not None
+        tables = [b for b in cell.bodies if b.shape.value == "box" and b.mass == 0]
+        if not tables:
+            raise ValueError(f"cell: {cell.name!r} has no static box to work on (a table)")
+        report_T_world = np.linalg.inv(self.robot.world_T_report)
+        home = self.robot_spec.home
+        reach = self.robot_spec.reach
+
+        def top(b) -> np.ndarray:
+            return (report_T_world @ b.pose @ np.r_[0.0, 0.0, b.size[2] / 2, 1.0])[:3]
+
+        # the table: the static box whose top's centre is nearest the robot's reach (the work surface)
+        table = min(tables, key=lambda b: abs(np.hypot(*top(b)[:2]) - 0.5 * reach))
+        half = np.minimum(np.asarray(table.size[:2]) / 2 - 2 * self._half, self._region)
+        R0 = self.kinematics.fk(home)[:3, :3]
+
+        def reachable(p: np.ndarray) -> bool:
+            return self._free(self._ik(transform(R0, p), home))
+
+        return PickPlace(self.robot_spec, surface=top(table), half_region=np.maximum(half, 0.0), half_size=self._half,
+                         lift=self._lift, in_air=self._in_air, reachable=reachable, **self._task_args)
+
+    # ----- the object ---------------------------------------------------------------------
+    def _world_pose(self, centre: np.ndarray) -> np.ndarray:
+        T = np.eye(4)
+        T[:3, 3] = centre
+        return self.robot.world_T_report @ T
+
+    def _object_position(self) -> np.ndarray:
+        return (np.linalg.inv(self.robot.world_T_report) @ self.world.body_pose(self._object))[:3, 3]
+
+    def _place_object(self, centre: np.ndarray) -> None:
+        """A fresh box at ``centre`` (and a gripper for it): made anew each episode, so that no contact
+        the engine remembers from the last one makes a seeded episode differ (Gymnasium's check)."""
+        if self._object >= 0:
+            self.world.remove_body(self._object)
+        s = 2 * self._half
+        self._object = self.world.add_shapes([("box", (s, s, s), np.eye(4))], self._world_pose(centre),
+                                             color=(0.20, 0.45, 0.75, 1.0), mass=self._mass, friction=0.8, free=True)
+        self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object})
+
+    def _reset_objects(self, options: dict[str, Any]) -> None:
+        self._gripper.update(False)
+        self._suction = False
+        self._place_object(self.task.start)
+
+    def _act(self, extra: np.ndarray) -> None:
+        self._suction = bool(extra[0] > 0)
+
+    def _after_step(self) -> None:
+        self._gripper.update(self._suction)
+
+    def _achieved_goal(self, T: np.ndarray) -> np.ndarray:
+        return self._object_position()
+
+    def _task_observation(self, T: np.ndarray) -> np.ndarray:
+        p = self._achieved
+        return np.r_[p, p - T[:3, 3], float(self._gripper.held is not None)]
+
+    def _info(self, achieved, desired, ik_failed, touching=None) -> dict[str, Any]:
+        info = super()._info(achieved, desired, ik_failed, touching)
+        info["held"] = self._gripper.held is not None
+        return info

@@ -1,0 +1,112 @@
+"""PickAndPlace (envs/object_tasks.py, issue 21.4): a box on the table, the vacuum cup, the GoalEnv API."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import armtwin.envs.registration  # noqa: F401 - registers the ids
+from armtwin.envs.object_tasks import PickAndPlaceEnv
+
+#: how high above the box and the goal the cup travels (the SCARA's quill has 20 mm above the box)
+CLEAR = {"scara": 0.012, "irb120": 0.05, "aubo_i5": 0.05}
+
+
+def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=None):
+    """A proportional Cartesian policy: above the box, onto its top, suction on, up, over the goal,
+    down to it, and on the table let go. Returns (success, [(reward, info, obs)])."""
+    obs, info = env.reset(seed=seed, options=options)
+    n, half, step = env.robot_spec.dof, env._half, env._tool_step
+    clear = CLEAR[env.robot_spec.name]
+    goal = obs["desired_goal"].astype(float)
+    on_table = goal[2] - env.task.surface[2] < half + 0.002
+    phase, wait, out = 0, 0, []
+    for _ in range(env.task.episode_steps()):
+        o = obs["observation"].astype(float)
+        tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
+        targets = {0: box + [0, 0, half + clear], 1: box + [0, 0, half - 0.0005], 3: np.r_[tcp[:2], goal[2] + half + clear],
+                   4: goal + [0, 0, half + clear], 5: goal + [0, 0, half]}
+        target = targets.get(phase, tcp)
+        if phase in targets and np.linalg.norm(target - tcp) < 0.002:
+            phase += 1
+        elif phase == 2:
+            wait += 1
+            phase += wait >= 2
+        on = suction and phase >= 2 and not (phase >= 6 and on_table)
+        action = np.r_[np.clip((target - tcp) / step, -1, 1), 1.0 if on else -1.0].astype(np.float32)
+        obs, r, term, trunc, info = env.step(action)
+        out.append((r, info, obs))
+        if phase >= 6 and info["is_success"] and (on_table != info["held"]):
+            return True, out
+        if term or trunc:
+            break
+    return bool(out[-1][1]["is_success"]), out
+
+
+@pytest.mark.parametrize("robot", ["scara", "irb120", "aubo_i5"])
+@pytest.mark.parametrize("mode", ["kinematic", "articulation"])
+def test_a_scripted_pick_and_place_puts_the_box_at_the_goal(robot, mode):
+    env = PickAndPlaceEnv(robot, joint_mode=mode)
+    try:
+        for seed in range(3):
+            ok, steps = scripted(env, seed)
+            assert ok, (seed, steps[-1][1])
+            held = [info["held"] for _, info, _ in steps]
+            assert any(held) and not held[0]                  # picked up on the way, not at the start
+            for r, info, obs in steps:                        # the GoalEnv contract at every step
+                assert r == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
+    finally:
+        env.close()
+
+
+def test_the_achieved_goal_is_the_box_and_without_suction_it_stays_where_it_was():
+    env = PickAndPlaceEnv("irb120", joint_mode="articulation")
+    try:
+        start = np.array([0.36, 0.04, 0.22])
+        ok, steps = scripted(env, 0, suction=False, options={"object": start})
+        assert not ok and not any(info["held"] for _, info, _ in steps)
+        for _, _, obs in steps:
+            np.testing.assert_allclose(obs["achieved_goal"], start, atol=1e-3)    # the box never moved
+        world = env.world.body_pose(env._object)
+        np.testing.assert_allclose(np.linalg.inv(env.robot.world_T_report) @ world @ [0, 0, 0, 1.0],
+                                   np.r_[steps[-1][2]["achieved_goal"], 1.0], atol=1e-6)
+    finally:
+        env.close()
+
+
+def test_reset_options_place_the_box_and_the_goal():
+    env = PickAndPlaceEnv("irb120", joint_mode="kinematic", in_air=1.0)
+    try:
+        obs, info = env.reset(seed=3, options={"object": [0.40, -0.05, 0.22], "goal": [0.30, 0.05, 0.28]})
+        np.testing.assert_allclose(obs["achieved_goal"], [0.40, -0.05, 0.22], atol=1e-6)
+        np.testing.assert_allclose(obs["desired_goal"], [0.30, 0.05, 0.28], atol=1e-6)
+        assert info["held"] is False and info["collision"] is False
+        # drawn goals with in_air=1 are above the table, reachable with the cup on the box's top
+        for seed in range(5):
+            obs, _ = env.reset(seed=seed)
+            assert obs["desired_goal"][2] >= obs["achieved_goal"][2] - 1e-6
+    finally:
+        env.close()
+
+
+def test_the_ids_are_registered_and_pass_sb3_check_env():
+    sb3 = pytest.importorskip("stable_baselines3.common.env_checker")
+    for rid in ("ScaraPickAndPlace-v0", "IRB120PickAndPlace-v0", "AuboI5PickAndPlace-v0"):
+        env = gym.make(f"armtwin/{rid}", joint_mode="kinematic")
+        try:
+            assert env.action_space.shape == (env.unwrapped.controller.size + 1,)
+            sb3.check_env(env.unwrapped, warn=False)
+        finally:
+            env.close()
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"tool": 2}, "needs a vacuum cup"),
+    ({"cell": None}, "needs a cell with a table"),
+    ({"object_size": 0.5}, "object_size"),
+    ({"in_air": 2}, "in_air"),
+])
+def test_bad_options_are_one_value_error(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        PickAndPlaceEnv("irb120", **kwargs)
