@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import CliError, add_json_flag, get_robot, output_file, output_folder, print_json, require_telemetry
-from .options import add_frame_options, frame_settings
+from .cmd_check import add_cell_arg
+from .options import add_frame_options, add_tool_options, frame_settings
 
 MODE_COLORS = {"kinematic": "#444444", "hinge": "#d62728", "articulation": "#1f77b4"}
 
@@ -39,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--motion", default="pick-place", choices=MOTIONS, help="trajectory (default: pick-place)")
     p.add_argument("--payload", type=float, default=None, metavar="KG",
                    help="payload for the main table (default: both 0 and the rated payload)")
-    p.add_argument("--dt", type=float, default=1.0 / 240.0, metavar="S", help="control/physics step, s (default 1/240)")
+    p.add_argument("--dt", type=float, default=None, metavar="S", help="control/physics step, s (default 1/240)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default ./out/compare_<robot>)")
     p.add_argument("--quick", action="store_true", help="fewer sweep points (payload 0 and rated; coarser dt search)")
     p.add_argument("--no-sweeps", action="store_true", help="only the main table (no payload / dt sweeps)")
@@ -50,6 +51,14 @@ def register(sub) -> None:
                    help="also write the three main runs as ROS 2 messages in MCAP, each joint model under its own "
                         "namespace (/kinematic/joint_states, /hinge/joint_states, ...; 'telemetry' extra; "
                         "docs/TELEMETRY.md); an existing file is replaced")
+    p.add_argument("--program", metavar="FILE",
+                   help="compare the joint models on a G-code program instead of a built-in motion: its preflight "
+                        "(with --cell), then one run per model at the program's control period — path error, and "
+                        "where the cell's workpieces ended (a pick-and-place with its real payload)")
+    p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
+                   help="with --program: its work origin in the robot base frame, mm (default: per robot)")
+    add_cell_arg(p, "with --program: run it in this workcell and check it for collisions first")
+    add_tool_options(p)
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -246,6 +255,14 @@ def run(args: argparse.Namespace) -> int:
     from ..envs.compare import DYNAMIC_MODES, build_motion, dt_sweep, metrics, payload_sweep, run_motion
     from ..envs.sim import JointMode
     spec = get_robot(args.robot)
+    if args.program is not None:
+        return compare_program(args, spec)
+    for name, given in (("--origin", args.origin), ("--cell", args.cell), ("--tools", args.tools),
+                        ("--tool", args.tool or None), ("--pen-servo", args.pen_servo or None)):
+        if given is not None:
+            raise CliError(f"{name} belongs to --program (a G-code program's runs); the built-in motions have no program")
+    if args.dt is None:
+        args.dt = 1.0 / 240.0
     if not (np.isfinite(args.dt) and MIN_DT <= args.dt <= 0.1):
         raise CliError(f"--dt must be in [{MIN_DT:g}, 0.1] s (at most 10 kHz physics), got {args.dt:g}")
     if args.payload is not None and not (np.isfinite(args.payload) and 0 <= args.payload <= 10 * spec.payload):
@@ -318,4 +335,61 @@ def run(args: argparse.Namespace) -> int:
         for v in paths.values():
             print(f"wrote {v}")
     _progress(f"done in {time.perf_counter() - t_start:.1f} s")
+    return 0
+
+
+def compare_program(args: argparse.Namespace, spec) -> int:
+    """``compare ROBOT --program FILE [--cell C]``: the program's preflight (as ``armtwin check``, with
+    the cell's collision check), then one run per joint model (as ``armtwin run``, in the cell) and
+    a table of the runs: path error, and where each workpiece ended against its target."""
+    from ..controllers.gcode.compile import compile_report
+    from ..envs.runner import RunConfig, run_program
+    from ..envs.sim import JointMode
+    from .cmd_check import EXIT_FAULTY, check, print_report
+    for name, given in (("--motion", args.motion != "pick-place" or None), ("--payload", args.payload),
+                        ("--dt", args.dt), ("--quick", args.quick or None), ("--video", args.video or None),
+                        ("--gif", args.gif or None), ("--log", args.log)):
+        if given is not None:
+            raise CliError(f"{name} is for the built-in motions; --program runs the program at its own control "
+                           f"period and payload (armtwin run --video makes a program's video)")
+    ns = argparse.Namespace(**vars(args))
+    ns.robot, ns.optional_stop, ns.clearance, ns.place = spec.name, False, None, None
+    spec, machine, rep = check(ns, quiet=args.json)
+    if not rep.clean():
+        print_report(args.program, rep, spec, machine, False, ns.cell_check)
+        print(f"{args.program}: refused: the preflight found faults; nothing was run", file=sys.stderr)
+        return EXIT_FAULTY
+    if rep.plan is None or rep.samples is None:
+        raise CliError(f"{args.program}: the program does not move the robot")
+    program = compile_report(rep, spec, machine.control_period)
+    cell = ns.cell_check.cell if ns.cell_check is not None else None
+    runs = {}
+    t0 = time.perf_counter()
+    for mode in JointMode:
+        _progress(f"{Path(args.program).name}: {mode.value} run")
+        runs[mode.value] = run_program(program, spec, RunConfig(mode=mode), name=Path(args.program).name, cell=cell)
+    out = output_folder(args.out or f"out/compare_{spec.name}", "--out")
+    rows = [{"mode": m, "rms_error_mm": r.rms_error_mm, "max_error_mm": r.max_error_mm, "wall_s": r.wall_time,
+             "stable": r.stable, "drops": sum(e.event.kind.value == "drop" for e in r.grip_events),
+             "pieces": [p.to_dict() for p in r.pieces]} for m, r in runs.items()]
+    flat = [{k: v for k, v in row.items() if k != "pieces"} | {
+        f"{p['piece']}_{k}": p[k] for p in row["pieces"] for k in ("offset_mm", "angle_deg") if k in p} for row in rows]
+    write_csv(out / "program_runs.csv", flat)
+    if args.json:
+        print_json({"robot": spec.name, "program": args.program, "cell": None if cell is None else cell.name,
+                    "runs": rows, "files": {"csv": str(out / "program_runs.csv")}})
+    else:
+        where = f" in the cell {cell.name!r}" if cell is not None else ""
+        print(f"{spec.title}: {args.program}{where}, program time {rep.duration:.2f} s, "
+              f"control period {machine.control_period * 1000:.3g} ms")
+        print(f"{'joint model':14s} {'path RMS mm':>12s} {'max mm':>9s} {'wall s':>7s}  workpieces")
+        for row in rows:
+            pieces = "; ".join(f"{p['piece']} {p['offset_mm']:.2f} mm, {p['angle_deg']:.2f}° from its target"
+                               if "offset_mm" in p else f"{p['piece']} at {p['xyz_mm']} mm" for p in row["pieces"])
+            note = "" if row["stable"] else "  STOPPED (unstable)"
+            drops = f"  {row['drops']} drop(s)" if row["drops"] else ""
+            print(f"{row['mode']:14s} {row['rms_error_mm']:12.4f} {row['max_error_mm']:9.4f} {row['wall_s']:7.1f}  "
+                  f"{pieces or '-'}{drops}{note}")
+        print(f"wrote {out / 'program_runs.csv'}")
+    _progress(f"done in {time.perf_counter() - t0:.1f} s")
     return 0
