@@ -369,6 +369,16 @@ class ArmEnv(gym.Env, EzPickle):
     def _needs_ik(self) -> bool:
         return self.control is ControlMode.CARTESIAN or self.cell is not None   # a cell: goals are checked by IK
 
+    def _path_contact(self, Q: np.ndarray) -> str | None:
+        """In a cell: the first contact along the joint path ``Q`` (N, n) (the preflight's check,
+        exact between the samples too), or None when it touches nothing."""
+        assert self._collisions is not None
+        contacts = self._collisions.model.check(Q, np.arange(len(Q)) * self.dt)
+        if not contacts:
+            return None
+        c = contacts[0]
+        return f"{c.link} touches {'link ' if c.self_collision else ''}{c.other} at t = {c.time:.2f} s, {c.depth * 1000:.1f} mm deep"
+
     def _free(self, q: np.ndarray | None) -> bool:
         """Joints ``q`` exist and, in a cell, touch nothing (the collision preflight's rule)."""
         return q is not None and (self._collisions is None or not self._collisions.interference(q))
@@ -861,7 +871,8 @@ class TrackEnv(ArmEnv):
             return self._ik(T, home)
 
         task = Track(spec, dt, self._factory or factory, self._ik_path, start, reward_type=self._reward,
-                     distance_threshold=self._threshold, lookahead=self._lookahead, residual=self._residual)
+                     distance_threshold=self._threshold, lookahead=self._lookahead, residual=self._residual,
+                     reject=self._path_contact if self._collisions is not None else None)
         return task
 
 

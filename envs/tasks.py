@@ -505,13 +505,16 @@ class Track(Task):
         lookahead: future path points in the observation.
         tries: paths drawn per reset until one is reachable all along.
         residual: :meth:`reference` gives the path reference (else None: plain delta control).
+        reject: ``(joints (N, n)) -> reason or None``: a path whose joints it refuses is drawn again
+            (a given one is refused with the reason): TrackEnv in a cell refuses paths that collide.
     """
 
     def __init__(self, spec: RobotSpec, dt: float, path_factory: Callable[[np.random.Generator], TimedPath],
                  solve_path: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                  start: Callable[[np.ndarray], np.ndarray | None], *,
                  reward_type: RewardType = RewardType.DENSE, distance_threshold: float = 0.005,
-                 lookahead: int = 3, tries: int = 20, residual: bool = True) -> None:
+                 lookahead: int = 3, tries: int = 20, residual: bool = True,
+                 reject: Callable[[np.ndarray], str | None] | None = None) -> None:
         if distance_threshold <= 0:
             raise ValueError("distance_threshold must be > 0")
         self.spec = spec
@@ -525,6 +528,7 @@ class Track(Task):
         self._factory, self._solve_path, self._start = path_factory, solve_path, start
         self._tries = int(tries)
         self.residual = bool(residual)
+        self._reject = reject
         self.path: TimedPath | None = None
         self._T = np.zeros((1, 4, 4))
         self._Q = np.zeros((1, spec.dof))
@@ -552,6 +556,9 @@ class Track(Task):
                 raise ValueError(f"{what}: path {path.name!r} lasts {path.duration:g} s = {n} control steps of "
                                  f"{self.dt:g} s; at most {MAX_EPISODE_STEPS} steps per episode")
             if path.q is not None:     # a compiled program: its own samples and joints (the runner's)
+                why = self._reject(np.asarray(path.q, dtype=float)) if self._reject is not None else None
+                if why:
+                    raise ValueError(f"{what}: the program's path is refused: {why}")
                 return self._use_joints(path)
             T = path.poses(np.arange(n + 1) * self.dt)
             q0 = self._start(T[0])
@@ -560,7 +567,10 @@ class Track(Task):
                     raise ValueError(f"options['path']: the IK reaches no joints at the path's start {T[0, :3, 3].tolist()} m")
                 continue
             Q, ok = self._solve_path(T, q0)
-            if np.all(ok):
+            why = self._reject(Q) if np.all(ok) and self._reject is not None else None
+            if why and given is not None:
+                raise ValueError(f"options['path']: refused: {why}")
+            if np.all(ok) and not why:
                 self.path, self._T, self._Q, self._P = path, T, Q, T[:, :3, 3].copy()
                 return Q[0].copy()
             if given is not None:

@@ -149,3 +149,28 @@ def test_the_batched_vector_env_refuses_a_cell_in_one_line():
     from armtwin.envs.vector import ReachVectorEnv
     with pytest.raises(ValueError, match="no workcell.*vectorization_mode='sync'"):
         ReachVectorEnv(2, "irb120", cell="default")
+
+
+def test_track_in_a_cell_draws_paths_that_touch_nothing_and_refuses_one_through_the_table():
+    from armtwin.envs.tasks import TimedPath
+    env = TrackEnv("irb120", cell="default", joint_mode="kinematic")
+    try:
+        model = env._collisions.model
+        for seed in range(4):
+            env.reset(seed=seed)
+            assert model.check(env.task._Q) == [], seed          # every drawn path is free all along
+        # a straight line from above the table to 30 mm into it: refused with the pair, nothing changed
+        home = env.kinematics.fk(env.robot_spec.home)
+        table = env.cell.bodies[0]
+        top = (np.linalg.inv(env.robot.world_T_report) @ table.pose @ [0, 0, table.size[2] / 2, 1.0])[:3]
+        a, b = home.copy(), home.copy()
+        a[:3, 3] = top + [0, 0, 0.05]
+        b[:3, 3] = top + [0, 0, -0.03]
+        t = np.array([0.0, 2.0])
+        path = TimedPath(t, np.stack([a[:3, 3], b[:3, 3]]), home[:3, :3], name="into the table")
+        before = env.task._Q.copy()
+        with pytest.raises(ValueError, match="refused: .*touches table"):
+            env.reset(options={"path": path})
+        np.testing.assert_array_equal(env.task._Q, before)
+    finally:
+        env.close()
