@@ -29,7 +29,7 @@ from .gym_envs import ArmEnv
 from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
 from .gym_options import vector
 
-__all__ = ["PickPlace", "PickAndPlaceEnv"]
+__all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv"]
 
 #: the vacuum cup of the built-in tool table
 VACUUM_TOOL = 4
@@ -140,20 +140,25 @@ class PickAndPlaceEnv(ArmEnv):
         self._region = opt.number("region", region, (0.0, 0.5), "m")
         kwargs.setdefault("cell", "default")
         kwargs.setdefault("tool", VACUUM_TOOL)
-        cup = opt.tool("tool", kwargs["tool"])
-        if cup is None or cup.kind is not ToolKind.VACUUM:
-            raise ValueError(f"tool: PickAndPlace needs a vacuum cup on the flange (T{VACUUM_TOOL} of the built-in "
-                             f"table, or a tool of kind 'vacuum'), got {kwargs['tool']!r}")
+        self._check_tool(kwargs["tool"])
         if kwargs["cell"] is None:
             raise ValueError("cell: PickAndPlace needs a cell with a table ('default' or a cell file)")
         super().__init__(robot, **kwargs)
         self._object = -1
+        self._gripper: VacuumGripper | None = None
         try:
             self._place_object(self.task.start)
         except Exception:
             self.close()
             raise
         self._suction = False
+
+    def _check_tool(self, tool: Any) -> None:
+        """ValueError unless ``tool`` (the ``tool=`` option) is a vacuum cup."""
+        cup = opt.tool("tool", tool)
+        if cup is None or cup.kind is not ToolKind.VACUUM:
+            raise ValueError(f"tool: PickAndPlace needs a vacuum cup on the flange (T{VACUUM_TOOL} of the built-in "
+                             f"table, or a tool of kind 'vacuum'), got {tool!r}")
 
     def _needs_ik(self) -> bool:
         return True
@@ -199,10 +204,16 @@ class PickAndPlaceEnv(ArmEnv):
         s = 2 * self._half
         self._object = self.world.add_shapes([("box", (s, s, s), np.eye(4))], self._world_pose(centre),
                                              color=(0.20, 0.45, 0.75, 1.0), mass=self._mass, friction=0.8, free=True)
-        self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object})
+        self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object}) if self.extra_actions else None
+
+    @property
+    def held(self) -> bool:
+        """The cup holds the box now."""
+        return self._gripper is not None and self._gripper.held is not None
 
     def _reset_objects(self, options: dict[str, Any]) -> None:
-        self._gripper.update(False)
+        if self._gripper is not None:
+            self._gripper.update(False)
         self._suction = False
         self._place_object(self.task.start)
 
@@ -210,16 +221,43 @@ class PickAndPlaceEnv(ArmEnv):
         self._suction = bool(extra[0] > 0)
 
     def _after_step(self) -> None:
-        self._gripper.update(self._suction)
+        if self._gripper is not None:
+            self._gripper.update(self._suction)
 
     def _achieved_goal(self, T: np.ndarray) -> np.ndarray:
         return self._object_position()
 
     def _task_observation(self, T: np.ndarray) -> np.ndarray:
         p = self._achieved
-        return np.r_[p, p - T[:3, 3], float(self._gripper.held is not None)]
+        return np.r_[p, p - T[:3, 3], float(self.held)]
 
     def _info(self, achieved, desired, ik_failed, touching=None) -> dict[str, Any]:
         info = super()._info(achieved, desired, ik_failed, touching)
-        info["held"] = self._gripper.held is not None
+        info["held"] = self.held
         return info
+
+
+class PushEnv(PickAndPlaceEnv):
+    """Push a box over the table to a goal on it with the tool (the arm's action only, no suction).
+
+    As :class:`PickAndPlaceEnv` (observation — ``held`` always 0 —, goals, reward, options), but the
+    goal always lies on the table and the tool only pushes: any tool (default the vacuum cup, T4,
+    never switched on) or the bare flange (``tool=None``). What touches the box moves it through
+    the physics, so the joint model must be a dynamic one (``hinge`` or ``articulation``, the
+    default): a kinematic arm is set to each step's joints without moving between them, and the
+    engine resolves the overlap by throwing the box.
+    """
+
+    extra_actions = 0
+
+    def __init__(self, robot: str | RobotSpec = "irb120", **kwargs: Any) -> None:
+        if kwargs.get("in_air"):
+            raise ValueError("in_air: a pushed box stays on the table (Push's goals are on it)")
+        if str(getattr(kwargs.get("joint_mode"), "value", kwargs.get("joint_mode"))) == "kinematic":
+            raise ValueError("joint_mode: Push needs a dynamic joint model ('hinge' or 'articulation'); a kinematic "
+                             "arm jumps from step to step and throws the box instead of pushing it")
+        kwargs["in_air"] = 0.0
+        super().__init__(robot, **kwargs)
+
+    def _check_tool(self, tool: Any) -> None:
+        opt.tool("tool", tool)          # any tool pushes (checked as any tool= option)

@@ -26,6 +26,7 @@ __all__ = ["ENV_IDS", "register_envs"]
 _REACH = ("armtwin.envs.gym_envs:ReachEnv", "armtwin.envs.vector:ReachVectorEnv")
 _TRACK = ("armtwin.envs.gym_envs:TrackEnv", "armtwin.envs.vector:TrackVectorEnv")
 _PICK = ("armtwin.envs.object_tasks:PickAndPlaceEnv", None)      # make_vec: sync or async
+_PUSH = ("armtwin.envs.object_tasks:PushEnv", None)
 
 #: id -> ((entry point, vector entry point), default keyword arguments)
 ENV_IDS = MappingProxyType({
@@ -38,6 +39,9 @@ ENV_IDS = MappingProxyType({
     "armtwin/ScaraPickAndPlace-v0": (_PICK, {"robot": "scara"}),
     "armtwin/IRB120PickAndPlace-v0": (_PICK, {"robot": "irb120"}),
     "armtwin/AuboI5PickAndPlace-v0": (_PICK, {"robot": "aubo_i5"}),
+    "armtwin/ScaraPush-v0": (_PUSH, {"robot": "scara"}),
+    "armtwin/IRB120Push-v0": (_PUSH, {"robot": "irb120"}),
+    "armtwin/AuboI5Push-v0": (_PUSH, {"robot": "aubo_i5"}),
 })
 
 
