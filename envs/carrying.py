@@ -20,28 +20,31 @@ Units: m, s inside.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..robots.workcell import Cell
-from .collision import CollisionModel, Contact
+from .collision import TOOL_LINK, CollisionModel, Contact
 from .gripper import GRIP_REACH
 
 __all__ = ["Carry", "carried_contacts", "carries"]
 
 
+@dataclass(frozen=True, eq=False)
 class Carry:
-    """One piece carried along the path: its name, the samples it is held on (``start`` … ``end``,
-    indices into the path) and its pose in the tool's frame (4, 4), m."""
+    """One piece carried along a path.
 
-    __slots__ = ("piece", "start", "end", "grip")
+    Attributes:
+        piece: the cell body's name.
+        start, end: the samples it is held on (indices into the path; ``end`` is where it is let go).
+        grip: (4, 4) its pose in the tool's frame, m.
+    """
 
-    def __init__(self, piece: str, start: int, end: int, grip: np.ndarray) -> None:
-        self.piece, self.start, self.end, self.grip = piece, start, end, grip
-
-    def __repr__(self) -> str:
-        return f"Carry({self.piece!r}, samples {self.start}..{self.end})"
+    piece: str
+    start: int
+    end: int
+    grip: np.ndarray
 
 
 class _Cells:
@@ -88,7 +91,7 @@ def _gripped(model: CollisionModel, q: np.ndarray, names: list[str]) -> tuple[st
     if model.tool is None or np.isnan(q).any():
         return None
     poses = model.link_poses(q[None])[0]
-    tool = model.link_names.index("tool")
+    tool = model.link_names.index(TOOL_LINK)
     best, dist = None, GRIP_REACH
     for name in names:
         d = model.body_distance(tool, name, q, GRIP_REACH + 1e-3)
@@ -119,6 +122,9 @@ def carried_contacts(model: CollisionModel, Q: np.ndarray, times: np.ndarray, li
 
 
 def _walk(model: CollisionModel, Q: np.ndarray, grips: np.ndarray, timing) -> tuple[list[Contact], list[Carry]]:
+    """Follow the path's stretches of gripping and not: the pieces carried and, with ``timing``
+    ((times, lines) of the samples), every stretch checked in the cell as it is then (the first
+    contact of each pair over all stretches)."""
     cell: Cell | None = model.cell
     if cell is None or model.tool is None:
         return (model.check(Q, *timing) if timing is not None else []), []
@@ -145,7 +151,7 @@ def _walk(model: CollisionModel, Q: np.ndarray, grips: np.ndarray, timing) -> tu
                 last = end                               # let go at the next stretch's first sample
                 while last > a and np.isnan(Q[last]).any():
                     last -= 1
-                tool_pose = model.link_poses(Q[last][None])[0][model.link_names.index("tool")]
+                tool_pose = model.link_poses(Q[last][None])[0][model.link_names.index(TOOL_LINK)]
                 poses[name] = tool_pose @ rel           # let go: it stays where it was set down
     finally:
         cells.close()
