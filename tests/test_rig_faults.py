@@ -276,4 +276,5 @@ def test_pulled_cable_reconnects_without_losing_the_log(exe, tmp_path):
     # back in sync: the rig reached the held pose again (the last row: no fault, |ΔE| < 0.5°)
     assert phase["synced"] is not None, "the rig never reached the held pose after the reconnect"
     assert int(rows[-1]["STT"]) == phase["synced"] and rows[-1]["Fault"] == "OK"
-    assert abs(float(rows[-1]["Error_j1"])) < 0.5 and abs(float(rows[-1]["Error_j2"])) < 0.5
+    # (the log keeps 4 decimals: an error of 0.49996° the sync saw below 0.5° is written as -0.5000)
+    assert abs(float(rows[-1]["Error_j1"])) <= 0.50005 and abs(float(rows[-1]["Error_j2"])) <= 0.50005
