@@ -492,6 +492,7 @@ class ArmEnv(gym.Env, EzPickle):
 
     def _observe(self) -> dict[str, np.ndarray]:
         st = self.robot.state()
+        self._q_seen = st.q        # the joints of this observation (a cell's collision query reads them)
         T = self.robot.tcp_pose()  # the TCP (the flange without a tool), as the engine has it
         self._T_tool = T
         self._achieved = self._achieved_goal(T)
@@ -518,10 +519,11 @@ class ArmEnv(gym.Env, EzPickle):
         return obs
 
     def _touching(self) -> tuple[str, ...] | None:
-        """With a cell: who touches what at the robot's joints now (empty: nothing); None without one."""
+        """With a cell: who touches what at the joints of the last observation (empty: nothing); None
+        without one."""
         if self._collisions is None:
             return None
-        return tuple(i.describe() for i in self._collisions.interference(self.robot.state().q))
+        return tuple(i.describe() for i in self._collisions.interference(self._q_seen))
 
     def _info(self, achieved: np.ndarray, desired: np.ndarray, ik_failed: bool,
               touching: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from ..robots import RobotSpec
 from . import gym_options as opt
 from .gripper import VacuumGripper
 from .gym_envs import ArmEnv
+from .sim import JointMode
 from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
 from .gym_options import vector
 
@@ -253,7 +254,7 @@ class PushEnv(PickAndPlaceEnv):
     def __init__(self, robot: str | RobotSpec = "irb120", **kwargs: Any) -> None:
         if kwargs.get("in_air"):
             raise ValueError("in_air: a pushed box stays on the table (Push's goals are on it)")
-        if str(getattr(kwargs.get("joint_mode"), "value", kwargs.get("joint_mode"))) == "kinematic":
+        if JointMode.parse(kwargs.get("joint_mode", JointMode.ARTICULATION)) is JointMode.KINEMATIC:
             raise ValueError("joint_mode: Push needs a dynamic joint model ('hinge' or 'articulation'); a kinematic "
                              "arm jumps from step to step and throws the box instead of pushing it")
         kwargs["in_air"] = 0.0

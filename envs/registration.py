@@ -28,21 +28,13 @@ _TRACK = ("armtwin.envs.gym_envs:TrackEnv", "armtwin.envs.vector:TrackVectorEnv"
 _PICK = ("armtwin.envs.object_tasks:PickAndPlaceEnv", None)      # make_vec: sync or async
 _PUSH = ("armtwin.envs.object_tasks:PushEnv", None)
 
+#: the robots' names in the ids, and each task's entry points and version
+_ROBOTS = {"Scara": "scara", "IRB120": "irb120", "AuboI5": "aubo_i5"}
+_TASKS = {"Reach-v0": _REACH, "Track-v1": _TRACK, "PickAndPlace-v0": _PICK, "Push-v0": _PUSH}
+
 #: id -> ((entry point, vector entry point), default keyword arguments)
-ENV_IDS = MappingProxyType({
-    "armtwin/ScaraReach-v0": (_REACH, {"robot": "scara"}),
-    "armtwin/IRB120Reach-v0": (_REACH, {"robot": "irb120"}),
-    "armtwin/AuboI5Reach-v0": (_REACH, {"robot": "aubo_i5"}),
-    "armtwin/ScaraTrack-v1": (_TRACK, {"robot": "scara"}),
-    "armtwin/IRB120Track-v1": (_TRACK, {"robot": "irb120"}),
-    "armtwin/AuboI5Track-v1": (_TRACK, {"robot": "aubo_i5"}),
-    "armtwin/ScaraPickAndPlace-v0": (_PICK, {"robot": "scara"}),
-    "armtwin/IRB120PickAndPlace-v0": (_PICK, {"robot": "irb120"}),
-    "armtwin/AuboI5PickAndPlace-v0": (_PICK, {"robot": "aubo_i5"}),
-    "armtwin/ScaraPush-v0": (_PUSH, {"robot": "scara"}),
-    "armtwin/IRB120Push-v0": (_PUSH, {"robot": "irb120"}),
-    "armtwin/AuboI5Push-v0": (_PUSH, {"robot": "aubo_i5"}),
-})
+ENV_IDS = MappingProxyType({f"armtwin/{name}{task}": (points, {"robot": robot})
+                            for task, points in _TASKS.items() for name, robot in _ROBOTS.items()})
 
 
 def register_envs() -> None:
