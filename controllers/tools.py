@@ -18,6 +18,7 @@ Tables are TOML files (docs/GCODE.md, "Tools")::
     com = [0, 0, 55]         # mm, in the flange frame
     s_max = 24000            # the S word's largest value (rpm for a spindle, power units for a laser)
     width = 6                # mm: what the tool marks or cuts across (pen line, laser spot, cutter)
+    output = 2               # optional: the digital output (M62–M65 P2) that works it, not M3/M5
 
 Without a file the built-in table :func:`default_tools` holds T0 (no tool: the TCP is the
 flange) and one tool of each kind. Pure numpy: no PyBullet.
@@ -37,12 +38,15 @@ from .choices import Choice
 from .transforms import rpy_to_matrix
 
 __all__ = ["ToolKind", "Tool", "ToolTable", "ToolTableError", "default_tools", "load_tools", "tool_from_entry",
-           "MAX_TOOL_NUMBER", "MAX_TCP_MM", "MAX_TOOL_MASS"]
+           "MAX_TOOL_NUMBER", "MAX_TCP_MM", "MAX_TOOL_MASS",
+           "MAX_DIGITAL_OUTPUT"]
 
 #: the largest tool number (LinuxCNC's pocket numbers go higher; a robot's rack does not)
 MAX_TOOL_NUMBER = 9999
 #: the farthest a TCP may be from the flange, mm
 MAX_TCP_MM = 2000.0
+#: the highest digital output number (M62–M65 P n), LinuxCNC's motion.digital-out-NN
+MAX_DIGITAL_OUTPUT = 31
 #: the heaviest tool, kg (beyond any of armtwin's robots' payload, so a payload study can exceed it)
 MAX_TOOL_MASS = 50.0
 
@@ -87,6 +91,8 @@ class Tool:
         com: (3,) centre of mass in the flange frame, m.
         s_max: the S word's largest value (rpm, or the laser's power scale); 0: S not used.
         width: what the tool marks or cuts across, m.
+        output: the digital output (M62–M65 P n) that works the tool — the valve of a vacuum cup,
+            a gripper's solenoid — instead of the tool output M3/M5; None: M3/M4 on, M5 off.
     """
 
     number: int
@@ -97,6 +103,7 @@ class Tool:
     com: np.ndarray = field(default_factory=lambda: np.zeros(3))
     s_max: float = 0.0
     width: float = 0.0
+    output: int | None = None
 
     def __post_init__(self) -> None:
         tcp = np.array(self.tcp, dtype=float)
@@ -110,6 +117,9 @@ class Tool:
         object.__setattr__(self, "tcp", tcp)
         object.__setattr__(self, "com", com)
         object.__setattr__(self, "kind", ToolKind.parse(self.kind))
+        if self.output is not None and not (isinstance(self.output, int) and 0 <= self.output <= MAX_DIGITAL_OUTPUT):
+            raise ValueError(f"tool {self.number}: output must be a digital output 0 to {MAX_DIGITAL_OUTPUT}, "
+                             f"got {self.output!r}")
 
     @property
     def offset(self) -> np.ndarray:
@@ -178,7 +188,7 @@ def default_tools() -> ToolTable:
     })
 
 
-_KEYS = {"name", "kind", "tcp", "rpy", "mass", "com", "s_max", "width"}
+_KEYS = {"name", "kind", "tcp", "rpy", "mass", "com", "s_max", "width", "output"}
 
 
 def load_tools(path: str | Path) -> ToolTable:
@@ -262,7 +272,12 @@ def _tool(number: int, entry: Mapping, where: str) -> Tool:
     mass = _number(entry, "mass", where, 0.0, 0.0, MAX_TOOL_MASS, "kg")
     s_max = _number(entry, "s_max", where, 0.0, 0.0, 1e6, "")
     width = _number(entry, "width", where, 0.0, 0.0, 500.0, "mm") / 1000.0
+    output = entry.get("output")
+    if output is not None and (isinstance(output, bool) or not isinstance(output, int)
+                               or not 0 <= output <= MAX_DIGITAL_OUTPUT):
+        raise ToolTableError(f"{where}.output: the number of a digital output (M62–M65 P), a whole number "
+                             f"from 0 to {MAX_DIGITAL_OUTPUT}, got {output!r}")
     tcp = np.eye(4)
     tcp[:3, :3] = rpy_to_matrix(np.radians(rpy))
     tcp[:3, 3] = xyz
-    return Tool(number, name.strip(), kind, tcp, mass, com, s_max, width)
+    return Tool(number, name.strip(), kind, tcp, mass, com, s_max, width, output)

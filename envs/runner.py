@@ -361,7 +361,7 @@ class _RunLoop:
         st = self.outputs.at(t)
         tool = self.outputs.tools.get(st.tool)
         parts = [f"T{st.tool}" + (f" {tool.kind.value}" if tool is not None and st.tool else "")]
-        if st.tool_on:
+        if st.works(self.outputs.mounted(st)):
             parts.append(f"ON S{st.s:g}" + (f" {level * 100:.0f}%" if level < 0.9995 else ""))
         else:
             parts.append("off")

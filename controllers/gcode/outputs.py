@@ -26,15 +26,13 @@ from typing import Iterable
 
 import numpy as np
 
-from ..tools import Tool, ToolKind, ToolTable
+from ..tools import MAX_DIGITAL_OUTPUT, Tool, ToolKind, ToolTable
 from .blocks import Block, Dwell, Motion, MotionKind, OutputChange, Stop, StopKind
 from .modal import SpindleMode
 
 __all__ = ["OutputState", "OutputTimeline", "output_timeline", "program_outputs", "node_arrivals", "move_feeds", "tool_level", "MAX_DIGITAL_OUTPUT",
            "PEN_DOWN_BELOW", "OUTPUT_COLUMNS"]
 
-#: the highest digital output number of M62–M65 P
-MAX_DIGITAL_OUTPUT = 31
 #: M300 S: a servo angle below this (deg) puts the pen down (Inkscape's writers use S30 down, S50 up)
 PEN_DOWN_BELOW = 40.0
 #: the run log's output columns (:meth:`OutputState.log_row` plus the effective level)
@@ -66,6 +64,11 @@ class OutputState:
         """The tool output is on (M3 or M4)."""
         return self.mode is not SpindleMode.OFF
 
+    def works(self, tool: Tool) -> bool:
+        """``tool`` is working: its digital output is on (a tool with ``output``, M62/M64 P n), or
+        else the tool output is on (M3/M4)."""
+        return self.tool_on if tool.output is None else tool.output in self.digital
+
     @property
     def digital_mask(self) -> int:
         """The digital outputs as a bit mask (bit n: output P n)."""
@@ -84,7 +87,7 @@ class OutputState:
 def tool_level(state: OutputState, tool: Tool, speed, feed, rapid) -> np.ndarray:
     """The tool output's effective level, 0 … 1, at path samples.
 
-    On (M3): S / ``tool.s_max`` (1 when the tool has no S scale or no S was given). A laser
+    On (M3, or the tool's digital output: :meth:`OutputState.works`): S / ``tool.s_max`` (1 when the tool has no S scale or no S was given). A laser
     works as in grbl's laser mode: off (0) on G0 moves under M3 and M4, and under M4 (dynamic
     power) the level is scaled with ``speed / feed`` (at most 1), so it burns evenly through the
     accelerations and corners. Off: 0.
@@ -97,7 +100,7 @@ def tool_level(state: OutputState, tool: Tool, speed, feed, rapid) -> np.ndarray
         rapid: (K,) bool, the sample lies on a G0 move.
     """
     speed = np.asarray(speed, dtype=float)
-    if not state.tool_on:
+    if not state.works(tool):
         return np.zeros(speed.shape)
     base = min(state.s / tool.s_max, 1.0) if tool.s_max > 0 and state.s > 0 else 1.0
     if tool.kind is not ToolKind.LASER:
@@ -144,25 +147,33 @@ class OutputTimeline:
                 out.append(st.tool)
         return tuple(out)
 
+    def mounted(self, state: OutputState) -> Tool:
+        """The tool ``state`` has on the flange (the bare flange for a number the table lacks)."""
+        return self.tools.get(state.tool, self.tools[0])
+
     def tool_on(self, t: float) -> bool:
-        """The mounted tool's output is on at ``t`` (the vacuum sucks, the pen is down, ...)."""
-        return self.at(t).tool_on
+        """The mounted tool works at ``t`` (the vacuum sucks, the pen is down, ...): its output —
+        M3/M4, or the digital output the tool table names for it (:meth:`OutputState.works`)."""
+        s = self.at(t)
+        return s.works(self.mounted(s))
 
     def grips(self, t: float) -> bool:
-        """The mounted tool holds what it touches at ``t``: a vacuum cup or gripper that is on."""
+        """The mounted tool holds what it touches at ``t``: a vacuum cup or gripper that works."""
         s = self.at(t)
-        return s.tool_on and self.tools.get(s.tool, self.tools[0]).kind.grips
+        tool = self.mounted(s)
+        return tool.kind.grips and s.works(tool)
 
     def grips_at(self, t) -> np.ndarray:
         """(K,) bool: the mounted tool holds what it touches at each of the times ``t`` (K,) s
         (:meth:`grips` for many samples at once)."""
-        holds = np.array([s.tool_on and self.tools.get(s.tool, self.tools[0]).kind.grips for s in self.states])
+        holds = np.array([self.mounted(s).kind.grips and s.works(self.mounted(s)) for s in self.states])
         return holds[np.maximum(self.index_at(np.asarray(t, dtype=float)), 0)]
 
     def marks(self, t: float) -> bool:
         """The mounted tool marks the work at ``t``: a pen that is down or a laser that is on."""
         s = self.at(t)
-        return s.tool_on and self.tools.get(s.tool, self.tools[0]).kind.marks
+        tool = self.mounted(s)
+        return tool.kind.marks and s.works(tool)
 
     def digital(self, t: float, n: int) -> bool:
         """Digital output ``n`` is on at ``t``."""
