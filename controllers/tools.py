@@ -19,6 +19,7 @@ Tables are TOML files (docs/GCODE.md, "Tools")::
     s_max = 24000            # the S word's largest value (rpm for a spindle, power units for a laser)
     width = 6                # mm: what the tool marks or cuts across (pen line, laser spot, cutter)
     output = 2               # optional: the digital output (M62–M65 P2) that works it, not M3/M5
+    cut = 20                 # mm: how deep it may go into work (a cutter's flute length)
 
 Without a file the built-in table :func:`default_tools` holds T0 (no tool: the TCP is the
 flange) and one tool of each kind. Pure numpy: no PyBullet.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ from .transforms import rpy_to_matrix
 
 __all__ = ["ToolKind", "Tool", "ToolTable", "ToolTableError", "default_tools", "load_tools", "tool_from_entry",
            "MAX_TOOL_NUMBER", "MAX_TCP_MM", "MAX_TOOL_MASS",
-           "MAX_DIGITAL_OUTPUT"]
+           "MAX_DIGITAL_OUTPUT", "MAX_CUT_MM"]
 
 #: the largest tool number (LinuxCNC's pocket numbers go higher; a robot's rack does not)
 MAX_TOOL_NUMBER = 9999
@@ -47,6 +48,8 @@ MAX_TOOL_NUMBER = 9999
 MAX_TCP_MM = 2000.0
 #: the highest digital output number (M62–M65 P n), LinuxCNC's motion.digital-out-NN
 MAX_DIGITAL_OUTPUT = 31
+#: the deepest a tool may go into work (a cutter's flute length), mm
+MAX_CUT_MM = 200.0
 #: the heaviest tool, kg (beyond any of armtwin's robots' payload, so a payload study can exceed it)
 MAX_TOOL_MASS = 50.0
 
@@ -93,6 +96,9 @@ class Tool:
         width: what the tool marks or cuts across, m.
         output: the digital output (M62–M65 P n) that works the tool — the valve of a vacuum cup,
             a gripper's solenoid — instead of the tool output M3/M5; None: M3/M4 on, M5 off.
+        cut: how deep the tool may go into work bodies, m — a cutter's flute length: a milling
+            program whose Z0 is the stock's top cuts below it. The collision check lets the tool
+            press into work as deep as the larger of this and the cell's ``touch``.
     """
 
     number: int
@@ -104,6 +110,7 @@ class Tool:
     s_max: float = 0.0
     width: float = 0.0
     output: int | None = None
+    cut: float = 0.0
 
     def __post_init__(self) -> None:
         tcp = np.array(self.tcp, dtype=float)
@@ -117,6 +124,8 @@ class Tool:
         object.__setattr__(self, "tcp", tcp)
         object.__setattr__(self, "com", com)
         object.__setattr__(self, "kind", ToolKind.parse(self.kind))
+        if not (math.isfinite(self.cut) and 0.0 <= self.cut <= MAX_CUT_MM / 1000.0):
+            raise ValueError(f"tool {self.number}: cut must be 0 to {MAX_CUT_MM:g} mm, got {self.cut * 1000:g} mm")
         if self.output is not None and not (isinstance(self.output, int) and 0 <= self.output <= MAX_DIGITAL_OUTPUT):
             raise ValueError(f"tool {self.number}: output must be a digital output 0 to {MAX_DIGITAL_OUTPUT}, "
                              f"got {self.output!r}")
@@ -181,14 +190,14 @@ def default_tools() -> ToolTable:
         return Tool(n, name, kind, tcp, mass, np.array([0.0, 0.0, com_mm / 1000.0]), s_max, width_mm / 1000.0)
     return ToolTable({
         1: t(1, "pen holder, 0.5 mm pen", ToolKind.PEN, 100.0, 0.15, 45.0, 0.0, 0.6),
-        2: t(2, "spindle, 6 mm end mill", ToolKind.SPINDLE, 120.0, 1.4, 55.0, 24000.0, 6.0),
+        2: replace(t(2, "spindle, 6 mm end mill", ToolKind.SPINDLE, 120.0, 1.4, 55.0, 24000.0, 6.0), cut=0.02),
         3: t(3, "diode laser, 5 W", ToolKind.LASER, 80.0, 0.45, 35.0, 1000.0, 0.2),
         4: t(4, "vacuum cup, 30 mm", ToolKind.VACUUM, 90.0, 0.25, 40.0, 0.0, 30.0),
         5: t(5, "parallel gripper, 40 mm stroke", ToolKind.GRIPPER, 140.0, 0.8, 50.0, 0.0, 40.0),
     })
 
 
-_KEYS = {"name", "kind", "tcp", "rpy", "mass", "com", "s_max", "width", "output"}
+_KEYS = {"name", "kind", "tcp", "rpy", "mass", "com", "s_max", "width", "output", "cut"}
 
 
 def load_tools(path: str | Path) -> ToolTable:
@@ -272,6 +281,7 @@ def _tool(number: int, entry: Mapping, where: str) -> Tool:
     mass = _number(entry, "mass", where, 0.0, 0.0, MAX_TOOL_MASS, "kg")
     s_max = _number(entry, "s_max", where, 0.0, 0.0, 1e6, "")
     width = _number(entry, "width", where, 0.0, 0.0, 500.0, "mm") / 1000.0
+    cut = _number(entry, "cut", where, 0.0, 0.0, MAX_CUT_MM, "mm") / 1000.0
     output = entry.get("output")
     if output is not None and (isinstance(output, bool) or not isinstance(output, int)
                                or not 0 <= output <= MAX_DIGITAL_OUTPUT):
@@ -280,4 +290,4 @@ def _tool(number: int, entry: Mapping, where: str) -> Tool:
     tcp = np.eye(4)
     tcp[:3, :3] = rpy_to_matrix(np.radians(rpy))
     tcp[:3, 3] = xyz
-    return Tool(number, name.strip(), kind, tcp, mass, com, s_max, width, output)
+    return Tool(number, name.strip(), kind, tcp, mass, com, s_max, width, output, cut)

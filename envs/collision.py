@@ -39,7 +39,8 @@ STL/OBJ meshes as concave triangle meshes, and the numpy broad phase above leave
 few (sample, pair) queries near contact (~12 µs each), so a faster narrow phase would not show.
 
 The end effector (:func:`~armtwin.robots.workcell.end_effector_links`, and a tool) may touch
-**work** bodies, pressing in at most the cell's ``touch``; everything else is a collision.
+**work** bodies, pressing in at most the cell's ``touch`` — the tool as deep as the larger of that and
+its ``cut`` (a cutter's flute length); everything else is a collision.
 Units: m, rad, s inside; the messages in mm and s.
 """
 
@@ -204,8 +205,10 @@ class CollisionModel:
             self._obstacles.append(self._bounding(body, bid))
         moving = range(1, len(self.link_names))          # the base link never moves
         touch = cell.touch if cell is not None else 0.0
+        # the tool itself may go as deep as its cutter's flutes (a milling program cuts below Z0)
+        depth = {a: max(touch, self.tool.cut) if self.tool is not None and a == n + 1 else touch for a in self._ee}
         c = self.clearance
-        pairs = [_Pair(a, k, False, -touch if (ob.work and a in self._ee) else c)
+        pairs = [_Pair(a, k, False, -depth[a] if (ob.work and a in self._ee) else c)
                  for a in moving for k, ob in enumerate(self._obstacles) if not (c > 0 and ob.work and a in self._ee)]
         self.allowed: frozenset[tuple[str, str]] = frozenset()
         if self_collision:

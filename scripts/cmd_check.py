@@ -47,19 +47,26 @@ def add_program_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optional-stop", action="store_true",
                    help="M1 (optional stop) pauses like M0 (default: M1 does nothing, with a note)")
     add_tool_options(p)
-    add_cell_arg(p, "check the path for collisions with this workcell")
+    add_cell_arg(p, "check the path for collisions with this workcell", implicit=True)
     p.add_argument("--clearance", type=float, metavar="MM",
                    help="with --cell: warn where a link passes closer than MM (0 to 100) to a body or another link "
                         "(error with --strict)")
     _own_extra_arguments(p)
 
 
-def add_cell_arg(p: argparse.ArgumentParser, what: str) -> None:
-    """``--cell FILE|default`` (read by :func:`load_cell_arg`), shared by ``check``, ``run`` and ``ik``:
-    ``what`` says what the command does with the cell."""
-    p.add_argument("--cell", metavar="FILE",
+def add_cell_arg(p: argparse.ArgumentParser, what: str, *, implicit: bool = False) -> None:
+    """``--cell FILE|default`` (read by :func:`load_cell_arg`), shared by ``check``, ``run``, ``compare``,
+    ``ui`` and ``ik``: ``what`` says what the command does with the cell. ``implicit``: the command
+    uses the robot's built-in cell when none is given, and takes ``--no-cell`` for the empty world."""
+    default = ("; without it the robot's built-in cell, a table whose top is the program's Z0 under the "
+               "default work origin" if implicit else "")
+    p.add_argument("--cell", "--workcell", metavar="FILE",
                    help=f"{what} (a TOML file, docs/WORKCELL.md) and the robot with itself; "
-                        "'default': the robot's built-in cell, a table under its work")
+                        f"'default': the robot's built-in cell, a table under its work{default}")
+    if implicit:
+        p.add_argument("--no-cell", "--no-workcell", dest="no_cell", action="store_true",
+                       help="no workcell: the robot alone in an empty world (no table and no collision check, "
+                            "not even of the robot with itself)")
 
 
 def _own_extra_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,15 +124,27 @@ class CellCheck:
 
 def load_cell_arg(args: argparse.Namespace, spec) -> CellCheck | None:
     """Read ``--cell`` (a file, or 'default') into ``args.cell_check``; CliError (exit 2) naming the
-    file and line of a bad cell."""
+    file and line of a bad cell.
+
+    A command that takes ``--no-cell`` (:func:`add_cell_arg` with ``implicit``) gets the robot's
+    built-in cell when no ``--cell`` is given, except while ``--place`` searches for a work origin
+    (the search looks for an origin anywhere in reach, where the built-in table would stand in the
+    way: give ``--cell`` to search in a cell). The built-in cell's table top is the Z0 plane of the
+    robot's *default* work origin: a program moved with ``--origin`` moves over a table that stays."""
     from ..robots.workcell import CellError, default_cell, load_cell
     name = getattr(args, "cell", None)
     clearance = getattr(args, "clearance", None)
     if clearance is not None and not (math.isfinite(clearance) and 0 < clearance <= 100):
         raise CliError(f"--clearance {clearance:g}: a distance from 0 to 100 mm (more than 0)")
+    if getattr(args, "no_cell", False):
+        if name is not None:
+            raise CliError(f"--cell {name} and --no-cell: choose one")
+        name = None
+    elif name is None and hasattr(args, "no_cell") and getattr(args, "place", None) is None:
+        name = "default"
     if name is None:
         if clearance is not None:
-            raise CliError("--clearance needs --cell (FILE or 'default'): the distance is to the cell's bodies")
+            raise CliError("--clearance needs a cell (--cell FILE or 'default'): the distance is to the cell's bodies")
         args.cell_check = None
         return None
     if name == "default":

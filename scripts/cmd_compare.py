@@ -57,7 +57,7 @@ def register(sub) -> None:
                         "where the cell's workpieces ended (a pick-and-place with its real payload)")
     p.add_argument("--origin", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="with --program: its work origin in the robot base frame, mm (default: per robot)")
-    add_cell_arg(p, "with --program: run it in this workcell and check it for collisions first")
+    add_cell_arg(p, "with --program: run it in this workcell and check it for collisions first", implicit=True)
     add_tool_options(p)
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -257,7 +257,8 @@ def run(args: argparse.Namespace) -> int:
     spec = get_robot(args.robot)
     if args.program is not None:
         return compare_program(args, spec)
-    for name, given in (("--origin", args.origin), ("--cell", args.cell), ("--tools", args.tools),
+    for name, given in (("--origin", args.origin), ("--cell", args.cell), ("--no-cell", args.no_cell or None),
+                        ("--tools", args.tools),
                         ("--tool", args.tool or None), ("--pen-servo", args.pen_servo or None)):
         if given is not None:
             raise CliError(f"{name} belongs to --program (a G-code program's runs); the built-in motions have no program")

@@ -58,7 +58,8 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
     add_joint_mode(p, what="initial joint model")
     add_tool_options(p, program=False)
-    add_cell_arg(p, "stand the robot in this workcell (drawn) and refuse IK targets in collision with it")
+    add_cell_arg(p, "stand the robot in this workcell (drawn) and refuse IK targets in collision with it",
+                 implicit=True)
     p.add_argument("--save-dir", default=".", help="folder for 'save as G-code' (default: the current folder)")
     p.add_argument("--low-graphics", action="store_true", help="no shadows or environment map (software WebGL)")
     p.add_argument("--programs", default=None, help="folder listed by 'run program' (default: the repository's examples/)")

@@ -202,7 +202,15 @@ def test_check_and_run_take_a_cell_and_refuse_a_collision(tmp_path, capsys):
     assert out["cell"]["contacts"][0]["other"] == "table" and out["cell"]["contacts"][0]["link"] == "link_6"
     assert main(["run", str(prog), "--robot", "irb120", "--cell", "default"]) == 1
     assert "refused" in capsys.readouterr().err
-    assert main(["check", str(prog), "--robot", "irb120"]) == 0          # no cell: nothing to hit
+    assert main(["check", str(prog), "--robot", "irb120", "--no-cell"]) == 0   # no cell: nothing to hit
+    capsys.readouterr()
+    # without --cell, check and run use the built-in cell: the same refusal
+    assert main(["check", str(prog), "--robot", "irb120", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["cell"]["contacts"][0]["other"] == "table"
+    assert main(["run", str(prog), "--robot", "irb120"]) == 1
+    assert "refused" in capsys.readouterr().err
+    assert main(["check", str(prog), "--robot", "irb120", "--cell", "default", "--no-cell"]) == 2
+    assert "--cell default and --no-cell: choose one" in capsys.readouterr().err
     high = tmp_path / "high.ngc"
     high.write_text(_plunge(50))
     assert main(["check", str(high), "--robot", "irb120", "--cell", str(ROOT / "examples/cells/irb120_cell.toml")]) == 0
@@ -289,7 +297,7 @@ def test_clearance_warns_of_near_misses_and_strict_refuses_them(tmp_path, capsys
     assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "5", "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert [f["code"] for f in out["faults"]] == [110] and out["cell"]["near_misses"] == []
-    assert main(["check", str(prog), "--robot", "irb120", "--clearance", "5"]) == 2
+    assert main(["check", str(prog), "--robot", "irb120", "--clearance", "5", "--no-cell"]) == 2
     assert main(["check", str(prog), "--robot", "irb120", "--cell", cell, "--clearance", "0"]) == 2
 
 

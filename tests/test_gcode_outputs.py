@@ -229,6 +229,6 @@ def test_corpus_pick_and_place_switches_the_vacuum_with_the_moves(corpus_logs):
 def test_run_json_reports_the_tool_changes(tmp_path, capsys):
     prog = tmp_path / "p.ngc"
     prog.write_text("G0 X0 Y0 Z20\nT1 M6\nG0 Z20\nT2 M6\nG0 Z30\n")
-    assert main(["run", str(prog), "--robot", "irb120", "--json"]) == 0
+    assert main(["run", str(prog), "--robot", "irb120", "--json", "--no-cell"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tool_changes"] == [2, 4]
