@@ -22,15 +22,34 @@ so the fitted gains are as stable as the rule's wherever the rule's are. The fir
 the rule's and with the fitted gains and the tracking errors reported, on the fitted part and
 on the rest. A fit that does not beat the rule on the fitted part returns the rule's gains.
 
+Each joint's fitted stiffness and damping come with a 95 % confidence interval, computed as the
+motor fit's (:mod:`armtwin.controllers.ident`) but in the fit's own parameters, the logarithms of
+the multipliers: from the Jacobian of the fitted part's tracking residuals at the fitted gains
+(forward differences, ``2n`` more simulations, without the margin's projection: how well the log
+pins each gain), the residuals' variance, widened by their autocorrelation length (the model's
+errors are slow, not independent samples). An interval symmetric in the logarithm is a *factor*
+``f``: the gain lies in ``[value / f, value × f]``; ``inf`` where the log cannot tell a gain at all
+(a joint it does not move). The damping factor is that of ``D`` and ``d`` together (one fitted
+multiplier per joint, their split kept).
+
+The gains file (:func:`write_hinge_gains`, ``fit --save``; read by ``armtwin run --hinge-gains`` and
+by randomised twins, ``randomize={"fitted": FILE}``) is TOML: ``robot = "NAME"``, then
+``stiffness``, ``damping``, ``joint_damping`` (one value per joint, N·m/rad and N·m·s/rad; N/m and
+N·s/m for prismatic joints) and ``stiffness_ci95_factor``, ``damping_ci95_factor`` (one factor
+>= 1 per joint, ``inf``: not identifiable). ``robot`` and the factors are optional when reading
+(files saved before they were written have neither); a file of another robot is refused.
+
 Units: rad, m, s, N·m inside; the run log's deg and mm at the edge.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 import numpy as np
 
@@ -38,10 +57,16 @@ from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
 
 __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
-           "write_hinge_gains", "read_hinge_gains"]
+           "write_hinge_gains", "read_hinge_gains", "HingeGainsFile", "read_hinge_file", "FIT_RANGE", "FIT_KEYS"]
 
 #: the keys of a hinge gains file, one value per joint each
 GAIN_KEYS = ("stiffness", "damping", "joint_damping")
+#: the fitted parameters per joint: the stiffness, and the damping pair (``damping`` and ``joint_damping``)
+FIT_KEYS = ("stiffness", "damping")
+#: the keys of their 95 % confidence factors in a gains file
+CI_KEYS = tuple(f"{k}_ci95_factor" for k in FIT_KEYS)
+#: the fit searches each joint's stiffness and damping from 1/FIT_RANGE to FIT_RANGE times the rule's
+FIT_RANGE = 20.0
 
 
 class Target(Choice):
@@ -125,6 +150,8 @@ class HingeFitReport:
         seconds: wall time of the fit, s.
         simulations: hinge runs simulated.
         improved: the fitted gains beat the rule on the fitted part.
+        ci95_factor: per key of :data:`FIT_KEYS`, (n,) factors ``f`` of the fitted gains' 95 %
+            confidence intervals ``[value / f, value × f]`` (``inf``: the log cannot tell that gain).
     """
 
     rule: DriveGains
@@ -142,6 +169,7 @@ class HingeFitReport:
     seconds: float
     simulations: int
     improved: bool
+    ci95_factor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 class _Margin:
@@ -257,11 +285,13 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
 
         z0 = np.zeros(2 * n)
         r0 = residuals(z0)
-        sol = least_squares(residuals, z0, bounds=(np.full(2 * n, -math.log(20)), np.full(2 * n, math.log(20))),
+        wide = math.log(FIT_RANGE)
+        sol = least_squares(residuals, z0, bounds=(np.full(2 * n, -wide), np.full(2 * n, wide)),
                             diff_step=0.05, max_nfev=max(1, max_evaluations // (2 * n + 1)), xtol=1e-3, ftol=1e-4)
         improved = bool(sol.cost < 0.5 * float(r0 @ r0) * (1 - 1e-6))
         fitted = _gains(rule, sol.x, margin) if improved else rule
         full_rule, full_fit = sim.run(rule, K), sim.run(fitted, K)
+        factors = _confidence(sim, fitted, goal[:split], unit)
         sims = sim.count
     finally:
         sim.close()
@@ -280,26 +310,113 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
     rrh, mrh = errors(full_rule, held_rows)
     rfh, mfh = errors(full_fit, held_rows)
     return HingeFitReport(rule, fitted, target, float(trace.t[split]), rr, rf, rrh, rfh, mrh, mfh,
-                          margin.eigenvalue(rule), margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved)
+                          margin.eigenvalue(rule), margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved,
+                          factors)
 
 
-def write_hinge_gains(path, drive: DriveGains, *, comment: str = "") -> None:
-    """Write the hinge gains as TOML lists, one value per joint (N·m/rad, N·m·s/rad; N/m, N·s/m for
-    prismatic joints): the file ``armtwin run --hinge-gains`` reads."""
+def _scaled(drive: DriveGains, f: np.ndarray) -> DriveGains:
+    """``drive`` with each joint's stiffness times ``f[:n]`` and its damping pair times ``f[n:]``."""
+    n = len(drive.stiffness)
+    return replace(drive, stiffness=tuple(float(v) for v in np.asarray(drive.stiffness) * f[:n]),
+                   damping=tuple(float(v) for v in np.asarray(drive.damping) * f[n:]),
+                   joint_damping=tuple(float(v) for v in np.asarray(drive.joint_damping) * f[n:]))
+
+
+#: log step of the confidence intervals' forward differences
+_CI_STEP = 0.01
+#: a singular value below this fraction of the largest is a direction the log does not see
+_NULL_RATIO = 1e-6
+
+
+def _confidence(sim: _HingeSim, drive: DriveGains, goal: np.ndarray, unit: np.ndarray) -> dict[str, tuple[float, ...]]:
+    """The 95 % confidence factors of ``drive``'s stiffness and damping fitted to ``goal``, per key of
+    :data:`FIT_KEYS` (module docstring)."""
+    from ..controllers.ident import _correlation_length   # the motor fit's estimate, shared
+    n, until = len(drive.stiffness), len(goal)
+    wide = {k: (math.inf,) * n for k in FIT_KEYS}
+    q0 = sim.run(drive, until)
+    if q0 is None:
+        return wide
+    r0 = (q0 - goal) * unit
+    jac = np.empty((r0.size, 2 * n))
+    for i in range(2 * n):
+        for step in (_CI_STEP, -_CI_STEP):       # backwards when a stiffer or more damped drive is unstable
+            f = np.ones(2 * n)
+            f[i] = math.exp(step)
+            q = sim.run(_scaled(drive, f), until)
+            if q is not None:
+                jac[:, i] = ((q - goal) * unit - r0).ravel() / step
+                break
+        else:
+            return wide
+    _, sv, vt = np.linalg.svd(jac, full_matrices=False)
+    blind = np.zeros(2 * n, dtype=bool)
+    if sv[0] <= 0:
+        return wide
+    for row in vt[sv < _NULL_RATIO * sv[0]]:
+        blind |= np.abs(row) > 0.1
+    half = np.full(2 * n, math.inf)
+    if (~blind).any():
+        res = r0.ravel()
+        sigma2 = float(res @ res) / max(res.size - 2 * n, 1)
+        corr = max((_correlation_length(r0[:, j]) for j in range(n)), default=1.0)
+        jg = jac[:, ~blind]
+        cov = sigma2 * corr * np.linalg.pinv(jg.T @ jg)
+        half[~blind] = 1.96 * np.sqrt(np.maximum(np.diag(cov), 0.0))   # of the log multipliers
+    factor = np.where(np.isfinite(half), np.exp(np.minimum(half, 700.0)), math.inf)
+    return {"stiffness": tuple(float(f) for f in factor[:n]), "damping": tuple(float(f) for f in factor[n:])}
+
+
+def write_hinge_gains(path, drive: DriveGains, *, comment: str = "", robot: str | None = None,
+                      ci95_factor: Mapping[str, tuple[float, ...]] | None = None) -> None:
+    """Write the hinge gains as TOML (module docstring): ``robot`` (when given), the gains as lists
+    of one value per joint (N·m/rad, N·m·s/rad; N/m, N·s/m for prismatic joints) and, when given,
+    their 95 % confidence factors ``ci95_factor`` (per key of :data:`FIT_KEYS`, >= 1, ``inf``
+    allowed): the file ``armtwin run --hinge-gains`` and ``randomize={"fitted": FILE}`` read."""
     lines = [f"# {c}" for c in comment.splitlines()]
+    if robot is not None:
+        lines.append(f"robot = {json.dumps(str(robot))}")
     for name in GAIN_KEYS:
         lines.append(f"{name} = [{', '.join(repr(float(v)) for v in getattr(drive, name))}]")
+    if ci95_factor:
+        lines.append("# 95 % confidence intervals [value / factor, value * factor] of the stiffness and of the damping "
+                     "pair (damping and joint_damping: one fitted multiplier); inf: the log cannot tell the gain")
+        for name, key in zip(FIT_KEYS, CI_KEYS):
+            lines.append(f"{key} = [{', '.join(repr(float(v)) for v in ci95_factor[name])}]")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
 
-def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
-    """``spec``'s drive with the hinge gains of a file :func:`write_hinge_gains` wrote.
+@dataclass(frozen=True)
+class HingeGainsFile:
+    """What a hinge gains file holds (:func:`read_hinge_file`).
+
+    Attributes:
+        path: the file, as given.
+        robot: the robot it was fitted for, or None (a file saved before the name was written).
+        gains: per key of :data:`GAIN_KEYS`, one value per joint.
+        ci95_factor: per key of :data:`FIT_KEYS`, the 95 % confidence factors (``inf``: not
+            identifiable), or None (a file without them).
+    """
+
+    path: str
+    robot: str | None
+    gains: Mapping[str, tuple[float, ...]]
+    ci95_factor: Mapping[str, tuple[float, ...]] | None
+
+    @property
+    def dof(self) -> int:
+        return len(self.gains["stiffness"])
+
+
+def read_hinge_file(path) -> HingeGainsFile:
+    """Read a file :func:`write_hinge_gains` wrote, without a robot to check it against.
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: not such a file, a key missing or unknown, or not ``spec.dof`` finite values
-            >= 0 (stiffness > 0) per key (the message names the file).
+        ValueError: not such a file: not TOML, a key missing or unknown, a list of values that are
+            not finite and >= 0 (stiffness > 0), lists of different lengths, confidence factors
+            not both there or not >= 1 (``inf`` allowed). The message names the file.
     """
     import tomllib
     try:
@@ -307,16 +424,50 @@ def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not a hinge gains file ({exc})") from None
-    if set(data) != set(GAIN_KEYS):
-        raise ValueError(f"{path}: a hinge gains file has exactly {', '.join(GAIN_KEYS)}; it has "
-                         f"{', '.join(sorted(data)) or 'nothing'}")
-    values: dict[str, tuple[float, ...]] = {}
-    for k in GAIN_KEYS:
-        v = data[k]
-        ok = (isinstance(v, list) and len(v) == spec.dof
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 for x in v))
-        if not ok or (k == "stiffness" and min(v) <= 0):
-            raise ValueError(f"{path}: {k} must be {spec.dof} finite values >= 0 (stiffness > 0) for {spec.name}")
-        values[k] = tuple(float(x) for x in v)
-    return replace(spec.drive, stiffness=values["stiffness"], damping=values["damping"],
-                   joint_damping=values["joint_damping"])
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a hinge gains file (not text)") from None
+    missing = [k for k in GAIN_KEYS if k not in data]
+    unknown = sorted(set(data) - set(GAIN_KEYS) - set(CI_KEYS) - {"robot"})
+    if missing or unknown:
+        raise ValueError(f"{path}: a hinge gains file has {', '.join(GAIN_KEYS)} (and optionally robot and "
+                         f"{', '.join(CI_KEYS)}); it has {', '.join(sorted(data)) or 'nothing'}")
+    robot = data.get("robot")
+    if robot is not None and (not isinstance(robot, str) or not robot):
+        raise ValueError(f"{path}: robot must be a robot's name, got {robot!r}")
+    n = len(data["stiffness"]) if isinstance(data["stiffness"], list) else 0
+
+    def values(key: str, factor: bool) -> tuple[float, ...]:
+        v = data[key]
+        ok = (isinstance(v, list) and len(v) == n > 0
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= (1 if factor else 0)
+                      and (math.isfinite(x) or (factor and x == math.inf)) for x in v))
+        if not ok or (key == "stiffness" and min(v) <= 0):
+            what = "factors >= 1 (inf: not identifiable)" if factor else "finite values >= 0 (stiffness > 0)"
+            raise ValueError(f"{path}: {key} must be {n or 'a list of'} {what}, one per joint")
+        return tuple(float(x) for x in v)
+
+    gains = {k: values(k, False) for k in GAIN_KEYS}
+    given = [k for k in CI_KEYS if k in data]
+    if given and len(given) != len(CI_KEYS):
+        raise ValueError(f"{path}: the confidence factors are {' and '.join(CI_KEYS)} together; it has only "
+                         f"{', '.join(given)}")
+    factors = {k: values(c, True) for k, c in zip(FIT_KEYS, CI_KEYS)} if given else None
+    return HingeGainsFile(str(path), robot, gains, factors)
+
+
+def read_hinge_gains(path, spec: RobotSpec) -> DriveGains:
+    """``spec``'s drive with the hinge gains of a file :func:`write_hinge_gains` wrote.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not such a file (:func:`read_hinge_file`), fitted for another robot, or not
+            ``spec.dof`` values per key (the message names the file).
+    """
+    f = read_hinge_file(path)
+    if f.robot is not None and f.robot != spec.name:
+        raise ValueError(f"{path}: hinge gains fitted for {f.robot}, not for {spec.name}")
+    if f.dof != spec.dof:
+        raise ValueError(f"{path}: stiffness must be {spec.dof} finite values >= 0 (stiffness > 0) for {spec.name}; "
+                         f"the file has {f.dof}")
+    return replace(spec.drive, stiffness=f.gains["stiffness"], damping=f.gains["damping"],
+                   joint_damping=f.gains["joint_damping"])

@@ -54,7 +54,9 @@ def register(sub) -> None:
     p.add_argument("--generations", type=int, default=60, metavar="N",
                    help="generations of the derivative-free search (0 to 500; 0: least squares only; default 60)")
     p.add_argument("--save", metavar="FILE.toml", help="write the fitted motor (per joint: FILE_<joint>.toml with "
-                                                         "several), or the fitted hinge gains")
+                                                         "several), or the fitted hinge gains with the robot's "
+                                                         "name and their 95 %% confidence factors (for run "
+                                                         "--hinge-gains and randomize={\"fitted\": FILE})")
     p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -217,7 +219,8 @@ def _run_hinge(args: argparse.Namespace) -> int:
         raise CliError(f"{args.log}: {exc}") from None
     if args.save:
         write_hinge_gains(args.save, rep.fitted, comment=f"hinge gains of {spec.name} fitted by armtwin fit to "
-                                                         f"{args.log} ({args.target} joints)")
+                                                         f"{args.log} ({args.target} joints)",
+                          robot=spec.name, ci95_factor=rep.ci95_factor)
     if args.json:
         print_json({"log": args.log, "model": "hinge", "robot": spec.name, **hinge_dict(rep), "saved": args.save})
         return 0
@@ -234,6 +237,7 @@ def hinge_dict(rep) -> dict:
             "simulations": rep.simulations, "improved": rep.improved,
             "rule": {n: list(getattr(rep.rule, n)) for n in ("stiffness", "damping", "joint_damping")},
             "fitted": {n: list(getattr(rep.fitted, n)) for n in ("stiffness", "damping", "joint_damping")},
+            "ci95_factor": {n: lst(v) for n, v in rep.ci95_factor.items()},
             "rms_fit_part": {"rule": lst(rep.rms_rule), "fitted": lst(rep.rms_fit)},
             "rms_held_out": {"rule": lst(rep.rms_rule_held), "fitted": lst(rep.rms_fit_held)},
             "max_held_out": {"rule": rep.max_rule_held, "fitted": rep.max_fit_held},
@@ -244,12 +248,21 @@ def _print_hinge(spec, rep) -> None:
     print(f"{spec.name}: hinge gains fitted to the {rep.target.value} joints on t <= {rep.split_time:.2f} s in "
           f"{rep.seconds:.1f} s ({rep.simulations} simulations)"
           + ("" if rep.improved else " — no better than the rule: the rule's gains are kept"))
-    print(f"  {'joint':5s} {'K rule':>9s} {'K fitted':>9s} {'D+d rule':>9s} {'D+d fit':>9s}   "
-          f"{'RMS fitted part':>17s}   {'RMS held out':>17s}   (deg; mm prismatic; rule -> fitted)")
+    print(f"  {'joint':5s} {'K rule':>9s} {'K fitted':>9s} {'×/÷ 95 %':>9s} {'D+d rule':>9s} {'D+d fit':>9s} "
+          f"{'×/÷ 95 %':>9s}   {'RMS fitted part':>17s}   {'RMS held out':>17s}   (deg; mm prismatic; rule -> fitted)")
+    ci = rep.ci95_factor or {n: (math.nan,) * spec.dof for n in ("stiffness", "damping")}
     for j in range(spec.dof):
         c0 = rep.rule.damping[j] + rep.rule.joint_damping[j]
         c1 = rep.fitted.damping[j] + rep.fitted.joint_damping[j]
-        print(f"  J{j + 1:<4d} {rep.rule.stiffness[j]:9.4g} {rep.fitted.stiffness[j]:9.4g} {c0:9.4g} {c1:9.4g}   "
-              f"{rep.rms_rule[j]:7.3f} -> {rep.rms_fit[j]:7.3f}   {rep.rms_rule_held[j]:7.3f} -> {rep.rms_fit_held[j]:7.3f}")
+        print(f"  J{j + 1:<4d} {rep.rule.stiffness[j]:9.4g} {rep.fitted.stiffness[j]:9.4g} {_pm(ci['stiffness'][j]):>9s} "
+              f"{c0:9.4g} {c1:9.4g} {_pm(ci['damping'][j]):>9s}   {rep.rms_rule[j]:7.3f} -> {rep.rms_fit[j]:7.3f}   "
+              f"{rep.rms_rule_held[j]:7.3f} -> {rep.rms_fit_held[j]:7.3f}")
     print(f"  held out (t > {rep.split_time:.2f} s), all joints: max {rep.max_rule_held:.3f} -> {rep.max_fit_held:.3f}; "
           f"stability eigenvalue at the rule's step {rep.eigen_rule:.2f} -> {rep.eigen_fit:.2f} (limit 4)")
+
+
+def _pm(v: float) -> str:
+    """A confidence factor for the table: ``open`` when the interval spans the fit's whole search range
+    (the log cannot tell the gain)."""
+    from ..envs.hinge_fit import FIT_RANGE
+    return "—" if math.isnan(v) else ("open" if v >= FIT_RANGE ** 2 else f"{v:.3g}")
