@@ -164,7 +164,8 @@ class ArmEnv(gym.Env, EzPickle):
         obs_type: ``state``, ``rgb``, ``rgbd`` or ``both`` (:class:`~armtwin.envs.gym_options.ObsType`).
         image_size: pixels per side of image observations.
         randomize: per-episode domain randomisation (:class:`~armtwin.envs.randomize.Randomization`
-            or a dict of its fields); None: off.
+            or a dict of its fields); None: off. Its ``fitted`` gains file must be this robot's and
+            needs ``joint_mode="hinge"`` (ValueError otherwise).
         tool: the tool on the flange, whose TCP is the controlled point
             (:func:`~armtwin.envs.gym_options.tool`): None or 0 the bare flange; a number (``2``,
             ``"T2"``), name or kind (``"spindle"``) of the built-in tool table; a
@@ -220,6 +221,8 @@ class ArmEnv(gym.Env, EzPickle):
         self.obs_type = ObsType.parse(obs_type)
         self.image_size = opt.whole("image_size", image_size, opt.IMAGE_SIZE)
         self.randomization = Randomization.of(randomize)
+        # randomize.fitted: gains fitted for this robot, in the hinge model (else a ValueError), ready to draw
+        self._fitted_twin = None if self.randomization is None else self.randomization.fitted_twin(spec, self.joint_mode)
         #: the tool on the flange (None: the bare flange) and the kinematics of its TCP
         self.tool = opt.tool("tool", tool)
         #: the workcell (None: the robot alone on the floor)
@@ -410,9 +413,11 @@ class ArmEnv(gym.Env, EzPickle):
     def _randomize(self) -> None:
         """Draw this episode's twin from the env's generator and apply it (drive, masses, payload)."""
         r = self.randomization
-        d = self.randomization_sample = r.sample(self.np_random, self.robot.num_links)
+        spec = self.robot_spec
+        d = self.randomization_sample = r.sample(self.np_random, self.robot.num_links, self._fitted_twin)
         if r.dynamic and self.joint_mode is not JointMode.KINEMATIC:
-            base, spec = self.robot_spec.drive, self.robot_spec
+            # the drawn fitted gains (randomize.fitted) are the nominal drive the factors multiply
+            base = spec.drive if d.fitted is None else dataclasses.replace(spec.drive, **d.fitted)
             effort = spec.max_effort if base.effort is None else np.asarray(base.effort, dtype=float)
             self.robot.set_drive(dataclasses.replace(
                 base, stiffness=tuple(np.asarray(base.stiffness) * d.gains), damping=tuple(np.asarray(base.damping) * d.gains),
@@ -668,7 +673,10 @@ class ReachEnv(ArmEnv):
     ``randomize`` (default None: off) draws a new twin at every reset — drive gains and force
     limits, friction, joint damping, link masses and inertias, payload, action latency,
     observation noise — from the env's seeded generator; ``info["randomization"]`` reports the
-    draw (:mod:`armtwin.envs.randomize`).
+    draw (:mod:`armtwin.envs.randomize`). In the hinge model, ``randomize={"fitted": FILE}`` makes
+    the hinge gains fitted to the rig (``armtwin fit --model hinge --save FILE``) the nominal drive
+    and draws each joint's stiffness and damping within their confidence intervals
+    (``fitted_sigma`` of them wide, default 1).
 
     ## Rewards
     ``reward="sparse"`` (default): 0 when the position error is below

@@ -21,27 +21,81 @@ field               what varies                                                 
 ``latency``         whole control steps between an action and its effect         steps (ints)
 ``obs_noise``       Gaussian noise added to the ``observation`` vector (its      std, in the
                     scaled units); the goals — the reward's truth — stay exact   vector's units
+``fitted``          the hinge gains fitted to the rig (``armtwin fit RUN.csv     a gains file
+                    --model hinge --robot R --save FILE.toml``) replace the
+                    robot's as the nominal drive, and each episode draws every
+                    joint's stiffness and damping around its fitted value
+                    within its confidence interval (below)
+``fitted_sigma``    how wide ``fitted`` draws, in confidence-interval units      (default 1)
+                    (0: the fitted gains in every episode)
 ==================  ===========================================================  ================
 
 From a dict (``gym.make(..., randomize={"gains": [0.8, 1.2], "latency": [0, 2]})``, or JSON with
 ``armtwin train --env-kw``): unknown keys, non-finite or reversed ranges, negative values are a
 ValueError naming the field. The kinematic joint model has no dynamics: there only ``latency``
 and ``obs_noise`` act.
+
+Sampling around the fitted twin (``fitted``). The file is the one ``fit --model hinge --save``
+writes (:mod:`armtwin.envs.hinge_fit`): the robot's name, each joint's fitted ``stiffness``,
+``damping`` and ``joint_damping``, and the 95 % confidence interval of the stiffness and of the
+damping pair as factors ``f`` (the value lies in ``[value / f, value × f]``: the fit's parameters
+are the logarithms of multipliers of the gain rule's values, and the interval is symmetric in
+them). Each episode draws, per joint, the stiffness and the damping pair (``damping`` and
+``joint_damping`` by one multiplier, their split kept, as the fit has them) independently: the
+logarithm of the drawn value is normal around the logarithm of the fitted one with standard
+deviation ``fitted_sigma × ln f / 1.96`` (``fitted_sigma = 1``: the fit's own uncertainty, 95 % of
+draws inside its interval), clipped to ``fitted_sigma`` intervals (``[value / f^σ, value × f^σ]``)
+and to the fit's search range (1/20 to 20 × the rule's value, :data:`~armtwin.envs.hinge_fit.FIT_RANGE`).
+When that interval spans the whole range — the log could not tell the gain (``inf``, a joint it
+does not move) — the draw is uniform in the logarithm over the range. The draw is reported as
+``info["randomization"]["fitted"]`` (the three lists, SI); the factors ``gains`` and
+``joint_damping``, when given, still multiply the drawn values (unchecked, as always). Every drawn twin is as stable as the fitted one: a
+draw whose stability eigenvalue (the fit's margin, :func:`~armtwin.envs.hinge_fit.project_to_margin`:
+the largest eigenvalue of ``M(q)⁻¹ (h² K + 2 h (D + d))`` over the gain rule's poses at its design
+step) exceeds the fitted gains' or the rule's 2, whichever is larger, is pulled back towards the
+fitted gains until it does not — only the joints drawn stiffer or more damped than fitted, each
+first by itself to where it alone would reach that eigenvalue, then those together by one
+fraction (:meth:`FittedTwin._inside`) — since the explicit hinge model would ring or chatter past
+its stability guard otherwise (a short log leaves a joint's damping open by a factor of
+thousands). So the draws centre on the fitted values — the mean of their logarithms is the fitted
+value's, their geometric mean the fitted value — when the fit lies inside the margin; when it lies
+on it (the fit projects its candidates onto it, and often ends there), the draws that would leave
+it are shortened and the stiffer gains' mean lies below the fitted. Fit a log that moves every
+joint to narrow the intervals.
+
+Decided: ``fitted`` needs the hinge joint model — the gains are the hinge model's spring and
+damper; the kinematic model has no drive and the articulation model's is another one (its
+position and velocity gains), so ``joint_mode="kinematic"`` or ``"articulation"`` with ``fitted``
+is a ValueError, as ``armtwin run --hinge-gains`` refuses them. A file fitted for another robot is
+a ValueError naming both robots. A missing or unreadable file, one that is not a hinge gains file
+(a motor parameter file of ``fit --model motor`` describes the servo rig's DC motor, which the
+PyBullet twin does not simulate), or one without the robot's name or the confidence factors
+(saved before ``fit`` wrote them: refit) is one ValueError naming the file and why — when the
+Randomization is made (the file is read then, a relative path from the working directory; a
+pickled Randomization carries the contents, a pickled env reads the file again).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-__all__ = ["Randomization", "RandomizationSample", "MAX_LATENCY_STEPS"]
+if TYPE_CHECKING:
+    from ..robots.spec import RobotSpec
+    from .config import JointMode
+    from .hinge_fit import HingeGainsFile
+
+__all__ = ["Randomization", "RandomizationSample", "MAX_LATENCY_STEPS", "MAX_FITTED_SIGMA"]
 
 #: the longest action latency, control steps
 MAX_LATENCY_STEPS = 50
+#: the widest ``fitted_sigma``, confidence intervals
+MAX_FITTED_SIGMA = 5.0
 #: the widest factor range (a factor of 0 or 100 is not a twin of the robot)
 _FACTOR_BOUNDS = (0.05, 20.0)
 Range = tuple[float, float]
@@ -74,6 +128,11 @@ class Randomization:
         payload: (low, high) kg at the flange.
         latency: (low, high) whole control steps of action delay.
         obs_noise: standard deviation of the noise on the ``observation`` vector (scaled units).
+        fitted: a hinge gains file of ``armtwin fit --model hinge --save``: the nominal drive,
+            drawn within its confidence intervals (module docstring); None: the robot's own drive.
+        fitted_sigma: the width of those draws in confidence-interval units, 0 to
+            :data:`MAX_FITTED_SIGMA` (None: 1; only with ``fitted``).
+        fitted_gains: the file's contents, read when the Randomization is made.
     """
 
     gains: Range | None = None
@@ -84,6 +143,9 @@ class Randomization:
     payload: Range | None = None
     latency: tuple[int, int] | None = None
     obs_noise: float = 0.0
+    fitted: str | None = None
+    fitted_sigma: float | None = None
+    fitted_gains: "HingeGainsFile | None" = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("gains", "effort", "friction", "joint_damping", "mass"):
@@ -94,6 +156,23 @@ class Randomization:
         if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not (math.isfinite(noise) and 0 <= noise <= 10):
             raise ValueError(f"randomize.obs_noise must be a standard deviation from 0 to 10, got {noise!r}")
         object.__setattr__(self, "obs_noise", float(noise))
+        sigma = self.fitted_sigma
+        if self.fitted is None:
+            if sigma is not None:
+                raise ValueError("randomize.fitted_sigma widens the draws around fitted gains: give randomize.fitted "
+                                 "(the gains file of armtwin fit --model hinge --save) too")
+            return
+        if not isinstance(self.fitted, (str, os.PathLike)) or not os.fspath(self.fitted):
+            raise ValueError(f"randomize.fitted must be the path of a hinge gains file, got {self.fitted!r}")
+        if sigma is None:
+            sigma = 1.0
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (
+                math.isfinite(sigma) and 0 <= sigma <= MAX_FITTED_SIGMA):
+            raise ValueError(f"randomize.fitted_sigma must be from 0 to {MAX_FITTED_SIGMA:g} confidence intervals, "
+                             f"got {self.fitted_sigma!r}")
+        object.__setattr__(self, "fitted", os.fspath(self.fitted))
+        object.__setattr__(self, "fitted_sigma", float(sigma))
+        object.__setattr__(self, "fitted_gains", _read_fitted(self.fitted))
 
     @classmethod
     def of(cls, value: "Randomization | Mapping[str, Any] | None") -> "Randomization | None":
@@ -102,7 +181,7 @@ class Randomization:
             return value
         if not isinstance(value, Mapping):
             raise ValueError(f"randomize must be a dict of ranges (or None), got {type(value).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
         unknown = sorted(str(k) for k in value if k not in names)
         if unknown:
             raise ValueError(f"randomize: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
@@ -111,10 +190,29 @@ class Randomization:
     @property
     def dynamic(self) -> bool:
         """Anything that changes the simulated robot itself (not only latency and noise)."""
-        return any(getattr(self, n) is not None for n in ("gains", "effort", "friction", "joint_damping", "mass", "payload"))
+        return any(getattr(self, n) is not None
+                   for n in ("gains", "effort", "friction", "joint_damping", "mass", "payload", "fitted"))
 
-    def sample(self, rng: np.random.Generator, links: int) -> "RandomizationSample":
-        """One episode's twin: every field drawn from ``rng`` in field order (``links`` mass factors)."""
+    def fitted_twin(self, spec: "RobotSpec", joint_mode: "JointMode") -> "FittedTwin | None":
+        """The ``fitted`` gains made ready to draw for ``spec`` (None without ``fitted``); a ValueError
+        for a file fitted for another robot or a joint model other than the hinge model (module
+        docstring)."""
+        from .config import JointMode
+        f = self.fitted_gains
+        if f is None:
+            return None
+        if f.robot != spec.name or f.dof != spec.dof:
+            raise ValueError(f"randomize.fitted: {f.path} holds hinge gains fitted for {f.robot} ({f.dof} joints); "
+                             f"this env's robot is {spec.name} ({spec.dof} joints)")
+        mode = JointMode.parse(joint_mode)
+        if mode is not JointMode.HINGE:
+            raise ValueError(f"randomize.fitted: {f.path} holds the hinge model's gains, which act only in the hinge "
+                             f"joint model; this env's joint model is {mode.value} (use joint_mode='hinge')")
+        return FittedTwin(f, spec)
+
+    def sample(self, rng: np.random.Generator, links: int, fitted: "FittedTwin | None" = None) -> "RandomizationSample":
+        """One episode's twin: every field drawn from ``rng`` in field order (``links`` mass factors); the
+        ``fitted`` gains last, by ``fitted`` (:meth:`fitted_twin`), which they need."""
         def u(r: Range | None) -> float:
             return 1.0 if r is None else float(rng.uniform(r[0], r[1]))
 
@@ -122,8 +220,137 @@ class Randomization:
         mass = (np.ones(links) if self.mass is None else rng.uniform(self.mass[0], self.mass[1], links))
         payload = 0.0 if self.payload is None else float(rng.uniform(*self.payload))
         latency = 0 if self.latency is None else int(rng.integers(self.latency[0], self.latency[1] + 1))
+        drawn = None
+        if self.fitted_gains is not None:
+            if fitted is None:
+                raise ValueError("randomize.fitted: sample() needs the fitted twin (Randomization.fitted_twin(spec, mode))")
+            drawn = fitted.draw(rng, float(self.fitted_sigma or 0.0))
         return RandomizationSample(gains, effort, friction, damping, tuple(float(m) for m in mass), payload, latency,
-                                   self.obs_noise)
+                                   self.obs_noise, drawn)
+
+
+def _read_fitted(path: str) -> "HingeGainsFile":
+    """The gains file of ``randomize.fitted``, with the robot's name and the confidence factors, or one
+    ValueError naming the file and why."""
+    from .hinge_fit import read_hinge_file
+    try:
+        f = read_hinge_file(path)
+    except OSError as exc:
+        raise ValueError(f"randomize.fitted: {path}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        if _is_motor_file(path):
+            raise ValueError(f"randomize.fitted: {path} is a motor parameter file (armtwin fit --model motor): the servo "
+                             f"rig's DC motor, which the PyBullet twin does not simulate; give the hinge gains of "
+                             f"armtwin fit --model hinge --save") from None
+        raise ValueError(f"randomize.fitted: {exc}") from None
+    if f.robot is None:
+        raise ValueError(f"randomize.fitted: {path} names no robot (saved before armtwin fit wrote it): refit it with "
+                         f"armtwin fit RUN.csv --model hinge --robot R --save")
+    if f.ci95_factor is None:
+        raise ValueError(f"randomize.fitted: {path} has no confidence intervals (stiffness_ci95_factor, "
+                         f"damping_ci95_factor) to draw within: refit it with armtwin fit --model hinge --save")
+    return f
+
+
+def _is_motor_file(path: str) -> bool:
+    """Whether ``path`` is a motor parameter file (``controllers.ident.write_params_file``'s keys)."""
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            return "rotor_inertia" in tomllib.load(f)
+    except (OSError, ValueError):
+        return False
+
+
+class FittedTwin:
+    """Draws a robot's hinge gains around the fitted ones of a gains file (module docstring).
+
+    Attributes:
+        file: the gains file's contents.
+        spec: the robot (its own drive is the gain rule's, the fit's range is about it).
+        cap: the largest stability eigenvalue a drawn twin may have: the fitted gains' or the
+            rule's target (2), whichever is larger, at the rule's design step.
+    """
+
+    #: bisection steps that pull a draw back inside the margin (the segment to 2⁻¹⁰ of its length)
+    PULL_BACK_STEPS = 10
+
+    def __init__(self, file: "HingeGainsFile", spec: "RobotSpec") -> None:
+        from ..robots.gains import TARGET
+        from .hinge_fit import _Margin
+        self.file, self.spec = file, spec
+        self._margin = _Margin(spec)
+        self.cap = max(TARGET, self.eigenvalue(file.gains))
+
+    def draw(self, rng: np.random.Generator, sigma: float) -> dict[str, tuple[float, ...]]:
+        """One twin's hinge gains, ``sigma`` confidence intervals wide (per joint: the stiffness and the
+        damping pair). Always takes 4 n numbers from ``rng`` (n joints), whatever the widths."""
+        from .hinge_fit import FIT_KEYS, FIT_RANGE
+        f, rule, n = self.file, self.spec.drive, self.file.dof
+        normal, uniform = rng.standard_normal((2, n)), rng.random((2, n))
+        g = {k: np.asarray(f.gains[k], dtype=float) for k in ("stiffness", "damping", "joint_damping")}
+        nominal = {"stiffness": (g["stiffness"], np.asarray(rule.stiffness, dtype=float)),
+                   "damping": (g["damping"] + g["joint_damping"],
+                               np.asarray(rule.damping, dtype=float) + np.asarray(rule.joint_damping, dtype=float))}
+        assert f.ci95_factor is not None
+        wide = math.log(FIT_RANGE)
+        y = {}
+        for i, key in enumerate(FIT_KEYS):
+            value, base = nominal[key]
+            ok = (value > 0) & (base > 0)
+            m = np.log(np.where(ok, value, 1.0) / np.where(ok, base, 1.0))    # the fitted multiplier's logarithm
+            lo, hi = np.minimum(0.0, -wide - m), np.maximum(0.0, wide - m)    # the fit's range, about the fitted value
+            with np.errstate(invalid="ignore", over="ignore"):                 # inf factors: the uniform branch
+                c = sigma * np.log(np.asarray(f.ci95_factor[key], dtype=float)) if sigma > 0 else np.zeros(n)
+                spans = c >= np.maximum(-lo, hi)                              # the interval covers the whole range
+                drawn = np.clip(normal[i] * c / 1.96, np.maximum(lo, -c), np.minimum(hi, c))
+            y[key] = np.where(c > 0, np.where(spans, lo + uniform[i] * (hi - lo), drawn), 0.0)
+        k, d = np.exp(y["stiffness"]), np.exp(y["damping"])
+        out = {"stiffness": g["stiffness"] * k, "damping": g["damping"] * d, "joint_damping": g["joint_damping"] * d}
+        return {key: tuple(float(v) for v in vals) for key, vals in self._inside(g, out).items()}
+
+    def eigenvalue(self, gains: Mapping[str, Any]) -> float:
+        """The stability eigenvalue of hinge ``gains`` (the fit's margin: the largest eigenvalue of
+        ``M(q)⁻¹ (h² K + 2 h (D + d))`` over the gain rule's poses at its design step)."""
+        return self._eigenvalue(self._a(gains))
+
+    def _a(self, g: Mapping[str, Any]) -> np.ndarray:
+        h = self._margin.h
+        return (h * h * np.asarray(g["stiffness"], dtype=float)
+                + 2 * h * (np.asarray(g["damping"], dtype=float) + np.asarray(g["joint_damping"], dtype=float)))
+
+    def _eigenvalue(self, a: np.ndarray) -> float:
+        r = np.sqrt(np.maximum(a, 0.0))      # M⁻¹ diag(a) has the eigenvalues of diag(√a) M⁻¹ diag(√a), symmetric
+        return float(np.linalg.eigvalsh(self._margin.minv * r[None, :, None] * r[None, None, :]).max())
+
+    def _inside(self, fitted: dict[str, np.ndarray], drawn: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``drawn`` pulled back towards ``fitted`` until its stability eigenvalue is within :attr:`cap`.
+
+        The eigenvalue grows with each joint's ``a = h² K + 2 h (D + d)`` (and is convex in them), so
+        only joints drawn above their fitted ``a`` are pulled back, each along its own line towards its
+        fitted gains: first each alone, to the ``a`` at which that joint by itself would reach the cap
+        (the diagonal of ``M⁻¹``: so one joint's wide draw does not pull the others back); then, if the
+        joints' coupling still exceeds it, all of those together by one fraction (bisection).
+        """
+        a_fit, a_draw = self._a(fitted), self._a(drawn)
+        up = a_draw > a_fit
+        if not up.any() or self._eigenvalue(a_draw) <= self.cap:   # nothing above the fitted: within its eigenvalue
+            return drawn
+        alone = np.maximum(self.cap / np.diagonal(self._margin.minv, axis1=1, axis2=2).max(axis=0), a_fit)
+        t = np.ones_like(a_fit)
+        over = up & (a_draw > alone)
+        t[over] = (alone[over] - a_fit[over]) / (a_draw[over] - a_fit[over])
+
+        def a_at(t: np.ndarray) -> np.ndarray:   # a is linear along each joint's line
+            return a_fit + t * (a_draw - a_fit)
+
+        if self._eigenvalue(a_at(t)) > self.cap:
+            lo, hi = 0.0, 1.0
+            for _ in range(self.PULL_BACK_STEPS):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if self._eigenvalue(a_at(np.where(up, mid * t, t))) <= self.cap else (lo, mid)
+            t = np.where(up, lo * t, t)
+        return {k: np.where(t < 1, fitted[k] + t * (drawn[k] - fitted[k]), drawn[k]) for k in drawn}
 
 
 @dataclass(frozen=True)
@@ -136,6 +363,8 @@ class RandomizationSample:
         payload: kg at the flange.
         latency: control steps of action delay.
         obs_noise: std of the observation noise.
+        fitted: with ``Randomization.fitted``, the drawn hinge gains (``stiffness``, ``damping``,
+            ``joint_damping``: one value per joint, SI) the episode's drive starts from; else None.
     """
 
     gains: float
@@ -146,6 +375,7 @@ class RandomizationSample:
     payload: float
     latency: int
     obs_noise: float
+    fitted: dict[str, tuple[float, ...]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
