@@ -9,9 +9,10 @@ the tool's output grips or lets go (the program's :class:`~armtwin.controllers.g
 and checks each stretch with a :class:`~armtwin.envs.collision.CollisionModel` of the cell as it
 is then: the pieces where they were last set down, the one carried riding on the tool.
 
-What is gripped follows :class:`~armtwin.envs.gripper.VacuumGripper`'s rule: when the output
-switches on, the nearest movable piece within :data:`~armtwin.envs.gripper.GRIP_REACH` of the
-tool (an exact distance query). The check is kinematic: a piece is carried exactly with the tool
+What is gripped follows the grippers' rules: when the output switches on, a vacuum cup grips the
+nearest movable piece within :data:`~armtwin.envs.gripper.GRIP_REACH` of the tool (an exact
+distance query, :class:`~armtwin.envs.gripper.VacuumGripper`); a parallel gripper the piece that
+stands between its open jaws (:class:`~armtwin.envs.gripper.ParallelGripper`'s jaws close on it). The check is kinematic: a piece is carried exactly with the tool
 and rests where it was let go (one let go in the air is assumed to stay there; ``armtwin run``
 shows it fall).
 
@@ -24,7 +25,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..robots.workcell import Cell
+from ..controllers.tools import ToolKind
+from ..robots.workcell import Cell, ShapeKind
 from .collision import TOOL_LINK, CollisionModel, Contact
 from .gripper import GRIP_REACH
 
@@ -93,13 +95,45 @@ def _gripped(model: CollisionModel, q: np.ndarray, names: list[str]) -> tuple[st
     poses = model.link_poses(q[None])[0]
     tool = model.link_names.index(TOOL_LINK)
     best, dist = None, GRIP_REACH
-    for name in names:
-        d = model.body_distance(tool, name, q, GRIP_REACH + 1e-3)
-        if d <= dist:
-            best, dist = name, d
+    if model.tool.kind is ToolKind.GRIPPER:        # the jaws close on what stands between them
+        points = poses[tool] @ _jaw_span(model.tool)
+        for name in names:
+            inside = _inside(model.cell.body(name), model.body_pose(name), points)    # type: ignore[union-attr]
+            if inside.any():
+                best = name
+                break
+    else:
+        for name in names:
+            d = model.body_distance(tool, name, q, GRIP_REACH + 1e-3)
+            if d <= dist:
+                best, dist = name, d
     if best is None:
         return None
     return best, np.linalg.inv(poses[tool]) @ model.body_pose(best)
+
+
+def _jaw_span(tool) -> np.ndarray:
+    """(4, P) homogeneous points of the space between a gripper's open jaws, in the flange frame
+    (a grid over the inner faces' gap and the jaws' length, on their mid-plane)."""
+    from ..robots.tooling import JAW_THICK, jaw_boxes, jaw_offset
+    inner = jaw_offset(tool) - JAW_THICK / 2
+    (_, _, z), (_, _, length) = jaw_boxes(tool)[0]
+    X, Z = np.meshgrid(np.linspace(-inner, inner, 9), np.linspace(z - length / 2, z + length / 2, 9))
+    return np.stack([X.ravel(), np.zeros(X.size), Z.ravel(), np.ones(X.size)])
+
+
+def _inside(body, pose: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """(P,) which of the world ``points`` (4, P) lie inside a box, cylinder or sphere body at
+    ``pose`` (a mesh: none — the check does not grip meshes with jaws)."""
+    local = (np.linalg.inv(pose) @ points)[:3]
+    size = np.asarray(body.size, dtype=float)
+    if body.shape is ShapeKind.BOX:
+        return np.all(np.abs(local) <= size[:, None] / 2, axis=0)
+    if body.shape is ShapeKind.CYLINDER:
+        return (np.hypot(local[0], local[1]) <= size[0]) & (np.abs(local[2]) <= size[1] / 2)
+    if body.shape is ShapeKind.SPHERE:
+        return np.linalg.norm(local, axis=0) <= size[0]
+    return np.zeros(points.shape[1], dtype=bool)
 
 
 def carries(model: CollisionModel, Q: np.ndarray, grips: np.ndarray) -> list[Carry]:

@@ -55,7 +55,7 @@ import numpy as np
 from ..controllers.gcode.errors import ErrorCode
 from ..controllers.kinematics import chain_of, link_frames_batch
 from ..controllers.tools import Tool, ToolKind
-from ..robots.tooling import tool_collision
+from ..robots.tooling import tool_pieces
 from ..robots.urdfgen import link_pieces
 from ..robots.workcell import BodyRole, Cell, CellBody, ShapeKind, end_effector_links
 from .sim import World
@@ -182,9 +182,8 @@ class CollisionModel:
             for p in link_pieces(spec, i):
                 self._pieces.append(_Piece(i, p.center, p.rotation[:, 2].copy(), p.length / 2, p.radius))
         if self.tool is not None:
-            r, length = tool_collision(self.tool)
-            self._pieces.append(_Piece(n + 1, np.array([0.0, 0.0, length / 2]), np.array([0.0, 0.0, 1.0]),
-                                       length / 2, r))
+            for centre, half, r in tool_pieces(self.tool):
+                self._pieces.append(_Piece(n + 1, np.array(centre), np.array([0.0, 0.0, 1.0]), half, r))
         self._ee = {self.link_names.index(x) for x in end_effector_links(spec)} | ({n + 1} if self.tool else set())
         self._world = World(ground=False)
         self.held = held

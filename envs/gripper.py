@@ -1,4 +1,5 @@
-"""A vacuum gripper in the physics world: switched on, it holds the workpiece its cup touches.
+"""Grippers in the physics world: a vacuum cup that holds the workpiece it touches when switched
+on, and a parallel gripper whose fingers close on a workpiece and hold it by friction.
 
 :class:`VacuumGripper` watches a robot's tool (a :class:`~armtwin.controllers.tools.Tool` of kind
 VACUUM on the flange) and the movable bodies of its cell. Call :meth:`VacuumGripper.update` once
@@ -11,6 +12,15 @@ has moved more than :attr:`slip` from where it was gripped, the gripper lets go 
 DROP. In the kinematic joint model the grip is ideal (the arm has no forces to feel a load
 with): the piece is carried exactly with the tool and never drops; in the hinge and articulation
 models its mass acts on the arm through the constraint. Every change is a :class:`GripEvent` for the run report and the log.
+
+:class:`ParallelGripper` works a GRIPPER tool's two jaws as bodies of their own (the robot is
+loaded without drawn jaws, ``World.add_robot(..., jaws=False)``): fixed to the tool by a stiff
+constraint, each jaw slides on a prismatic joint along the flange's x axis, driven by a motor
+that pushes with at most :attr:`ParallelGripper.force`. Switched on (M3, or the tool's digital
+output) they close; when both touch the same workpiece it is gripped — held only by the jaws'
+friction in the hinge and articulation models (its weight and inertia act on the arm; a piece too
+heavy for the grip force slides out: a DROP), carried ideally with the tool in the kinematic one.
+Switched off they open and let go.
 
 Only the :class:`~armtwin.envs.sim.World` facade is used (no PyBullet). Units: m, N, s.
 """
@@ -25,7 +35,7 @@ from ..controllers.choices import Choice
 from ..controllers.tools import ToolKind
 from .sim import JointMode, SimRobot, World
 
-__all__ = ["GripKind", "GripEvent", "VacuumGripper", "GRIP_REACH"]
+__all__ = ["GripKind", "GripEvent", "VacuumGripper", "ParallelGripper", "GRIP_REACH"]
 
 #: a cup switched on grips a workpiece at most this far from it, m
 GRIP_REACH = 0.002
@@ -144,4 +154,142 @@ class VacuumGripper:
         if self._constraint >= 0:
             self.world.detach(self._constraint)
         name, self._held, self._constraint, self._grip_rel = self._held, None, -1, None
+        return GripEvent(kind, name, self.world.time, self.world.body_pose(self.parts[name]))
+
+
+class ParallelGripper:
+    """Two jaws that close on a workpiece and hold it by friction (see the module docstring).
+
+    Args:
+        world: the world.
+        robot: a robot carrying a GRIPPER tool, loaded without drawn jaws (``jaws=False``).
+        parts: the movable workpieces by name: their body ids.
+        force: what each jaw's drive pushes with, N (a small pneumatic gripper: 20–100 N).
+        speed: how fast each jaw moves, m/s.
+        friction: the jaws' Coulomb friction coefficient (rubber pads: about 1).
+        slip: a held piece that moved this far from where it was gripped has dropped, m.
+        ideal: bodies the jaws make no contacts with (the static work bodies: the table is
+            touched ideally, as the tool touches it).
+
+    Raises:
+        ValueError: the robot's tool is not a gripper, or a setting is out of range.
+    """
+
+    #: the jaws' mass in all, kg (part of the tool's mass in reality; added here)
+    JAW_MASS = 0.06
+    #: the constraint holding the jaws on the tool, N: stiff against any grip the drive makes
+    MOUNT_FORCE = 5000.0
+
+    def __init__(self, world: World, robot: SimRobot, parts: dict[str, int], *, force: float = 40.0,
+                 speed: float = 0.05, friction: float = 1.0, slip: float = 0.005, ideal=()) -> None:
+        from ..robots.tooling import JAW_THICK, jaw_boxes
+        if robot.tool is None or robot.tool.kind is not ToolKind.GRIPPER:
+            raise ValueError("a parallel gripper needs a robot with a gripper tool on its flange")
+        for name, v, lo, hi in (("force", force, 0.1, 1e4), ("speed", speed, 1e-3, 1.0),
+                                ("friction", friction, 0.0, 10.0), ("slip", slip, 1e-4, 0.1)):
+            if not (np.isfinite(v) and lo <= v <= hi):
+                raise ValueError(f"{name} must be {lo:g} to {hi:g}, got {v!r}")
+        self.world, self.robot, self.parts = world, robot, dict(parts)
+        self.force, self.speed, self.slip = force, speed, slip
+        self._tool = robot.link_index.get("tool", robot.tool_link)
+        fingers = []
+        for centre, size in jaw_boxes(robot.tool):
+            inward = -float(np.sign(centre[0]))
+            fingers.append((centre, size, (inward, 0.0, 0.0)))
+        #: how far each jaw travels from open to closed, m (its inner face reaches the axis)
+        self.travel = abs(fingers[0][0][0]) - JAW_THICK / 2 - 5e-4
+        frame = robot.world_T_report @ robot._link_pose(self._tool)
+        self.body = world.add_fingers(frame, fingers, mass=self.JAW_MASS, friction=friction,
+                                      color=(0.55, 0.56, 0.58, 1.0))
+        for link in range(-1, world.link_count(robot.body)):       # the jaws ride on the tool: no contacts
+            for j in range(-1, len(fingers)):
+                world.set_collision(robot.body, link, self.body, j, False)
+        for other in ideal:
+            for j in range(-1, len(fingers)):
+                world.set_collision(self.body, j, int(other), -1, False)
+        self._mount = world.attach(robot, self._tool, self.body, self.MOUNT_FORCE)
+        self._on = False
+        self._held: str | None = None
+        self._grip_rel: np.ndarray | None = None
+        self.events: list[GripEvent] = []
+        self._target = 0.0         # the jaws' commanded position (0: open), m
+        self._untouched: int | None = None     # a piece let go in the kinematic model, not yet collided with
+        self._open = 0.0
+        self._open = self.opening              # the gap between the open jaws, m
+        world.drive_fingers(self.body, [0.0, 0.0], force)
+
+    @property
+    def held(self) -> str | None:
+        """The name of the piece held now, or None."""
+        return self._held
+
+    @property
+    def opening(self) -> float:
+        """The gap between the jaws' inner faces now, m."""
+        from ..robots.tooling import JAW_THICK, jaw_offset
+        assert self.robot.tool is not None
+        return float(2 * (jaw_offset(self.robot.tool) - JAW_THICK / 2) - self.world.finger_positions(self.body).sum())
+
+    def _tcp_world(self) -> np.ndarray:
+        return self.robot.world_T_report @ self.robot.tcp_pose()
+
+    def update(self, on: bool) -> GripEvent | None:
+        """One control step with the gripper ``on`` (closing) or off (opening); returns the change
+        it made, if any. A piece is gripped once both jaws touch it."""
+        event = None
+        if self._held is not None and self.robot.mode is JointMode.KINEMATIC and self._grip_rel is not None:
+            self.world.set_body_pose(self.parts[self._held], self._tcp_world() @ self._grip_rel, still=True)
+        if self._untouched is not None and (on or (self._target == 0.0 and self.opening > self._open - 1e-4)):
+            self._ideal(self._untouched, False)
+            self._untouched = None
+        goal = self.travel if on else 0.0          # the jaws' target moves towards it at the jaw speed
+        if self._target != goal:
+            step = self.speed * self.world.physics.dt
+            self._target = min(goal, self._target + step) if goal > self._target else max(goal, self._target - step)
+            self.world.drive_fingers(self.body, [self._target, self._target], self.force)
+        if not on and self._held is not None:
+            event = self._let_go(GripKind.RELEASE)
+        elif on and self._held is None:
+            event = self._grip()
+        elif on and self._held is not None and self._slipped():
+            event = self._let_go(GripKind.DROP)
+        self._on = bool(on)
+        if event is not None:
+            self.events.append(event)
+        return event
+
+    def _grip(self) -> GripEvent | None:
+        for name, body in self.parts.items():
+            if self.world.in_contact(self.body, body, 0) and self.world.in_contact(self.body, body, 1):
+                self._held = name
+                pose = self.world.body_pose(body)
+                self._grip_rel = np.linalg.inv(self._tcp_world()) @ pose
+                if self.robot.mode is JointMode.KINEMATIC:      # the ideal grip: no forces on the piece
+                    self._ideal(body, True)
+                return GripEvent(GripKind.GRIP, name, self.world.time, pose)
+        return None
+
+    def _ideal(self, body: int, held: bool) -> None:
+        """The kinematic model's ideal grip: the jaws stop where they touch the piece and make no
+        contacts with it while it is carried (so they push nothing when they let go)."""
+        if held:
+            self._target = float(self.world.finger_positions(self.body).mean())
+            self.world.drive_fingers(self.body, [self._target, self._target], self.force)
+        for j in (0, 1):
+            self.world.set_collision(self.body, j, body, -1, not held)
+
+    def _slipped(self) -> bool:
+        assert self._held is not None and self._grip_rel is not None
+        if self.robot.mode is JointMode.KINEMATIC:
+            return False            # the ideal grip
+        body = self.parts[self._held]
+        now = np.linalg.inv(self._tcp_world()) @ self.world.body_pose(body)
+        moved = float(np.linalg.norm(now[:3, 3] - self._grip_rel[:3, 3])) > self.slip
+        return moved or not (self.world.in_contact(self.body, body, 0) or self.world.in_contact(self.body, body, 1))
+
+    def _let_go(self, kind: GripKind) -> GripEvent:
+        assert self._held is not None
+        name, self._held, self._grip_rel = self._held, None, None
+        if self.robot.mode is JointMode.KINEMATIC:
+            self._untouched = self.parts[name]       # it collides with the jaws again once they are open
         return GripEvent(kind, name, self.world.time, self.world.body_pose(self.parts[name]))

@@ -34,7 +34,7 @@ from ..robots.workcell import Cell
 from .sim import Camera, JointMode, PhysicsConfig, World
 from .telemetry.mcapfile import Compression
 from .telemetry.runlog import output_values
-from .workpieces import PieceEnd, PieceEvent, RunWorkpieces
+from .workpieces import PieceEnd, PieceEvent, RunWorkpieces, simulated_jaws
 
 if TYPE_CHECKING:
     from .rig.log import SampleLog
@@ -295,7 +295,7 @@ class _RunLoop:
             from .workcell import mount_of, place_cell
             position, rotation = mount_of(cell)
             self.robot = self.world.add_robot(spec, mode, q0=q0, position=position, orientation=rotation, tool=tool,
-                                              drive=config.drive)
+                                              drive=config.drive, jaws=not (simulated_jaws(tool) and outputs is not None))
             placed = place_cell(self.world, cell, self.robot)
             #: the cell's bodies in the world, by name
             self.cell_bodies = placed.bodies

@@ -119,6 +119,11 @@ class Instability:
     message: str
 
 
+#: a finger pad's contact radius, m: its torsional friction is the Coulomb coefficient times this
+#: times the normal force (the engine's contacts are points, which would let a gripped piece pivot)
+PAD_RADIUS = 0.008
+
+
 class World:
     """An independent PyBullet world with a ground plane.
 
@@ -211,7 +216,7 @@ class World:
     def add_robot(self, spec: RobotSpec, mode: JointMode | str = JointMode.KINEMATIC, *,
                   q0=None, drive: DriveGains | None = None, payload: float = 0.0,
                   position=(0.0, 0.0, 0.0), urdf_path: str | None = None, tool: Tool | None = None,
-                  orientation=None) -> "SimRobot":
+                  orientation=None, jaws: bool = True) -> "SimRobot":
         """Load ``spec``'s URDF fixed to the ground and return its handle.
 
         Args:
@@ -227,6 +232,8 @@ class World:
             tool: a tool on the flange (:class:`~armtwin.controllers.tools.Tool`): its body is drawn,
                 its mass acts at its centre of mass in the dynamic joint models, and
                 :meth:`SimRobot.tcp_pose` is its tool centre point. None: the bare flange.
+            jaws: draw a gripper tool's jaws on its link (False: a
+                :class:`~armtwin.envs.gripper.ParallelGripper` adds them as moving bodies).
 
         Raises:
             RobotDataError: (a ValueError) the URDF file is missing or unusable — checked before
@@ -249,7 +256,7 @@ class World:
             with tempfile.TemporaryDirectory(prefix="armtwin-tool-", dir=folder) as tmp:
                 tooled = os.path.join(tmp, f"{spec.name}_T{tool.number}.urdf")
                 with open(tooled, "w") as f:
-                    f.write(urdf_with_tool(path, tool))
+                    f.write(urdf_with_tool(path, tool, jaws=jaws))
                 body = self._load_urdf(str(check_urdf(tooled, joints)), position, rotation, shown=path)
         robot = SimRobot(self, spec, body, mode, drive or spec.drive, np.asarray(position, float), tool, rotation)
         robot.set_payload(payload)
@@ -374,6 +381,73 @@ class World:
             linkInertialFrameOrientations=[unit] * k, linkParentIndices=[0] * k,
             linkJointTypes=[pybullet.JOINT_FIXED] * k, linkJointAxis=[[0.0, 0.0, 1.0]] * k,
             physicsClientId=self.client)
+
+    def add_fingers(self, pose, fingers, *, mass: float, friction: float, color) -> int:
+        """A gripper's fingers: a body whose base (massless to the eye: no shape; ``mass`` kg split
+        over base and fingers) stands at ``pose`` ((4, 4), world) and whose fingers slide on
+        prismatic joints, each along its own axis. The world steps its physics from now on.
+
+        Args:
+            pose: (4, 4) the base's frame in the world, m.
+            fingers: per finger ``(centre (3,), size (3,), axis (3,))`` in the base frame: a box of
+                ``size`` m at ``centre``, its joint moving it along the unit ``axis`` (joint value
+                0 at ``centre``, positive towards ``axis``).
+            mass: kg in all.
+            friction: the fingers' Coulomb friction coefficient.
+            color: RGBA 0..1.
+
+        Returns: the body id (finger k is link k).
+        """
+        from ..controllers.transforms import matrix_to_quat
+        p, c = pybullet, self.client
+        T = np.asarray(pose, dtype=float)
+        k = len(fingers)
+        m = float(mass) / (k + 1)
+        cols, viss = [], []
+        for _, size, _ in fingers:
+            half = [float(v) / 2 for v in size]
+            with _quiet_fds():
+                cols.append(p.createCollisionShape(p.GEOM_BOX, halfExtents=half, physicsClientId=c))
+                viss.append(p.createVisualShape(p.GEOM_BOX, halfExtents=half, rgbaColor=list(color), physicsClientId=c))
+        unit = [0.0, 0.0, 0.0, 1.0]
+        body = p.createMultiBody(
+            baseMass=m, baseCollisionShapeIndex=-1, baseVisualShapeIndex=-1, basePosition=T[:3, 3].tolist(),
+            baseOrientation=matrix_to_quat(T[:3, :3]).tolist(), baseInertialFramePosition=[0.0, 0.0, 0.0],
+            linkMasses=[m] * k, linkCollisionShapeIndices=cols, linkVisualShapeIndices=viss,
+            linkPositions=[[float(v) for v in centre] for centre, _, _ in fingers], linkOrientations=[unit] * k,
+            linkInertialFramePositions=[[0.0, 0.0, 0.0]] * k, linkInertialFrameOrientations=[unit] * k,
+            linkParentIndices=[0] * k, linkJointTypes=[p.JOINT_PRISMATIC] * k,
+            linkJointAxis=[[float(v) for v in axis] for _, _, axis in fingers], physicsClientId=c)
+        for j in range(-1, k):
+            p.changeDynamics(body, j, lateralFriction=float(friction), spinningFriction=float(friction) * PAD_RADIUS,
+                             frictionAnchor=1, linearDamping=0.0, angularDamping=0.0, physicsClientId=c)
+        for j in range(1, k):       # the fingers move together, as a gripper's rack and pinion makes them
+            gear = p.createConstraint(body, 0, body, j, p.JOINT_GEAR, [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0],
+                                      physicsClientId=c)
+            p.changeConstraint(gear, gearRatio=-1.0, maxForce=1e4, erp=0.8, physicsClientId=c)
+        self._free_bodies += 1
+        return body
+
+    def drive_fingers(self, body: int, targets, force: float) -> None:
+        """Drive the prismatic joints of ``body`` (:meth:`add_fingers`) towards ``targets`` (m), each
+        pushing with at most ``force`` N (blocked by what they close on, they squeeze with it)."""
+        for j, target in enumerate(targets):
+            pybullet.setJointMotorControl2(int(body), j, pybullet.POSITION_CONTROL, targetPosition=float(target),
+                                           force=float(force), physicsClientId=self.client)
+
+    def finger_positions(self, body: int) -> np.ndarray:
+        """The joint values (m) of the fingers of ``body`` (:meth:`add_fingers`)."""
+        n = pybullet.getNumJoints(int(body), physicsClientId=self.client)
+        return np.array([s[0] for s in pybullet.getJointStates(int(body), list(range(n)), physicsClientId=self.client)])
+
+    def in_contact(self, a: int, b: int, link_a: int | None = None) -> bool:
+        """Bodies ``a`` (only its link ``link_a``, if given) and ``b`` touch after the last physics step."""
+        kw = {} if link_a is None else {"linkIndexA": int(link_a)}
+        return bool(pybullet.getContactPoints(int(a), int(b), physicsClientId=self.client, **kw))
+
+    def link_count(self, body: int) -> int:
+        """The links of any body (the base not counted)."""
+        return pybullet.getNumJoints(int(body), physicsClientId=self.client)
 
     def set_body_pose(self, body: int, pose, *, still: bool = False) -> None:
         """Teleport a body (not a robot) to ``pose`` ((4, 4), world frame, m); ``still``: and stop it."""

@@ -3,7 +3,9 @@
 :class:`RunWorkpieces` is the piece of ``armtwin run`` that acts on objects. Given the world, the
 robot, the cell placed in it and the program's output timeline, it makes a
 :class:`~armtwin.envs.gripper.VacuumGripper` over the cell's movable bodies when the robot
-carries a vacuum tool (``T4 M6`` in the built-in table, or ``--tool 4``), and each control step
+carries a vacuum tool (``T4 M6`` in the built-in table, or ``--tool 4``) — or a
+:class:`~armtwin.envs.gripper.ParallelGripper` whose jaws close on them for a gripper tool (T5;
+the robot is then loaded without drawn jaws: :func:`simulated_jaws`) — and each control step
 (:meth:`RunWorkpieces.update`) switches the suction as the program's tool output says: M3/M4 on,
 M5 off (:meth:`~armtwin.controllers.gcode.outputs.OutputTimeline.grips`: the mounted tool's
 kind grips and its output is on). Every grip, release and drop is a :class:`PieceEvent` with the
@@ -27,11 +29,18 @@ import numpy as np
 from ..controllers.gcode.outputs import OutputTimeline
 from ..controllers.tools import ToolKind
 from ..controllers.transforms import matrix_to_rpy, rotation_angle
-from .gripper import GripEvent, GripKind, VacuumGripper
+from ..robots.workcell import BodyRole
+from .gripper import GripEvent, GripKind, ParallelGripper, VacuumGripper
 from .sim import SimRobot, World
 from .workcell import PlacedCell
 
-__all__ = ["PieceEvent", "PieceEnd", "RunWorkpieces"]
+__all__ = ["PieceEvent", "PieceEnd", "RunWorkpieces", "simulated_jaws"]
+
+
+def simulated_jaws(tool) -> bool:
+    """A run in a cell moves this tool's jaws as bodies of their own (a gripper): load the robot
+    with ``jaws=False``."""
+    return tool is not None and tool.kind is ToolKind.GRIPPER
 
 
 def _pose_mm_deg(T: np.ndarray) -> tuple[list[float], list[float]]:
@@ -131,8 +140,13 @@ class RunWorkpieces:
         movable = [b for b in placed.cell.bodies if b.mass > 0]
         self.parts = {b.name: placed.bodies[b.name] for b in movable}
         self.targets = {b.name: b.target for b in movable}
-        vacuum = robot.tool is not None and robot.tool.kind is ToolKind.VACUUM
-        self.gripper = VacuumGripper(world, robot, self.parts) if vacuum and self.parts and outputs else None
+        kind = robot.tool.kind if robot.tool is not None else ToolKind.NONE
+        self.gripper: VacuumGripper | ParallelGripper | None = None
+        if kind is ToolKind.VACUUM and self.parts and outputs:
+            self.gripper = VacuumGripper(world, robot, self.parts)
+        elif kind is ToolKind.GRIPPER and outputs:      # its jaws move (open/close) with or without pieces
+            ideal = [placed.bodies[b.name] for b in placed.cell.bodies if b.role is BodyRole.WORK and b.mass == 0]
+            self.gripper = ParallelGripper(world, robot, self.parts, ideal=ideal)
         self.events: list[PieceEvent] = []
 
     @property

@@ -19,7 +19,7 @@ import numpy as np
 from ..controllers.tools import Tool, ToolKind
 from ..controllers.transforms import matrix_to_rpy
 
-__all__ = ["urdf_with_tool", "tool_inertial", "tool_collision", "TOOL_LINK", "TCP_LINK", "TCP_MASS", "TCP_INERTIA"]
+__all__ = ["urdf_with_tool", "tool_inertial", "tool_collision", "tool_pieces", "jaw_boxes", "jaw_offset", "TOOL_LINK", "TCP_LINK", "TCP_MASS", "TCP_INERTIA"]
 
 TOOL_LINK = "tool"
 TCP_LINK = "tcp"
@@ -64,8 +64,9 @@ def _box(parent: ET.Element, tag: str, xyz, size, color=None, name: str = "") ->
         ET.SubElement(m, "color", rgba=_vec(color))
 
 
-def _tool_link(tool: Tool) -> ET.Element:
-    """The ``tool`` link in the flange frame: a body along the TCP's direction, its tip, its mass."""
+def _tool_link(tool: Tool, jaws: bool = True) -> ET.Element:
+    """The ``tool`` link in the flange frame: a body along the TCP's direction, its tip, its mass
+    (``jaws``: draw a gripper's jaws, open; False where the physics moves them)."""
     link = ET.Element("link", name=TOOL_LINK)
     L = max(float(np.linalg.norm(tool.offset)), 0.01)
     # shapes are drawn along the flange's z axis up to the TCP's distance (an angled TCP keeps a
@@ -73,11 +74,11 @@ def _tool_link(tool: Tool) -> ET.Element:
     body_r = _body_radius(tool)
     body_c, tip_c = _BODY[tool.kind], _TIP[tool.kind]
     if tool.kind is ToolKind.GRIPPER:
-        palm = 0.6 * L
+        palm = PALM * L
         _cylinder(link, "visual", (0, 0, palm / 2), body_r, palm, body_c, "tool_body")
-        jaw = max(tool.width, 0.01) / 2 + 0.006
-        for s in (-1, 1):
-            _box(link, "visual", (s * jaw, 0, palm + 0.2 * L), (0.008, 0.02, 0.4 * L), tip_c, "tool_jaw")
+        if jaws:
+            for x, size in jaw_boxes(tool):
+                _box(link, "visual", x, size, tip_c, "tool_jaw")
     elif tool.kind is ToolKind.VACUUM:
         _cylinder(link, "visual", (0, 0, (L - 0.01) / 2), body_r, L - 0.01, body_c, "tool_body")
         cup = max(tool.width / 2, 0.006)
@@ -86,7 +87,8 @@ def _tool_link(tool: Tool) -> ET.Element:
         tip = min(0.25 * L, 0.03)
         _cylinder(link, "visual", (0, 0, (L - tip) / 2), body_r, L - tip, body_c, "tool_body")
         _cylinder(link, "visual", (0, 0, L - tip / 2), max(0.25 * body_r, 0.002), tip, tip_c, "tool_tip")
-    _cylinder(link, "collision", (0, 0, L / 2), tool_collision(tool)[0], L)
+    for centre, half, r in tool_pieces(tool):
+        _cylinder(link, "collision", centre, r, 2 * half)
     inertial = ET.SubElement(link, "inertial")
     m, com, inertia = tool_inertial(tool)
     ET.SubElement(inertial, "origin", xyz=_vec(com), rpy="0 0 0")
@@ -94,6 +96,45 @@ def _tool_link(tool: Tool) -> ET.Element:
     ET.SubElement(inertial, "inertia", ixx=_f(inertia[0, 0]), ixy="0", ixz="0", iyy=_f(inertia[1, 1]), iyz="0",
                   izz=_f(inertia[2, 2]))
     return link
+
+
+#: a gripper's palm ends at this fraction of the TCP's distance; its jaws take the rest
+PALM = 0.6
+#: a gripper jaw's thickness (along the closing axis) and width, m
+JAW_THICK, JAW_WIDTH = 0.008, 0.02
+
+
+def jaw_boxes(tool: Tool) -> list[tuple[tuple[float, float, float], tuple[float, float, float]]]:
+    """A gripper's two jaws, open: (centre, box size) in the flange frame, m. They close along
+    the flange's x axis; open, their inner faces stand ``width / 2 + 2 mm`` from the axis, and
+    they reach from the palm to the TCP."""
+    L = max(float(np.linalg.norm(tool.offset)), 0.01)
+    x = jaw_offset(tool)
+    length = (1.0 - PALM) * L
+    return [((s * x, 0.0, L - length / 2), (JAW_THICK, JAW_WIDTH, length)) for s in (-1.0, 1.0)]
+
+
+def jaw_offset(tool: Tool) -> float:
+    """The open jaws' centres' distance from the flange's z axis, m."""
+    return max(tool.width, 0.01) / 2 + 0.002 + JAW_THICK / 2
+
+
+def tool_pieces(tool: Tool) -> list[tuple[tuple[float, float, float], float, float]]:
+    """The tool's collision shape as cylinders along the flange's z axis: (centre (3,) m in the
+    flange frame, half length m, radius m) each — what its URDF link collides as and what the
+    collision check tests. One cylinder from the flange to the TCP's distance, wide enough for a
+    cup; a gripper: its palm and each open jaw (three thin cylinders across the jaw's width), so a
+    piece between its open jaws touches nothing."""
+    L = max(float(np.linalg.norm(tool.offset)), 0.01)
+    if tool.kind is not ToolKind.GRIPPER:
+        r, length = tool_collision(tool)
+        return [((0.0, 0.0, length / 2), length / 2, r)]
+    out = [((0.0, 0.0, PALM * L / 2), PALM * L / 2, _body_radius(tool))]
+    r = JAW_THICK / 2
+    for (x, _, z), (_, _, length) in jaw_boxes(tool):
+        for y in (-(JAW_WIDTH / 2 - r), 0.0, JAW_WIDTH / 2 - r):
+            out.append(((x, y, z), length / 2, r))
+    return out
 
 
 def tool_collision(tool: Tool) -> tuple[float, float]:
@@ -128,8 +169,10 @@ def tool_inertial(tool: Tool) -> tuple[float, np.ndarray, np.ndarray]:
     return m, np.asarray(tool.com, dtype=float), np.diag([ixx, ixx, 0.5 * m * r * r])
 
 
-def urdf_with_tool(urdf_path: str | Path, tool: Tool) -> str:
+def urdf_with_tool(urdf_path: str | Path, tool: Tool, *, jaws: bool = True) -> str:
     """The URDF text of ``urdf_path`` with ``tool`` on its flange (see the module docstring).
+    ``jaws``: draw a gripper's jaws (open) on the tool link; False when the physics world moves
+    them as bodies of their own (:class:`~armtwin.envs.gripper.ParallelGripper`).
 
     Raises:
         ValueError: the URDF has no ``tool0`` link or already has a ``tool``/``tcp`` link.
@@ -146,7 +189,7 @@ def urdf_with_tool(urdf_path: str | Path, tool: Tool) -> str:
         if ref and not ref.startswith(("package://", "/", "file://")):
             mesh.set("filename", str(path.parent / ref))
     if tool.kind is not ToolKind.NONE:
-        root.append(_tool_link(tool))
+        root.append(_tool_link(tool, jaws))
         j = ET.SubElement(root, "joint", name="tool_joint", type="fixed")
         ET.SubElement(j, "parent", link="tool0")
         ET.SubElement(j, "child", link=TOOL_LINK)
