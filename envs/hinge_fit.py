@@ -57,7 +57,8 @@ from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
 
 __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
-           "write_hinge_gains", "read_hinge_gains", "HingeGainsFile", "read_hinge_file", "FIT_RANGE", "FIT_KEYS"]
+           "write_hinge_gains", "read_hinge_gains", "HingeGainsFile", "read_hinge_file", "FIT_RANGE", "FIT_KEYS",
+           "StabilityMargin"]
 
 #: the keys of a hinge gains file, one value per joint each
 GAIN_KEYS = ("stiffness", "damping", "joint_damping")
@@ -172,7 +173,7 @@ class HingeFitReport:
     ci95_factor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
 
-class _Margin:
+class StabilityMargin:
     """The rule's stability check, precomputed: ``M(q)⁻¹`` at the rule's poses, its design step."""
 
     def __init__(self, spec: RobotSpec) -> None:
@@ -191,7 +192,7 @@ class _Margin:
         return float(np.linalg.eigvals(self.minv * a[None, None, :]).real.max())
 
 
-def project_to_margin(drive: DriveGains, margin: _Margin) -> DriveGains:
+def project_to_margin(drive: DriveGains, margin: StabilityMargin) -> DriveGains:
     """``drive`` with its stiffness and damping scaled down (one factor) until the largest stability
     eigenvalue is at most the rule's target; unchanged when it already is (the eigenvalue is linear
     in the gains)."""
@@ -204,7 +205,7 @@ def project_to_margin(drive: DriveGains, margin: _Margin) -> DriveGains:
                    joint_damping=tuple(float(v) * s for v in drive.joint_damping))
 
 
-def _gains(rule: DriveGains, z: np.ndarray, margin: _Margin) -> DriveGains:
+def _gains(rule: DriveGains, z: np.ndarray, margin: StabilityMargin) -> DriveGains:
     n = len(rule.stiffness)
     k, c = np.exp(z[:n]), np.exp(z[n:])
     d = replace(rule, stiffness=tuple(float(v) for v in np.asarray(rule.stiffness) * k),
@@ -272,7 +273,7 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
         raise ValueError(f"the run log is too short to fit ({split} samples) and check ({K - split}); run a longer program")
     goal = trace.q if target is Target.MEASURED else trace.q_cmd
     unit = np.where(spec.prismatic, 1e3, 180.0 / math.pi)         # rad, m -> deg, mm
-    margin = _Margin(spec)
+    margin = StabilityMargin(spec)
     rule = spec.drive
     n = spec.dof
     sim = _HingeSim(spec, trace, physics_step)

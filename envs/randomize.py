@@ -277,9 +277,9 @@ class FittedTwin:
 
     def __init__(self, file: "HingeGainsFile", spec: "RobotSpec") -> None:
         from ..robots.gains import TARGET
-        from .hinge_fit import _Margin
+        from .hinge_fit import StabilityMargin
         self.file, self.spec = file, spec
-        self._margin = _Margin(spec)
+        self._margin = StabilityMargin(spec)
         self.cap = max(TARGET, self.eigenvalue(file.gains))
 
     def draw(self, rng: np.random.Generator, sigma: float) -> dict[str, tuple[float, ...]]:
