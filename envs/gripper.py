@@ -192,22 +192,25 @@ class ParallelGripper:
         self.world, self.robot, self.parts = world, robot, dict(parts)
         self.force, self.speed, self.slip = force, speed, slip
         self._tool = robot.link_index.get("tool", robot.tool_link)
+        self._mount = -1
         fingers = []
         for centre, size in jaw_boxes(robot.tool):
             inward = -float(np.sign(centre[0]))
             fingers.append((centre, size, (inward, 0.0, 0.0)))
         #: how far each jaw travels from open to closed, m (its inner face reaches the axis)
         self.travel = abs(fingers[0][0][0]) - JAW_THICK / 2 - 5e-4
-        frame = robot.world_T_report @ robot._link_pose(self._tool)
-        self.body = world.add_fingers(frame, fingers, mass=self.JAW_MASS, friction=friction,
-                                      color=(0.55, 0.56, 0.58, 1.0))
+        self.body = world.add_fingers(self._tool_world(), fingers, mass=self.JAW_MASS, friction=friction,
+                                      color=(0.55, 0.56, 0.58, 1.0), travel=self.travel)
         for link in range(-1, world.link_count(robot.body)):       # the jaws ride on the tool: no contacts
             for j in range(-1, len(fingers)):
                 world.set_collision(robot.body, link, self.body, j, False)
         for other in ideal:
             for j in range(-1, len(fingers)):
                 world.set_collision(self.body, j, int(other), -1, False)
-        self._mount = world.attach(robot, self._tool, self.body, self.MOUNT_FORCE)
+        # the dynamic models carry the jaws by a stiff constraint (their weight and the piece's act
+        # on the arm); the kinematic one puts them on the tool every step, as it does the robot
+        self._mount = -1 if robot.mode is JointMode.KINEMATIC else world.attach(robot, self._tool, self.body,
+                                                                              self.MOUNT_FORCE)
         self._on = False
         self._held: str | None = None
         self._grip_rel: np.ndarray | None = None
@@ -223,6 +226,18 @@ class ParallelGripper:
         """The name of the piece held now, or None."""
         return self._held
 
+    def reset(self, parts: dict[str, int]) -> None:
+        """Start again (a new episode): the jaws open on the tool where the robot stands now, holding
+        nothing, over the workpieces ``parts`` (no events)."""
+        self._held, self._grip_rel, self._untouched, self._on = None, None, None, False
+        self.parts = dict(parts)
+        for body in self.parts.values():        # (a new body may reuse a removed one's id, and its filters)
+            for j in (0, 1):
+                self.world.set_collision(self.body, j, body, -1, True)
+        self.world.reset_fingers(self.body, self._tool_world())
+        self._target = 0.0
+        self.world.drive_fingers(self.body, [0.0, 0.0], self.force)
+
     @property
     def opening(self) -> float:
         """The gap between the jaws' inner faces now, m."""
@@ -233,10 +248,16 @@ class ParallelGripper:
     def _tcp_world(self) -> np.ndarray:
         return self.robot.world_T_report @ self.robot.tcp_pose()
 
+    def _tool_world(self) -> np.ndarray:
+        """(4, 4) the tool link's frame (the flange's) in the world: where the jaws' base stands."""
+        return self.robot.world_T_report @ self.robot.tcp_pose() @ np.linalg.inv(self.robot.tool.tcp)   # type: ignore[union-attr]
+
     def update(self, on: bool) -> GripEvent | None:
         """One control step with the gripper ``on`` (closing) or off (opening); returns the change
         it made, if any. A piece is gripped once both jaws touch it."""
         event = None
+        if self._mount < 0:
+            self.world.set_body_pose(self.body, self._tool_world(), still=True)
         if self._held is not None and self.robot.mode is JointMode.KINEMATIC and self._grip_rel is not None:
             self.world.set_body_pose(self.parts[self._held], self._tcp_world() @ self._grip_rel, still=True)
         if self._untouched is not None and (on or (self._target == 0.0 and self.opening > self._open - 1e-4)):

@@ -141,6 +141,10 @@ class ObservationLayout:
         return np.minimum(np.maximum(np.asarray(g, dtype=np.float32), self.goal_low), self.goal_high)
 
 
+#: the physics step of a kinematic env whose task moves a gripper's jaws (they close by contact), s
+JAWS_PHYSICS_DT = 1.0 / 240.0
+
+
 class ArmEnv(gym.Env, EzPickle):
     """A robot arm in armtwin's world doing a :class:`~armtwin.envs.tasks.Task`.
 
@@ -232,8 +236,9 @@ class ArmEnv(gym.Env, EzPickle):
         self.kinematics = TcpKinematics(spec, self.tool)
         self.render_mode = render_mode
         self.dt = 1.0 / control_freq  # s, control period
-        if physics_dt is None:
-            physics_dt = DEFAULT_PHYSICS_DT[self.joint_mode] or self.dt
+        if physics_dt is None:      # the kinematic model steps once per control step; a gripper's jaws need more
+            physics_dt = DEFAULT_PHYSICS_DT[self.joint_mode] or (min(self.dt, JAWS_PHYSICS_DT) if self._moves_jaws()
+                                                                 else self.dt)
         # never a longer physics step than asked; at most dt / PHYSICS_DT_S[0] substeps (bounded above)
         substeps = max(1, int(math.ceil(self.dt / physics_dt - 1e-9)))
         self.physics = PhysicsConfig(dt=self.dt, substeps=substeps)
@@ -255,10 +260,12 @@ class ArmEnv(gym.Env, EzPickle):
         try:
             position, rotation = ((0.0, 0.0, 0.0), None) if self.cell is None else mount_of(self.cell)
             self.robot: SimRobot = self.world.add_robot(spec, self.joint_mode, tool=self.tool,  # its mass a payload
-                                                        position=position, orientation=rotation)
+                                                        position=position, orientation=rotation,
+                                                        jaws=not self._moves_jaws())
             self._mount_z = float(-self.robot.world_T_report[2, 3])  # m, the floor in the reporting frame
+            self._placed = None
             if self.cell is not None:
-                place_cell(self.world, self.cell, self.robot)
+                self._placed = place_cell(self.world, self.cell, self.robot)
                 self._collisions = CollisionFilter(CollisionModel(spec, self.cell, tool=self.tool))
 
             # the action interface and the task
@@ -333,6 +340,11 @@ class ArmEnv(gym.Env, EzPickle):
 
     def _after_step(self) -> None:
         """After the world's step, before the observation (an object task's gripper acts here)."""
+
+    def _moves_jaws(self) -> bool:
+        """The env simulates a gripper tool's jaws as bodies of their own (the robot is then loaded
+        without drawn ones): tasks with objects do."""
+        return False
 
     def _reset_objects(self, options: dict[str, Any]) -> None:
         """Place the episode's objects (after the robot is at its start; ``options`` as given to reset)."""

@@ -1,11 +1,18 @@
-"""Tasks with an object: pick a box up with the vacuum cup and put it at a target (``PickAndPlaceEnv``).
+"""Tasks with an object: pick a box up with the vacuum cup or the parallel gripper and put it at a
+target (``PickAndPlaceEnv``), or push it there (``PushEnv``).
 
 The robot stands at its cell (the default cell: a table whose top is the programs' Z0) with the
 vacuum cup of the built-in tool table on its flange (T4), and a box lies on the table. The
 action is the arm's (Cartesian or joint deltas, as in :class:`~armtwin.envs.gym_envs.ReachEnv`)
 and one more value: the suction, on above 0. Switched on with the cup touching the box, the cup
 holds it (:class:`~armtwin.envs.gripper.VacuumGripper`: ideal in the kinematic joint model, a
-force-limited constraint in hinge and articulation, so a box swung too hard drops). The goal is
+force-limited constraint in hinge and articulation, so a box swung too hard drops). With
+``tool=5`` (the parallel gripper, or any tool of kind ``gripper``) the last action value closes
+the jaws instead (:class:`~armtwin.envs.gripper.ParallelGripper`: bodies of their own that close
+on the box and hold it by friction in hinge and articulation, ideally in the kinematic model,
+whose physics then steps at 240 Hz so the jaws close by contact); the box must stand between the
+open jaws (44 mm apart for the default 40 mm box), and an episode starts with the tool above the
+boxes when it would stand in them at home (the gripper's jaw tips reach lower than the cup). The goal is
 where the box's centre should be: on the table or, with probability ``in_air``, up to ``lift``
 above it (held there). The GoalEnv API holds: ``achieved_goal`` is the box's centre,
 ``desired_goal`` the target, and ``compute_reward`` is vectorised for HER (the box's position
@@ -24,7 +31,8 @@ from ..controllers.tools import ToolKind
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from . import gym_options as opt
-from .gripper import VacuumGripper
+from ..robots.workcell import BodyRole
+from .gripper import ParallelGripper, VacuumGripper
 from .gym_envs import ArmEnv
 from .sim import JointMode
 from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
@@ -34,6 +42,8 @@ __all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv"]
 
 #: the vacuum cup of the built-in tool table
 VACUUM_TOOL = 4
+#: the parallel gripper of the built-in tool table
+GRIPPER_TOOL = 5
 
 
 class PickPlace(FixedGoalTask):
@@ -48,6 +58,8 @@ class PickPlace(FixedGoalTask):
         in_air: probability that a goal is in the air.
         reachable: ``(position (3,)) -> bool``: the cup can stand there pointing down.
         reward_type, distance_threshold, episode_steps: as :class:`~armtwin.envs.tasks.Reach`.
+        start_q: the joints each episode starts from (None: the robot's home) — above the boxes
+            when the tool at home would stand in them.
     """
 
     #: the object's centre (3), it less the TCP (3), held (1)
@@ -56,7 +68,7 @@ class PickPlace(FixedGoalTask):
 
     def __init__(self, spec: RobotSpec, *, surface: np.ndarray, half_region: np.ndarray, half_size: float,
                  lift: float, in_air: float, reachable, reward_type: RewardType = RewardType.SPARSE,
-                 distance_threshold: float = 0.02, episode_steps: int = 100) -> None:
+                 distance_threshold: float = 0.02, episode_steps: int = 100, start_q: np.ndarray | None = None) -> None:
         self.spec = spec
         self.goals = GoalSpace(False, spec.roll_only)
         self.reward_type = RewardType.parse(reward_type)
@@ -67,6 +79,7 @@ class PickPlace(FixedGoalTask):
         self.half_region = np.asarray(half_region, dtype=float)
         self.half_size, self.lift, self.in_air = float(half_size), float(lift), float(in_air)
         self.reachable = reachable
+        self.start_q = None if start_q is None else np.asarray(start_q, dtype=float)
         self._goal = self.surface + [0.0, 0.0, self.half_size]
         self.start = self._goal.copy()
 
@@ -92,7 +105,7 @@ class PickPlace(FixedGoalTask):
         box, goal = self.sample(rng)
         self.start = vector("options['object']", options["object"], 3) if "object" in options else box
         self._goal = vector("options['goal']", options["goal"], 3) if "goal" in options else goal
-        return None
+        return None if self.start_q is None else self.start_q.copy()
 
     def obs_bounds(self, box_low: np.ndarray, box_high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         span = box_high - box_low
@@ -120,8 +133,8 @@ class PickAndPlaceEnv(ArmEnv):
         lift: m (0–0.2).
         region: m, half the side of the square on the table where boxes and goals are drawn.
         **kwargs: :class:`~armtwin.envs.gym_envs.ArmEnv`'s options; ``cell`` defaults to
-            ``"default"`` (a cell with a table is needed), ``tool`` to the vacuum cup (T4; another
-            tool must be a vacuum cup too).
+            ``"default"`` (a cell with a table is needed), ``tool`` to the vacuum cup (T4); another
+            tool must be a vacuum cup or a parallel gripper (T5: the last action value closes its jaws).
     """
 
     extra_actions = 1
@@ -146,7 +159,7 @@ class PickAndPlaceEnv(ArmEnv):
             raise ValueError("cell: PickAndPlace needs a cell with a table ('default' or a cell file)")
         super().__init__(robot, **kwargs)
         self._object = -1
-        self._gripper: VacuumGripper | None = None
+        self._gripper: VacuumGripper | ParallelGripper | None = None
         try:
             self._place_object(self.task.start)
         except Exception:
@@ -155,11 +168,15 @@ class PickAndPlaceEnv(ArmEnv):
         self._suction = False
 
     def _check_tool(self, tool: Any) -> None:
-        """ValueError unless ``tool`` (the ``tool=`` option) is a vacuum cup."""
+        """ValueError unless ``tool`` (the ``tool=`` option) is a vacuum cup or a parallel gripper."""
         cup = opt.tool("tool", tool)
-        if cup is None or cup.kind is not ToolKind.VACUUM:
-            raise ValueError(f"tool: PickAndPlace needs a vacuum cup on the flange (T{VACUUM_TOOL} of the built-in "
-                             f"table, or a tool of kind 'vacuum'), got {tool!r}")
+        if cup is None or cup.kind not in (ToolKind.VACUUM, ToolKind.GRIPPER):
+            raise ValueError(f"tool: PickAndPlace needs a vacuum cup (T{VACUUM_TOOL} of the built-in table, or a "
+                             f"tool of kind 'vacuum') or a parallel gripper (T{GRIPPER_TOOL}, kind 'gripper') on the "
+                             f"flange, got {tool!r}")
+
+    def _moves_jaws(self) -> bool:
+        return self.tool is not None and self.tool.kind is ToolKind.GRIPPER
 
     def _needs_ik(self) -> bool:
         return True
@@ -185,8 +202,20 @@ class PickAndPlaceEnv(ArmEnv):
         def reachable(p: np.ndarray) -> bool:
             return self._free(self._ik(transform(R0, p), home))
 
-        return PickPlace(self.robot_spec, surface=top(table), half_region=np.maximum(half, 0.0), half_size=self._half,
-                         lift=self._lift, in_air=self._in_air, reachable=reachable, **self._task_args)
+        surface = top(table)
+        # a long tool (the gripper's jaws) may stand lower at home than a box's top: start above it
+        T_home = self.kinematics.fk(home) @ (np.eye(4) if self.tool is None else self.tool.tcp)
+        start = None
+        box_top = surface[2] + 2 * self._half
+        if T_home[2, 3] < box_top + 0.005:
+            for above in (0.04, 0.01):
+                start = self._ik(transform(T_home[:3, :3], np.r_[T_home[:2, 3], box_top + above]), home)
+                if start is not None:
+                    break
+            else:
+                raise ValueError(f"{self.robot_spec.name}: the tool cannot start above the boxes on the table")
+        return PickPlace(self.robot_spec, surface=surface, half_region=np.maximum(half, 0.0), half_size=self._half,
+                         lift=self._lift, in_air=self._in_air, reachable=reachable, start_q=start, **self._task_args)
 
     # ----- the object ---------------------------------------------------------------------
     def _world_pose(self, centre: np.ndarray) -> np.ndarray:
@@ -205,7 +234,18 @@ class PickAndPlaceEnv(ArmEnv):
         s = 2 * self._half
         self._object = self.world.add_shapes([("box", (s, s, s), np.eye(4))], self._world_pose(centre),
                                              color=(0.20, 0.45, 0.75, 1.0), mass=self._mass, friction=0.8, free=True)
-        self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object}) if self.extra_actions else None
+        if not self.extra_actions:
+            self._gripper = None
+        elif self._moves_jaws():        # one pair of jaws for the env's life, over each episode's box
+            if isinstance(self._gripper, ParallelGripper):
+                self._gripper.reset({"object": self._object})
+            else:
+                placed = self._placed
+                ideal = [] if placed is None else [placed.bodies[b.name] for b in placed.cell.bodies
+                                                   if b.role is BodyRole.WORK and b.mass == 0]
+                self._gripper = ParallelGripper(self.world, self.robot, {"object": self._object}, ideal=ideal)
+        else:
+            self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object})
 
     @property
     def held(self) -> bool:
@@ -213,7 +253,7 @@ class PickAndPlaceEnv(ArmEnv):
         return self._gripper is not None and self._gripper.held is not None
 
     def _reset_objects(self, options: dict[str, Any]) -> None:
-        if self._gripper is not None:
+        if isinstance(self._gripper, VacuumGripper):
             self._gripper.update(False)
         self._suction = False
         self._place_object(self.task.start)
@@ -262,3 +302,6 @@ class PushEnv(PickAndPlaceEnv):
 
     def _check_tool(self, tool: Any) -> None:
         opt.tool("tool", tool)          # any tool pushes (checked as any tool= option)
+
+    def _moves_jaws(self) -> bool:
+        return False                    # a gripper pushes with its drawn, open jaws

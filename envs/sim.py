@@ -382,7 +382,7 @@ class World:
             linkJointTypes=[pybullet.JOINT_FIXED] * k, linkJointAxis=[[0.0, 0.0, 1.0]] * k,
             physicsClientId=self.client)
 
-    def add_fingers(self, pose, fingers, *, mass: float, friction: float, color) -> int:
+    def add_fingers(self, pose, fingers, *, mass: float, friction: float, color, travel: float) -> int:
         """A gripper's fingers: a body whose base (massless to the eye: no shape; ``mass`` kg split
         over base and fingers) stands at ``pose`` ((4, 4), world) and whose fingers slide on
         prismatic joints, each along its own axis. The world steps its physics from now on.
@@ -394,6 +394,7 @@ class World:
                 0 at ``centre``, positive towards ``axis``).
             mass: kg in all.
             friction: the fingers' Coulomb friction coefficient.
+            travel: how far each finger slides from 0 (its stop: open) towards its axis, m.
             color: RGBA 0..1.
 
         Returns: the body id (finger k is link k).
@@ -421,6 +422,8 @@ class World:
         for j in range(-1, k):
             p.changeDynamics(body, j, lateralFriction=float(friction), spinningFriction=float(friction) * PAD_RADIUS,
                              frictionAnchor=1, linearDamping=0.0, angularDamping=0.0, physicsClientId=c)
+            if j >= 0:
+                p.changeDynamics(body, j, jointLowerLimit=0.0, jointUpperLimit=float(travel), physicsClientId=c)
         for j in range(1, k):       # the fingers move together, as a gripper's rack and pinion makes them
             gear = p.createConstraint(body, 0, body, j, p.JOINT_GEAR, [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0],
                                       physicsClientId=c)
@@ -433,7 +436,14 @@ class World:
         pushing with at most ``force`` N (blocked by what they close on, they squeeze with it)."""
         for j, target in enumerate(targets):
             pybullet.setJointMotorControl2(int(body), j, pybullet.POSITION_CONTROL, targetPosition=float(target),
-                                           force=float(force), physicsClientId=self.client)
+                                           force=float(force), positionGain=0.5, velocityGain=1.0,
+                                           physicsClientId=self.client)
+
+    def reset_fingers(self, body: int, pose) -> None:
+        """Teleport the fingers' body (:meth:`add_fingers`) to ``pose`` ((4, 4), world), open and still."""
+        self.set_body_pose(body, pose, still=True)
+        for j in range(pybullet.getNumJoints(int(body), physicsClientId=self.client)):
+            pybullet.resetJointState(int(body), j, 0.0, 0.0, physicsClientId=self.client)
 
     def finger_positions(self, body: int) -> np.ndarray:
         """The joint values (m) of the fingers of ``body`` (:meth:`add_fingers`)."""

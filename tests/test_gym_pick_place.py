@@ -172,3 +172,68 @@ def test_push_refuses_the_kinematic_model_and_a_goal_in_the_air():
         assert info["held"] is False and obs["desired_goal"][2] == pytest.approx(obs["achieved_goal"][2], abs=1e-3)
     finally:
         env.close()
+
+
+def scripted_jaws(env: PickAndPlaceEnv, seed: int, *, close: bool = True):
+    """The scripted policy with the parallel gripper (``tool=5``): above the box, the jaw tips down to
+    5 mm above the table beside it, close, up, over the goal, down until the box's bottom is at the
+    goal's, open (on the table) — or hold it there (in the air). Returns (success, steps)."""
+    obs, info = env.reset(seed=seed)
+    n, half, step = env.robot_spec.dof, env._half, env._tool_step
+    clear = 0.06
+    goal = obs["desired_goal"].astype(float)
+    on_table = goal[2] - env.task.surface[2] < half + 0.002
+    phase, wait, out = 0, 0, []
+    for _ in range(env.task.episode_steps()):
+        o = obs["observation"].astype(float)
+        tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
+        grip = half - 0.005                  # the jaw tips this far below the box's centre
+        targets = {0: box + [0, 0, half + clear], 1: box - [0, 0, grip],
+                   3: np.r_[tcp[:2], goal[2] + half + clear], 4: goal + [0, 0, half + clear], 5: goal - [0, 0, grip]}
+        target = targets.get(phase, tcp)
+        if phase in targets and np.linalg.norm(target - tcp) < 0.002:
+            phase += 1
+        elif phase == 2:
+            wait += 1
+            phase += wait >= 4
+        on = close and phase >= 2 and not (phase >= 6 and on_table)
+        action = np.r_[np.clip((target - tcp) / step, -1, 1), 1.0 if on else -1.0].astype(np.float32)
+        obs, r, term, trunc, info = env.step(action)
+        out.append((r, info, obs))
+        if phase >= 6 and info["is_success"] and (on_table != info["held"]):
+            return True, out
+        if term or trunc:
+            break
+    return bool(out[-1][1]["is_success"]), out
+
+
+@pytest.mark.parametrize("robot", ["irb120", "aubo_i5"])
+@pytest.mark.parametrize("mode", ["kinematic", "articulation"])
+def test_the_parallel_gripper_picks_and_places_the_box(robot, mode):
+    """``tool=5``: the jaws (simulated, envs/gripper.py ParallelGripper) close on the 40 mm box and
+    carry it to the goal, on the table or in the air; without closing them the box stays. The
+    GoalEnv contract holds at every step."""
+    env = PickAndPlaceEnv(robot, joint_mode=mode, tool=5, episode_steps=150)
+    try:
+        for seed in range(3):
+            ok, steps = scripted_jaws(env, seed)
+            assert ok, (seed, steps[-1][1])
+            held = [info["held"] for _, info, _ in steps]
+            assert any(held) and not held[0]
+            for r, info, obs in steps:
+                assert r == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
+        start = env.reset(seed=7)[0]["achieved_goal"]
+        ok, steps = scripted_jaws(env, 7, close=False)
+        assert not any(info["held"] for _, info, _ in steps)
+        np.testing.assert_allclose(steps[-1][2]["achieved_goal"], start, atol=2e-3)
+    finally:
+        env.close()
+
+
+def test_the_gripper_env_is_checked_by_gymnasium():
+    from gymnasium.utils.env_checker import check_env
+    env = gym.make("armtwin/IRB120PickAndPlace-v0", tool=5, joint_mode="articulation")
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
