@@ -479,3 +479,24 @@ def test_plot_of_an_mcap_without_joints_is_one_line(tmp_path, capsys):
     assert main(["plot", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "x.mcap" in err and "MCAP" in err and err.count("\n") == 1 and not (tmp_path / "x.png").exists()
+
+
+def test_the_robot_description_names_its_meshes_by_absolute_uris():
+    """``/robot_description`` resolves every mesh on the machine that wrote it (file:// URIs of
+    files that exist), with the same links and joints as the robot's URDF file."""
+    import xml.etree.ElementTree as ET
+    from urllib.parse import unquote, urlparse
+
+    from armtwin import robots
+    from armtwin.envs.telemetry.common import description
+    for name in ("irb120", "aubo_i5", "scara"):
+        spec = robots.get(name)
+        root = ET.fromstring(description(spec.urdf_path))
+        meshes = [m.get("filename") for m in root.iter("mesh")]
+        assert meshes, name
+        for uri in meshes:
+            u = urlparse(uri)
+            assert u.scheme == "file" and Path(unquote(u.path)).is_file(), uri
+        orig = ET.fromstring(spec.urdf_path.read_bytes())
+        assert [e.get("name") for e in root.iter("link")] == [e.get("name") for e in orig.iter("link")]
+        assert [e.get("name") for e in root.iter("joint")] == [e.get("name") for e in orig.iter("joint")]
