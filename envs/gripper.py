@@ -68,7 +68,62 @@ class GripEvent:
     pose: np.ndarray
 
 
-class VacuumGripper:
+class _Gripper:
+    """What both grippers share: the pieces, what is held and where it was gripped, the ideal carry
+    of the kinematic model, the events, and the order of a step's decision (:meth:`_switch`)."""
+
+    def __init__(self, world: World, robot: SimRobot, parts: dict[str, int], slip: float) -> None:
+        self.world, self.robot, self.parts, self.slip = world, robot, dict(parts), slip
+        self._on = False
+        self._held: str | None = None
+        self._grip_rel: np.ndarray | None = None      # the piece in the TCP frame when gripped
+        self.events: list[GripEvent] = []
+
+    @property
+    def held(self) -> str | None:
+        """The name of the piece held now, or None."""
+        return self._held
+
+    def _tcp_world(self) -> np.ndarray:
+        return self.robot.world_T_report @ self.robot.tcp_pose()
+
+    def _carry(self) -> None:
+        """The kinematic model's ideal grip: the held piece is put where the tool carries it."""
+        if self._held is not None and self.robot.mode is JointMode.KINEMATIC and self._grip_rel is not None:
+            self.world.set_body_pose(self.parts[self._held], self._tcp_world() @ self._grip_rel, still=True)
+
+    def _moved(self) -> bool:
+        """The held piece moved more than :attr:`slip` from where it was gripped, in the TCP frame."""
+        assert self._held is not None and self._grip_rel is not None
+        now = np.linalg.inv(self._tcp_world()) @ self.world.body_pose(self.parts[self._held])
+        return float(np.linalg.norm(now[:3, 3] - self._grip_rel[:3, 3])) > self.slip
+
+    def _switch(self, on: bool, may_grip: bool) -> GripEvent | None:
+        """The step's change: let go when switched off, grip (when ``may_grip``) when on and empty,
+        drop what slipped; recorded in :attr:`events`."""
+        event = None
+        if not on and self._held is not None:
+            event = self._let_go(GripKind.RELEASE)
+        elif on and self._held is None and may_grip:
+            event = self._grip()
+        elif on and self._held is not None and self._slipped():
+            event = self._let_go(GripKind.DROP)
+        self._on = bool(on)
+        if event is not None:
+            self.events.append(event)
+        return event
+
+    def _grip(self) -> GripEvent | None:
+        raise NotImplementedError
+
+    def _slipped(self) -> bool:
+        raise NotImplementedError
+
+    def _let_go(self, kind: GripKind) -> GripEvent:
+        raise NotImplementedError
+
+
+class VacuumGripper(_Gripper):
     """Suction on a robot's vacuum tool (see the module docstring).
 
     Args:
@@ -92,41 +147,18 @@ class VacuumGripper:
                                 ("slip", slip, 1e-4, 0.1)):
             if not (np.isfinite(v) and lo <= v <= hi):
                 raise ValueError(f"{name} must be {lo:g} to {hi:g}, got {v!r}")
-        self.world, self.robot, self.parts = world, robot, dict(parts)
-        self.reach, self.max_force, self.slip = reach, max_force, slip
+        super().__init__(world, robot, parts, slip)
+        self.reach, self.max_force = reach, max_force
         self._cup = robot.link_index.get("tool", robot.tcp_link)
-        self._on = False
-        self._held: str | None = None
         self._constraint = -1
-        self._grip_rel: np.ndarray | None = None      # the piece in the TCP frame when gripped
-        self.events: list[GripEvent] = []
-
-    @property
-    def held(self) -> str | None:
-        """The name of the piece held now, or None."""
-        return self._held
-
-    def _tcp_world(self) -> np.ndarray:
-        return self.robot.world_T_report @ self.robot.tcp_pose()
 
     def update(self, on: bool) -> GripEvent | None:
         """One control step with the suction ``on`` or off; returns the change it made, if any.
 
         Switching on grips the nearest piece within :attr:`reach` (nothing there: it stays on and
         grips nothing — a real cup does not grip later either until switched again)."""
-        event = None
-        if self._held is not None and self.robot.mode is JointMode.KINEMATIC and self._grip_rel is not None:
-            self.world.set_body_pose(self.parts[self._held], self._tcp_world() @ self._grip_rel, still=True)
-        if on and not self._on:
-            event = self._grip()
-        elif not on and self._on and self._held is not None:
-            event = self._let_go(GripKind.RELEASE)
-        elif on and self._held is not None and self._slipped():
-            event = self._let_go(GripKind.DROP)
-        self._on = bool(on)
-        if event is not None:
-            self.events.append(event)
-        return event
+        self._carry()
+        return self._switch(on, may_grip=not self._on)
 
     def _grip(self) -> GripEvent | None:
         best, dist = None, self.reach
@@ -145,9 +177,7 @@ class VacuumGripper:
         return GripEvent(GripKind.GRIP, best, self.world.time, pose)
 
     def _slipped(self) -> bool:
-        assert self._held is not None and self._grip_rel is not None
-        now = np.linalg.inv(self._tcp_world()) @ self.world.body_pose(self.parts[self._held])
-        return float(np.linalg.norm(now[:3, 3] - self._grip_rel[:3, 3])) > self.slip
+        return self._moved()
 
     def _let_go(self, kind: GripKind) -> GripEvent:
         assert self._held is not None
@@ -157,7 +187,7 @@ class VacuumGripper:
         return GripEvent(kind, name, self.world.time, self.world.body_pose(self.parts[name]))
 
 
-class ParallelGripper:
+class ParallelGripper(_Gripper):
     """Two jaws that close on a workpiece and hold it by friction (see the module docstring).
 
     Args:
@@ -189,8 +219,8 @@ class ParallelGripper:
                                 ("friction", friction, 0.0, 10.0), ("slip", slip, 1e-4, 0.1)):
             if not (np.isfinite(v) and lo <= v <= hi):
                 raise ValueError(f"{name} must be {lo:g} to {hi:g}, got {v!r}")
-        self.world, self.robot, self.parts = world, robot, dict(parts)
-        self.force, self.speed, self.slip = force, speed, slip
+        super().__init__(world, robot, parts, slip)
+        self.force, self.speed = force, speed
         self._tool = robot.link_index.get("tool", robot.tool_link)
         self._mount = -1
         fingers = []
@@ -211,20 +241,11 @@ class ParallelGripper:
         # on the arm); the kinematic one puts them on the tool every step, as it does the robot
         self._mount = -1 if robot.mode is JointMode.KINEMATIC else world.attach(robot, self._tool, self.body,
                                                                               self.MOUNT_FORCE)
-        self._on = False
-        self._held: str | None = None
-        self._grip_rel: np.ndarray | None = None
-        self.events: list[GripEvent] = []
         self._target = 0.0         # the jaws' commanded position (0: open), m
         self._untouched: int | None = None     # a piece let go in the kinematic model, not yet collided with
         self._open = 0.0
         self._open = self.opening              # the gap between the open jaws, m
         world.drive_fingers(self.body, [0.0, 0.0], force)
-
-    @property
-    def held(self) -> str | None:
-        """The name of the piece held now, or None."""
-        return self._held
 
     def reset(self, parts: dict[str, int]) -> None:
         """Start again (a new episode): the jaws open on the tool where the robot stands now, holding
@@ -245,9 +266,6 @@ class ParallelGripper:
         assert self.robot.tool is not None
         return float(2 * (jaw_offset(self.robot.tool) - JAW_THICK / 2) - self.world.finger_positions(self.body).sum())
 
-    def _tcp_world(self) -> np.ndarray:
-        return self.robot.world_T_report @ self.robot.tcp_pose()
-
     def _tool_world(self) -> np.ndarray:
         """(4, 4) the tool link's frame (the flange's) in the world: where the jaws' base stands."""
         return self.robot.world_T_report @ self.robot.tcp_pose() @ np.linalg.inv(self.robot.tool.tcp)   # type: ignore[union-attr]
@@ -255,11 +273,9 @@ class ParallelGripper:
     def update(self, on: bool) -> GripEvent | None:
         """One control step with the gripper ``on`` (closing) or off (opening); returns the change
         it made, if any. A piece is gripped once both jaws touch it."""
-        event = None
         if self._mount < 0:
             self.world.set_body_pose(self.body, self._tool_world(), still=True)
-        if self._held is not None and self.robot.mode is JointMode.KINEMATIC and self._grip_rel is not None:
-            self.world.set_body_pose(self.parts[self._held], self._tcp_world() @ self._grip_rel, still=True)
+        self._carry()
         if self._untouched is not None and (on or (self._target == 0.0 and self.opening > self._open - 1e-4)):
             self._ideal(self._untouched, False)
             self._untouched = None
@@ -268,16 +284,7 @@ class ParallelGripper:
             step = self.speed * self.world.physics.dt
             self._target = min(goal, self._target + step) if goal > self._target else max(goal, self._target - step)
             self.world.drive_fingers(self.body, [self._target, self._target], self.force)
-        if not on and self._held is not None:
-            event = self._let_go(GripKind.RELEASE)
-        elif on and self._held is None:
-            event = self._grip()
-        elif on and self._held is not None and self._slipped():
-            event = self._let_go(GripKind.DROP)
-        self._on = bool(on)
-        if event is not None:
-            self.events.append(event)
-        return event
+        return self._switch(on, may_grip=True)
 
     def _grip(self) -> GripEvent | None:
         for name, body in self.parts.items():
@@ -300,13 +307,11 @@ class ParallelGripper:
             self.world.set_collision(self.body, j, body, -1, not held)
 
     def _slipped(self) -> bool:
-        assert self._held is not None and self._grip_rel is not None
+        assert self._held is not None
         if self.robot.mode is JointMode.KINEMATIC:
             return False            # the ideal grip
         body = self.parts[self._held]
-        now = np.linalg.inv(self._tcp_world()) @ self.world.body_pose(body)
-        moved = float(np.linalg.norm(now[:3, 3] - self._grip_rel[:3, 3])) > self.slip
-        return moved or not (self.world.in_contact(self.body, body, 0) or self.world.in_contact(self.body, body, 1))
+        return self._moved() or not (self.world.in_contact(self.body, body, 0) or self.world.in_contact(self.body, body, 1))
 
     def _let_go(self, kind: GripKind) -> GripEvent:
         assert self._held is not None

@@ -13,26 +13,28 @@ from armtwin.envs.object_tasks import PickAndPlaceEnv
 CLEAR = {"scara": 0.012, "irb120": 0.05, "aubo_i5": 0.05}
 
 
-def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=None):
-    """A proportional Cartesian policy: above the box, onto its top, suction on, up, over the goal,
-    down to it, and on the table let go. Returns (success, [(reward, info, obs)])."""
+def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=None, jaws: bool = False):
+    """A proportional Cartesian policy: above the box, onto its top (``jaws``: the parallel
+    gripper's jaw tips down beside it, 5 mm above the table), suction on (the jaws closed), up,
+    over the goal, down to it, and on the table let go. Returns (success, [(reward, info, obs)])."""
     obs, info = env.reset(seed=seed, options=options)
     n, half, step = env.robot_spec.dof, env._half, env._tool_step
-    clear = CLEAR[env.robot_spec.name]
+    clear = 0.06 if jaws else CLEAR[env.robot_spec.name]
+    hold = [0, 0, -(half - 0.005)] if jaws else [0, 0, half]      # the TCP from the box's centre when held
     goal = obs["desired_goal"].astype(float)
     on_table = goal[2] - env.task.surface[2] < half + 0.002
     phase, wait, out = 0, 0, []
     for _ in range(env.task.episode_steps()):
         o = obs["observation"].astype(float)
         tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
-        targets = {0: box + [0, 0, half + clear], 1: box + [0, 0, half - 0.0005], 3: np.r_[tcp[:2], goal[2] + half + clear],
-                   4: goal + [0, 0, half + clear], 5: goal + [0, 0, half]}
+        targets = {0: box + [0, 0, half + clear], 1: box + hold - [0, 0, 0 if jaws else 0.0005],
+                   3: np.r_[tcp[:2], goal[2] + half + clear], 4: goal + [0, 0, half + clear], 5: goal + hold}
         target = targets.get(phase, tcp)
         if phase in targets and np.linalg.norm(target - tcp) < 0.002:
             phase += 1
         elif phase == 2:
             wait += 1
-            phase += wait >= 2
+            phase += wait >= (4 if jaws else 2)
         on = suction and phase >= 2 and not (phase >= 6 and on_table)
         action = np.r_[np.clip((target - tcp) / step, -1, 1), 1.0 if on else -1.0].astype(np.float32)
         obs, r, term, trunc, info = env.step(action)
@@ -174,39 +176,6 @@ def test_push_refuses_the_kinematic_model_and_a_goal_in_the_air():
         env.close()
 
 
-def scripted_jaws(env: PickAndPlaceEnv, seed: int, *, close: bool = True):
-    """The scripted policy with the parallel gripper (``tool=5``): above the box, the jaw tips down to
-    5 mm above the table beside it, close, up, over the goal, down until the box's bottom is at the
-    goal's, open (on the table) — or hold it there (in the air). Returns (success, steps)."""
-    obs, info = env.reset(seed=seed)
-    n, half, step = env.robot_spec.dof, env._half, env._tool_step
-    clear = 0.06
-    goal = obs["desired_goal"].astype(float)
-    on_table = goal[2] - env.task.surface[2] < half + 0.002
-    phase, wait, out = 0, 0, []
-    for _ in range(env.task.episode_steps()):
-        o = obs["observation"].astype(float)
-        tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
-        grip = half - 0.005                  # the jaw tips this far below the box's centre
-        targets = {0: box + [0, 0, half + clear], 1: box - [0, 0, grip],
-                   3: np.r_[tcp[:2], goal[2] + half + clear], 4: goal + [0, 0, half + clear], 5: goal - [0, 0, grip]}
-        target = targets.get(phase, tcp)
-        if phase in targets and np.linalg.norm(target - tcp) < 0.002:
-            phase += 1
-        elif phase == 2:
-            wait += 1
-            phase += wait >= 4
-        on = close and phase >= 2 and not (phase >= 6 and on_table)
-        action = np.r_[np.clip((target - tcp) / step, -1, 1), 1.0 if on else -1.0].astype(np.float32)
-        obs, r, term, trunc, info = env.step(action)
-        out.append((r, info, obs))
-        if phase >= 6 and info["is_success"] and (on_table != info["held"]):
-            return True, out
-        if term or trunc:
-            break
-    return bool(out[-1][1]["is_success"]), out
-
-
 @pytest.mark.parametrize("robot", ["irb120", "aubo_i5"])
 @pytest.mark.parametrize("mode", ["kinematic", "articulation"])
 def test_the_parallel_gripper_picks_and_places_the_box(robot, mode):
@@ -216,14 +185,14 @@ def test_the_parallel_gripper_picks_and_places_the_box(robot, mode):
     env = PickAndPlaceEnv(robot, joint_mode=mode, tool=5, episode_steps=150)
     try:
         for seed in range(3):
-            ok, steps = scripted_jaws(env, seed)
+            ok, steps = scripted(env, seed, jaws=True)
             assert ok, (seed, steps[-1][1])
             held = [info["held"] for _, info, _ in steps]
             assert any(held) and not held[0]
             for r, info, obs in steps:
                 assert r == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         start = env.reset(seed=7)[0]["achieved_goal"]
-        ok, steps = scripted_jaws(env, 7, close=False)
+        ok, steps = scripted(env, 7, suction=False, jaws=True)
         assert not any(info["held"] for _, info, _ in steps)
         np.testing.assert_allclose(steps[-1][2]["achieved_goal"], start, atol=2e-3)
     finally:
