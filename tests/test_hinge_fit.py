@@ -43,9 +43,9 @@ def test_fitted_hinge_tracks_no_worse_than_the_gain_rule_and_keeps_its_margin(ar
 
 
 def test_projection_scales_unstable_gains_back_to_the_rules_margin():
-    from armtwin.envs.hinge_fit import _Margin
+    from armtwin.envs.hinge_fit import StabilityMargin
     spec = robots.get("scara")
-    margin = _Margin(spec)
+    margin = StabilityMargin(spec)
     from dataclasses import replace
     hot = replace(spec.drive, stiffness=tuple(10 * k for k in spec.drive.stiffness))
     back = project_to_margin(hot, margin)
