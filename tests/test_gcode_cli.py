@@ -195,7 +195,9 @@ def test_run_cli_rejects_a_bad_setting_in_one_line(tmp_path, capsys):
 def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
     """Every example program, on every robot: a clean preflight gives a control trajectory
     whose every sample solves on the preflight's branch (nothing filled in), reaches the
-    commanded pose, stays in range and moves continuously."""
+    commanded pose, stays in range and moves continuously. A robot's own examples
+    (``<robot>_*.ngc``) are all clean on it; another robot's may not be (the 140 mm gripper
+    example is out of the SCARA's quill range)."""
     from armtwin.controllers.ik import branch_of
     from armtwin.controllers.gcode import ControlTrajectory
     spec = robots.get(robot)
@@ -204,6 +206,7 @@ def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
     for path in sorted(EX.glob("*.ngc")):
         rep = preflight(path.read_text(), spec)
         if not rep.clean():
+            assert not path.name.startswith(f"{robot}_"), (path.name, rep.faults[:1])
             continue
         ps, q, _ = ControlTrajectory(rep, spec).arrays()
         assert np.isfinite(q).all() and spec.within_limits(q).all()
@@ -217,7 +220,7 @@ def test_control_trajectory_stays_on_the_branch_for_every_example(robot):
         arm = {"/".join(branch_of(spec, v).split("/")[:2]) for v in q[::25]}
         assert len(arm) == 1, (path.name, arm)                                   # no shoulder/elbow flip
         checked += 1
-    assert checked == len(list(EX.glob("*.ngc")))
+    assert checked >= len(list(EX.glob(f"{robot}_*.ngc"))) >= 4
 
 
 def test_control_trajectory_reports_a_sample_off_the_branch():

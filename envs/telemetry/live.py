@@ -18,6 +18,21 @@ __all__ = ["LiveServer", "LIVE_PORT"]
 
 #: the Foxglove WebSocket protocol's usual port
 LIVE_PORT = 8765
+#: how long :meth:`LiveServer.close` waits for the port to be released, s
+STOP_WAIT_S = 5.0
+
+
+def _wait_closed(port: int) -> None:
+    """Until nothing accepts connections on 127.0.0.1:``port`` (at most :data:`STOP_WAIT_S`)."""
+    import socket
+    import time
+    end = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.02)
 
 
 class LiveServer:
@@ -59,9 +74,13 @@ class LiveServer:
         self._channels[topic].log(data, log_time=log_time_ns)
 
     def close(self) -> None:
-        """Stop the server (idempotent)."""
+        """Stop the server (idempotent) and wait, up to :data:`STOP_WAIT_S`, until its port takes no
+        more connections: the SDK's server stops on a thread of its own, and a busy machine let a
+        caller find the port still taken right after ``stop()``."""
         if not self._closed:
             self._closed = True
+            port = self.port
             for ch in self._channels.values():
                 ch.close()
             self._server.stop()
+            _wait_closed(port)
