@@ -43,7 +43,7 @@ import numpy as np
 from .pid import RIG_GAINS, PIDGains
 from .servo import RIG_MOTOR, SUPPLY_V, MotorParams
 
-__all__ = ["LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
+__all__ = ["correlation_length", "LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
            "prediction_error", "NULL_RATIO", "read_params_file", "read_motor_fit", "write_params_file", "Excitation", "excitation",
            "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES"]
 
@@ -574,7 +574,7 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
     cov_full = np.full((len(z), len(z)), np.nan)
     if (~blind).any():
         jg = jac[:, ~blind]
-        cov = sigma2 * _correlation_length(res) * np.linalg.pinv(jg.T @ jg)
+        cov = sigma2 * correlation_length(res) * np.linalg.pinv(jg.T @ jg)
         sel = np.flatnonzero(~blind)
         cov_full[np.ix_(sel, sel)] = cov * np.outer(scale[sel], scale[sel])
         ci[~blind] = 1.96 * np.sqrt(np.maximum(np.diag(cov_full)[~blind], 0.0))
@@ -611,7 +611,7 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
                      count[0], "; ".join(why))
 
 
-def _correlation_length(res: np.ndarray) -> float:
+def correlation_length(res: np.ndarray) -> float:
     """Samples per independent one in a residual series: 1 + 2 Σ autocorrelation (up to its first
     zero), at least 1."""
     r = res - res.mean()

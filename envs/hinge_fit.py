@@ -332,7 +332,7 @@ _NULL_RATIO = 1e-6
 def _confidence(sim: _HingeSim, drive: DriveGains, goal: np.ndarray, unit: np.ndarray) -> dict[str, tuple[float, ...]]:
     """The 95 % confidence factors of ``drive``'s stiffness and damping fitted to ``goal``, per key of
     :data:`FIT_KEYS` (module docstring)."""
-    from ..controllers.ident import _correlation_length   # the motor fit's estimate, shared
+    from ..controllers.ident import correlation_length   # the motor fit's estimate, shared
     n, until = len(drive.stiffness), len(goal)
     wide = {k: (math.inf,) * n for k in FIT_KEYS}
     q0 = sim.run(drive, until)
@@ -360,7 +360,7 @@ def _confidence(sim: _HingeSim, drive: DriveGains, goal: np.ndarray, unit: np.nd
     if (~blind).any():
         res = r0.ravel()
         sigma2 = float(res @ res) / max(res.size - 2 * n, 1)
-        corr = max((_correlation_length(r0[:, j]) for j in range(n)), default=1.0)
+        corr = max((correlation_length(r0[:, j]) for j in range(n)), default=1.0)
         jg = jac[:, ~blind]
         cov = sigma2 * corr * np.linalg.pinv(jg.T @ jg)
         half[~blind] = 1.96 * np.sqrt(np.maximum(np.diag(cov), 0.0))   # of the log multipliers
