@@ -6,7 +6,12 @@ seed the fit does not see, a dead band and link delays) driven through the ident
 excitation, two joints as on the rig. Measured side by side in one run: the least-squares stage
 alone and the full fit (least squares, then the derivative-free search on the rig's exact
 arithmetic) — time per joint and in all (target: ≤ 60 s for the log), the held-out prediction
-error, and each motor parameter's error against the truth.
+error, and each motor parameter's error against the truth. ``--seeds N`` fits the logs of N
+seeds (``--seed`` and the next N − 1: 2N fits) and prints, per stage, each parameter's largest
+error over them — the dead band's beside the others, and how close the rig lets any fit come to
+it: the rig drives its motors in PWM steps (47 mV), every dead band within a step gives the same
+log, so the middle of the true dead band's step is the best a fit can say
+(:func:`armtwin.controllers.ident.dead_band_step`).
 
 ``--identify``: ``armtwin rig identify`` itself instead — the host emulator started with two
 motors drawn from the seed (one file per motor), driven through the identification excitation in
@@ -33,6 +38,9 @@ def register(sub) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="log length, s (20 to 600, default 60)")
     p.add_argument("--rate", type=float, default=500.0, help="log rate, Hz (50 to 2000, default 500)")
     p.add_argument("--seed", type=int, default=2026, help="seed of the simulated rig's motors (default 2026)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="fit the logs of N seeds, --seed and the next N-1 (two joints each), and print each "
+                        "parameter's largest error over them (1 to 50, default 1; not with --identify)")
     p.add_argument("--identify", action="store_true",
                    help="time `armtwin rig identify` instead: the emulator with motors drawn from --seed, driven in "
                         "real time for --seconds, then fitted (generations 60, as the command)")
@@ -90,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--seconds {args.seconds:g}: must be from 20 to 600")
     if not 50.0 <= args.rate <= 2000.0:
         raise CliError(f"--rate {args.rate:g}: must be from 50 to 2000")
+    if not 1 <= args.seeds <= 50:
+        raise CliError(f"--seeds {args.seeds}: must be from 1 to 50")
+    if args.identify and args.seeds != 1:
+        raise CliError("--seeds: not with --identify (it drives the emulator in real time, one seed)")
     try:
         import numba  # noqa: F401
         import scipy  # noqa: F401
@@ -98,41 +110,86 @@ def run(args: argparse.Namespace) -> int:
         raise missing_extra(exc.name or "scipy", "fit") from None
     if args.identify:
         return _identify(args)
-    from ..controllers.ident import fit_motor, simulate_loop
-    traces, truths = virtual_rig(args.seconds, args.rate, args.seed)
-    simulate_loop(traces[0].cut(0, 100), truths[0].vector()[None], truths[0])  # compile before timing
-    rows = {}
-    for stage, generations in (("least squares", 0), ("full fit", 60)):
-        per = []
-        for tr, truth in zip(traces, truths):
-            print(f"{stage}: {tr.label} …", file=sys.stderr, flush=True)
-            t0 = time.perf_counter()
-            rep = fit_motor(tr, generations=generations)
-            wall = time.perf_counter() - t0
-            errs = {p.name: (None if p.value is None else 100.0 * (p.value - getattr(truth, p.name)) / getattr(truth, p.name))
-                    for p in rep.params if p.name in ("inertia", "viscous", "coulomb", "motor_constant", "dead_band")}
-            total = truth.delay_down + truth.delay_up
-            d = rep.param("delay_total").value
-            per.append({"joint": tr.label, "seconds": wall, "held_out_rms_before": rep.rms_before,
-                        "held_out_rms_after": rep.rms_after, "held_out_max_after": rep.max_after,
-                        "error_percent": errs, "delay_error_ms": None if d is None else 1e3 * (d - total)})
-        rows[stage] = per
-    full = sum(r["seconds"] for r in rows["full fit"])
+    from ..controllers.ident import LoopConfig, fit_motor, simulate_loop
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    rows: dict[str, list[dict]] = {"least squares": [], "full fit": []}
+    compiled = False
+    for seed in seeds:
+        traces, truths = virtual_rig(args.seconds, args.rate, seed)
+        if not compiled:
+            simulate_loop(traces[0].cut(0, 100), truths[0].vector()[None], truths[0])  # compile before timing
+            compiled = True
+        for stage, generations in (("least squares", 0), ("full fit", 60)):
+            for tr, truth in zip(traces, truths):
+                print(f"{stage}: seed {seed} {tr.label} …", file=sys.stderr, flush=True)
+                t0 = time.perf_counter()
+                rep = fit_motor(tr, generations=generations)
+                wall = time.perf_counter() - t0
+                rows[stage].append(_row(seed, tr.label, wall, rep, truth))
+    logs = len(seeds)
+    full = sum(r["seconds"] for r in rows["full fit"]) / logs
+    ls = sum(r["seconds"] for r in rows["least squares"]) / logs
+    largest = {stage: _largest(per) for stage, per in rows.items()}
+    limit = max(abs(r["dead_band_limit_percent"]) for r in rows["full fit"])
     if args.json:
-        print_json({"log_seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "stages": rows,
+        print_json({"log_seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "seeds": seeds,
+                    "stages": rows, "largest_error_percent": largest, "dead_band_limit_percent": limit,
                     "full_fit_seconds": full, "target_seconds": TARGET_S})
         return 0
-    print(f"{args.seconds:g} s twin log at {args.rate:g} Hz, two joints (simulated rig, seed {args.seed}):")
+    which = f"seed {args.seed}" if logs == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    print(f"{args.seconds:g} s twin log at {args.rate:g} Hz, two joints (simulated rig, {which}):")
     for stage, per in rows.items():
         for r in per:
-            e = ", ".join(f"{k} {'n/i' if v is None else f'{v:+.1f}%'}" for k, v in r["error_percent"].items())
+            e = ", ".join(f"{k} {'n/i' if v is None else f'{v:+.1f}%'}"
+                          + (f" ({r['dead_band_error_mv']:+.0f} mV)" if k == "dead_band" and v is not None else "")
+                          for k, v in r["error_percent"].items())
             dl = "n/i" if r["delay_error_ms"] is None else f"{r['delay_error_ms']:+.2f} ms"
-            print(f"  {stage:14s} {r['joint']}: {r['seconds']:6.1f} s, held-out RMS {r['held_out_rms_before']:.3f} -> "
+            tag = r["joint"] if logs == 1 else f"{r['seed']} {r['joint']}"
+            print(f"  {stage:14s} {tag}: {r['seconds']:6.1f} s, held-out RMS {r['held_out_rms_before']:.3f} -> "
                   f"{r['held_out_rms_after']:.3f} deg (max {r['held_out_max_after']:.3f}); {e}; delay {dl}")
-    ls = sum(r["seconds"] for r in rows["least squares"])
-    print(f"fit time for the log: full fit {full:.1f} s (target <= {TARGET_S:g} s), least squares alone {ls:.1f} s "
+    for stage, big in largest.items():
+        e = ", ".join(_largest_text(k, v) for k, v in big.items())
+        print(f"  {stage:14s} largest error over {len(rows[stage])} fits: {e}")
+    print(f"  dead band: the rig drives its motor in PWM steps of {1e3 * LoopConfig().pwm_step:.1f} mV and every dead band within "
+          f"a step gives the same log; the middle of the true one's step (the best any fit can say) is up to "
+          f"{limit:.1f}% off here")
+    print(f"fit time per log: full fit {full:.1f} s (target <= {TARGET_S:g} s), least squares alone {ls:.1f} s "
           f"({full / max(ls, 1e-9):.1f}x); n/i: reported as not identifiable")
     return 0
+
+
+def _row(seed: int, label: str, wall: float, rep, truth) -> dict:
+    """One fit's line: its time, held-out error and each parameter's error against the truth (%;
+    None: reported not identifiable), the dead band's also in mV, and how far the middle of the true
+    dead band's PWM step is from it (%: no fit can be closer for sure)."""
+    from ..controllers.ident import dead_band_step
+    errs = {n: (None if rep.param(n).value is None else 100.0 * (rep.param(n).value - getattr(truth, n)) / getattr(truth, n))
+            for n in _COMPARED}
+    values = {n: 100.0 * (getattr(rep.fitted, n) - getattr(truth, n)) / getattr(truth, n) for n in _COMPARED}
+    total = truth.delay_down + truth.delay_up
+    d = rep.param("delay_total").value
+    lo, hi = dead_band_step(truth.dead_band)
+    return {"seed": seed, "joint": label, "seconds": wall, "held_out_rms_before": rep.rms_before,
+            "held_out_rms_after": rep.rms_after, "held_out_max_after": rep.max_after, "error_percent": errs,
+            "fitted_value_error_percent": values, "delay_error_ms": None if d is None else 1e3 * (d - total),
+            "dead_band_error_mv": 1e3 * (rep.fitted.dead_band - truth.dead_band),
+            "dead_band_limit_percent": 100.0 * (0.5 * (lo + hi) - truth.dead_band) / truth.dead_band}
+
+
+def _largest(per: list[dict]) -> dict:
+    """Per parameter: the largest |error| over the fits that report it (%; None: none did) and how
+    many fits reported it not identifiable."""
+    out = {}
+    for n in _COMPARED:
+        known = [abs(r["error_percent"][n]) for r in per if r["error_percent"][n] is not None]
+        out[n] = {"percent": max(known) if known else None, "not_identifiable": len(per) - len(known)}
+    return out
+
+
+def _largest_text(name: str, big: dict) -> str:
+    if big["percent"] is None:
+        return f"{name} n/i"
+    return f"{name} {big['percent']:.1f}%" + (f" ({big['not_identifiable']} n/i)" if big["not_identifiable"] else "")
 
 
 #: the motor parameters whose errors are reported
