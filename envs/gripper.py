@@ -222,7 +222,6 @@ class ParallelGripper(_Gripper):
         super().__init__(world, robot, parts, slip)
         self.force, self.speed = force, speed
         self._tool = robot.link_index.get("tool", robot.tool_link)
-        self._mount = -1
         fingers = []
         for centre, size in jaw_boxes(robot.tool):
             inward = -float(np.sign(centre[0]))
@@ -243,7 +242,6 @@ class ParallelGripper(_Gripper):
                                                                               self.MOUNT_FORCE)
         self._target = 0.0         # the jaws' commanded position (0: open), m
         self._untouched: int | None = None     # a piece let go in the kinematic model, not yet collided with
-        self._open = 0.0
         self._open = self.opening              # the gap between the open jaws, m
         world.drive_fingers(self.body, [0.0, 0.0], force)
 

@@ -31,7 +31,6 @@ from ..controllers.tools import ToolKind
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from . import gym_options as opt
-from ..robots.workcell import BodyRole
 from .gripper import ParallelGripper, VacuumGripper
 from .gym_envs import ArmEnv
 from .sim import JointMode
@@ -240,9 +239,7 @@ class PickAndPlaceEnv(ArmEnv):
             if isinstance(self._gripper, ParallelGripper):
                 self._gripper.reset({"object": self._object})
             else:
-                placed = self._placed
-                ideal = [] if placed is None else [placed.bodies[b.name] for b in placed.cell.bodies
-                                                   if b.role is BodyRole.WORK and b.mass == 0]
+                ideal = [] if self._placed is None else self._placed.static_work
                 self._gripper = ParallelGripper(self.world, self.robot, {"object": self._object}, ideal=ideal)
         else:
             self._gripper = VacuumGripper(self.world, self.robot, {"object": self._object})

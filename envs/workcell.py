@@ -31,6 +31,11 @@ class PlacedCell:
     cell: Cell
     bodies: dict[str, int]
 
+    @property
+    def static_work(self) -> list[int]:
+        """The ids of the fixed work bodies (the table): what a tool touches ideally."""
+        return [self.bodies[b.name] for b in self.cell.bodies if b.role is BodyRole.WORK and b.mass == 0]
+
 
 def body_shapes(body: CellBody) -> list[tuple[str, tuple, np.ndarray]]:
     """The :meth:`World.add_shapes` description of a cell body (one shape in its own frame)."""

@@ -29,7 +29,6 @@ import numpy as np
 from ..controllers.gcode.outputs import OutputTimeline
 from ..controllers.tools import ToolKind
 from ..controllers.transforms import matrix_to_rpy, rotation_angle
-from ..robots.workcell import BodyRole
 from .gripper import GripEvent, GripKind, ParallelGripper, VacuumGripper
 from .sim import SimRobot, World
 from .workcell import PlacedCell
@@ -145,8 +144,7 @@ class RunWorkpieces:
         if kind is ToolKind.VACUUM and self.parts and outputs:
             self.gripper = VacuumGripper(world, robot, self.parts)
         elif kind is ToolKind.GRIPPER and outputs:      # its jaws move (open/close) with or without pieces
-            ideal = [placed.bodies[b.name] for b in placed.cell.bodies if b.role is BodyRole.WORK and b.mass == 0]
-            self.gripper = ParallelGripper(world, robot, self.parts, ideal=ideal)
+            self.gripper = ParallelGripper(world, robot, self.parts, ideal=placed.static_work)
         self.events: list[PieceEvent] = []
 
     @property
