@@ -28,11 +28,17 @@ lying in a direction the log cannot see at all (singular values below :data:`NUL
 the largest), is reported as **not identifiable**, without a number.
 
 The loop model follows the firmware (``firmware/servo_rig/rig_core.cpp``, ``RigCore::control_tick``)
-and the motor model. Its exact form uses the rig's own arithmetic (encoder counts, PWM steps,
-the motor in 0.1 ms Euler steps); its smoothed form, whose cost is smooth in the parameters,
-reads the encoder as the continuous angle less half a pulse (the mean of the floor), leaves the
-PID output unrounded (but keeps the PWM's zero step as a dead zone) and integrates the motor
-exactly over each control tick. The loop is compiled with Numba (extra ``fit``).
+and the motor model. Its exact form is the firmware's own integer arithmetic (the target's
+velocity in Q20 pulses/µs from the host's frame times, the extrapolated target in whole pulses,
+the fixed-point PID, the feed-forward and the duty's rounding: :func:`firmware_duty`), encoder
+counts and the motor in 0.1 ms Euler steps — equal, count for count, to the C++ core and motor
+the emulator runs (``rig_emulator --loop-trace``, tests/test_ident.py); its smoothed form, whose
+cost is smooth in the parameters, reads the encoder as the continuous angle less half a pulse (the
+mean of the floor), runs the PID in floating point on a continuous target ramp (less the half pulse
+the firmware's floor loses), leaves its output unrounded (but keeps the PWM's zero step as a dead
+zone) and integrates the motor exactly over each control tick. With the rig's clock
+(``Trace.t_taken``) the model ticks on the rig's own tick grid and reads the tick each state was
+taken at. The loop is compiled with Numba (extra ``fit``).
 
 Pure numpy and SciPy. Units: s, V, rad, N·m, kg·m²; angles in logs and reports in degrees.
 """
@@ -50,7 +56,8 @@ from .servo import PWM_MAX, RIG_MOTOR, SUPPLY_V, MotorParams
 
 __all__ = ["correlation_length", "LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
            "prediction_error", "NULL_RATIO", "read_params_file", "read_motor_fit", "write_params_file", "Excitation", "excitation",
-           "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES", "dead_band_step"]
+           "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES", "dead_band_step", "rig_clock_times", "firmware_ints", "firmware_duty",
+           "target_velocities_q20"]
 
 #: a singular value of the scaled Jacobian below this fraction of the largest marks a direction
 #: the log cannot see
@@ -174,7 +181,17 @@ class Trace:
         label: the joint's name in the log.
         t_servo: (K,) when each servo angle reached the host, s on ``t``'s clock (a sample reports
             the newest state, which may be up to a state period old; NaN: not known), or None:
-            the sample times (a twin log does not keep them; ``armtwin rig identify`` does).
+            the sample times (a twin log does not keep them; ``armtwin rig identify`` does, from
+            the rig's own clock: :func:`rig_clock_times`).
+        power_sent: (K,) the supply the host had commanded when each sample's targets went out, or
+            None: the supply is known only from the log's ``POWER`` flags (to a sample period).
+            A POWER frame goes out just before that sample's targets and reaches the rig
+            ``power_lead`` s before them (``armtwin rig identify`` knows both).
+        power_lead: s, see ``power_sent``.
+        t_taken: (K,) when each servo angle was taken at the rig, s on ``t``'s clock (from the
+            rig's own clock, :func:`rig_clock_times`; NaN: not known), or None. With it the model
+            ticks on the rig's own tick grid and reads the tick each state was taken at
+            (``delay_up`` is then only the host's least read latency, near 0).
     """
 
     t: np.ndarray
@@ -183,10 +200,15 @@ class Trace:
     powered: np.ndarray
     label: str = ""
     t_servo: np.ndarray | None = None
+    power_sent: np.ndarray | None = None
+    power_lead: float = 0.0
+    t_taken: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(self.t)
-        for name in ("virtual", "servo", "powered") + (("t_servo",) if self.t_servo is not None else ()):
+        for name in ("virtual", "servo", "powered", "t_servo", "power_sent", "t_taken"):
+            if getattr(self, name) is None:
+                continue
             if len(getattr(self, name)) != k:
                 raise ValueError(f"Trace.{name} has {len(getattr(self, name))} samples, t has {k}")
         if k < 2 or not np.all(np.diff(self.t) > 0):
@@ -195,16 +217,20 @@ class Trace:
     def cut(self, a: int, b: int) -> "Trace":
         """Samples a..b-1."""
         return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label,
-                     None if self.t_servo is None else self.t_servo[a:b])
+                     None if self.t_servo is None else self.t_servo[a:b],
+                     None if self.power_sent is None else self.power_sent[a:b], self.power_lead,
+                     None if self.t_taken is None else self.t_taken[a:b])
 
 
 def _kernel():
     """The loop simulation compiled by Numba (built on first use; cached on disk)."""
     import numba
 
+    duty = numba.njit(cache=True)(firmware_duty)
+
     @numba.njit(cache=True, fastmath=False, parallel=True)
     def run(t, tgt, vel, powered_log, P, R, rad_per_pulse, h, ticks, kp, ki, kd, dtau, lim, ilim, ff, ff_static,
-            supply, half_step, extrap, exact, half_log, out):
+            supply, half_step, extrap, exact, half_log, velq, fw, by_cmd, power_lead, t_state, tick0, out):
         n_sets = P.shape[0]
         K = t.shape[0]
         for q in numba.prange(n_sets):
@@ -218,14 +244,18 @@ def _kernel():
             e_prev = 0.0
             fresh = True
             idx = -1
+            # the firmware's integers (exact): PIDFixed's state, the time a target arrived (µs)
+            pid = np.zeros(4, dtype=np.int64)
+            rx_us = np.int64(0)
             thresh = DB if (DB > half_step or exact) else half_step
             a_pow = (KM * KM / R + B) / J
             a_off = B / J
             for n in range(ticks):
-                s = n * h
-                # the supply as the log saw it delay_up later (a change shows in the log up to one log
-                # period after it happened: half a period is the best guess)
-                while ip + 1 < K and t[ip + 1] <= s + up + half_log:
+                s = tick0 + n * h
+                # the supply as the host commanded it (by_cmd: its POWER frame arrives power_lead
+                # before the sample's targets), or as the log saw it delay_up later (a change shows in
+                # the log up to one log period after it happened: half a period is the best guess)
+                while ip + 1 < K and ((t[ip + 1] + down - power_lead) if by_cmd else (t_state[ip + 1] - up - half_log)) <= s:
                     ip += 1
                 powered = powered_log[ip]
                 v = volts if (volts >= thresh or volts <= -thresh) else 0.0
@@ -284,20 +314,28 @@ def _kernel():
                         theta = th1
                     out[q, n] = theta
                     meas = theta / rad_per_pulse - 0.5
-                # the newest target that has arrived, extrapolated
+                # the newest target that has arrived (above), extrapolated
                 while idx + 1 < K and t[idx + 1] + down <= s:
                     idx += 1
+                    rx_us = np.int64(np.floor((t[idx] + down) * 1e6 + 0.5))
                 if idx < 0 or not powered:
                     volts = 0.0
                     integ = 0.0
                     dterm = 0.0
                     e_prev = 0.0
+                    pid[:] = 0
                     fresh = True
+                    continue
+                if exact:     # the firmware's integers (firmware_duty)
+                    ts_us = np.int64(np.floor(s * 1e6 + 0.5)) - rx_us
+                    vq = velq[idx]
+                    ei = np.int64(tgt[idx]) + ((vq * min(ts_us, fw[10])) >> 20) - np.int64(meas)
+                    volts = duty(pid, ei, vq, fw) * 2.0 * half_step
                     continue
                 since = s - t[idx] - down
                 if since > extrap:
                     since = extrap
-                sp = tgt[idx] + vel[idx] * since
+                sp = tgt[idx] + vel[idx] * since - (0.5 if vel[idx] != 0.0 else 0.0)  # the firmware floors it
                 e = sp - meas
                 dt = 0.0 if fresh else h
                 if dt > 0:
@@ -321,14 +359,6 @@ def _kernel():
                 vv = vel[idx]
                 if abs(vv) > 1.0:
                     u += vv / ff + (ff_static if vv > 0 else -ff_static)
-                if exact:     # the PWM: U·255/supply rounded half away from zero, clamped to ±255
-                    pw = u / (2.0 * half_step)
-                    pw = np.floor(pw + 0.5) if pw >= 0 else -np.floor(-pw + 0.5)
-                    if pw > 255.0:
-                        pw = 255.0
-                    elif pw < -255.0:
-                        pw = -255.0
-                    u = pw * 2.0 * half_step
                 if u > supply:
                     u = supply
                 elif u < -supply:
@@ -342,6 +372,101 @@ def _kernel():
 
 
 _RUN = None
+
+
+def _fixed(v: "float | np.floating", scale: float, limit: float) -> int:
+    """The firmware's ``fixed()``: round(v·scale) half away from zero, saturated to ±limit, in
+    single precision as the AVR computes it."""
+    x = np.float32(np.float32(v) * np.float32(scale))
+    x = min(max(x, np.float32(-limit)), np.float32(limit))
+    return int(x + np.float32(0.5)) if x >= 0 else int(x - np.float32(0.5))
+
+
+def firmware_ints(loop: LoopConfig) -> np.ndarray:
+    """The fixed-point constants ``PIDFixed::configure`` and ``RigCore``'s constructor derive from
+    the loop's gains (``rig_core.cpp``): kp (Q14 duty per pulse), ki (Q22 per pulse and tick), kd
+    (Q14 per pulse change), the derivative filter (Q8), the output and integral limits, the largest
+    error and error change whose products fit 32 bits, the velocity feed-forward (Q14 duty per
+    Q20 pulses/µs), the static feed-forward (Q14) and the extrapolation limit (µs)."""
+    g = loop.gains
+    f32 = np.float32
+    dpv = f32(PWM_MAX) / f32(loop.supply)
+    period = f32(1.0) / f32(loop.control_hz)
+    two30 = 1073741824.0
+    kp = _fixed(f32(g.kp) * dpv, 16384.0, two30)
+    ki = _fixed(f32(g.ki) * dpv * period, 4194304.0, two30)
+    kd = _fixed(f32(g.kd) * dpv / period, 16384.0, two30)
+    a = _fixed(period / (f32(g.derivative_tau) + period) if g.derivative_tau > 0 else 1.0, 256.0, 256.0)
+    lim = _fixed(f32(g.output_limit) * dpv, 16384.0, PWM_MAX * 16384.0)
+    ilim_v = g.output_limit if g.integral_limit is None else g.integral_limit
+    ilim = _fixed(f32(ilim_v) * dpv, 4194304.0, PWM_MAX * 4194304.0)
+    e_max = 32767
+    if kp > 0:
+        e_max = min(e_max, (1 << 30) // kp)
+    if ki > 0:
+        e_max = min(e_max, (1 << 29) // ki)
+    de_max = 32767 if kd <= 0 else min(32767, (1 << 30) // kd)
+    ff = _fixed(f32(1e6 / 1048576.0) * dpv / f32(loop.ff_pulses_per_s_per_volt) * f32(16384.0), 1.0, 30000.0)
+    ff_static = _fixed(f32(loop.ff_static_v) * dpv, 16384.0, PWM_MAX * 16384.0)
+    extrap_us = int(round(loop.extrapolate_max_s * 1e6))
+    return np.array([kp, ki, kd, a, lim, ilim, e_max, de_max, ff, ff_static, extrap_us], dtype=np.int64)
+
+
+def firmware_duty(pid: np.ndarray, e: int, vel_q20: int, fw: np.ndarray) -> int:
+    """One control tick of the firmware from the position error on: ``PIDFixed::update`` (Q14
+    duty, Q22 integral, the derivative filter in Q8, conditional integration, the output clamp),
+    the velocity and friction feed-forward of ``RigCore::control_tick`` and the duty rounded half
+    away from zero to ±255 — integer for integer (``>>`` floors, as the AVR's arithmetic shift).
+    Plain Python for :class:`~armtwin.controllers.virtual_rig.VirtualServo`; Numba compiles the
+    same function into the fit's loop.
+
+    Args:
+        pid: the PID's state, int64 (i_q22, d_q14, e_prev, started), updated in place; zeros after
+            a reset.
+        e: the error, pulses (the extrapolated target less the encoder).
+        vel_q20: the target's velocity, Q20 pulses/µs (:func:`target_velocities_q20`).
+        fw: :func:`firmware_ints`.
+
+    Returns:
+        The signed PWM duty.
+    """
+    e = min(max(e, -fw[6]), fw[6])
+    p = e * fw[0]
+    if pid[3] != 0:
+        d_raw = min(max(min(max(e - pid[2], -fw[7]), fw[7]) * fw[2], -(1 << 29)), 1 << 29)
+        pid[1] += ((d_raw - pid[1]) >> 8) * fw[3]
+        cand = pid[0] + e * fw[1]
+        un = p + (cand >> 8) + pid[1]
+        if (un > fw[4] and e > 0) or (un < -fw[4] and e < 0):
+            cand = pid[0]
+        pid[0] = min(max(cand, -fw[5]), fw[5])
+    pid[2] = e
+    pid[3] = 1
+    u = min(max(p + (pid[0] >> 8) + pid[1], -fw[4]), fw[4])
+    if vel_q20 > 1 or vel_q20 < -1:
+        u += vel_q20 * fw[8] + (fw[9] if vel_q20 > 0 else -fw[9])
+    m = min(((min(abs(u), 511 * 16384) >> 8) + 32) >> 6, 255)
+    return m if u >= 0 else -m
+
+
+#: the firmware's largest target velocity, Q20 pulses/µs (60,000 pulses/s)
+_VEL_MAX_Q20 = 62914
+
+
+def target_velocities_q20(t: np.ndarray, tgt: np.ndarray, loop: LoopConfig) -> np.ndarray:
+    """Each target's velocity as the firmware takes it (``RigCore::handle``, ``control_tick``): the
+    pulse step from the previous target (±2047 at most) over the host's time step in whole µs
+    (none when the gap is 0 or ``target_gap_max_s`` or more), by a Q30 reciprocal, Q20 pulses/µs."""
+    t_us = np.floor(np.asarray(t, dtype=float) * 1e6 + 0.5).astype(np.int64)
+    v = np.zeros(len(tgt), dtype=np.int64)
+    if len(tgt) < 2:
+        return v
+    dth: np.ndarray = np.diff(t_us)
+    dp: np.ndarray = np.clip(np.diff(np.asarray(tgt, dtype=np.int64)), -2047, 2047)
+    ok = (dth > 0) & (dth < int(round(loop.target_gap_max_s * 1e6)))
+    recip: np.ndarray = np.where(ok, (1 << 30) // np.where(ok, dth, 1), 0).astype(np.int64)
+    v[1:] = np.clip(dp * (recip >> 10) + ((dp * (recip & 1023)) >> 10), -_VEL_MAX_Q20, _VEL_MAX_Q20)
+    return v
 
 
 def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopConfig = LoopConfig(), *,
@@ -381,21 +506,33 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     gap = np.diff(t)
     vel = np.zeros_like(tgt)
     vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / gap, 0.0)
-    powered = np.ascontiguousarray(trace.powered, dtype=np.bool_)
+    by_cmd = trace.power_sent is not None
+    powered = np.ascontiguousarray(trace.power_sent if by_cmd else trace.powered, dtype=np.bool_)
+    velq = target_velocities_q20(t, tgt, loop)
     known = trace.servo[np.isfinite(trace.servo)]
     theta0 = (known[0] if len(known) else trace.virtual[0]) * ppd * rad_per_pulse + 0.5 * rad_per_pulse
+    ilim = g.output_limit if g.integral_limit is None else g.integral_limit
+    # when each sample's state (its angle, its POWER flag) left the rig, delay_up before this: when it
+    # reached the host, or the sample's time when not known — or, from the rig's clock, when it was
+    # taken, on the rig's tick grid (tick0: the grid's phase after the log's first sample)
+    t_read = t
+    tick0 = 0.0
+    if trace.t_taken is not None and np.isfinite(trace.t_taken).any():
+        taken = trace.t_taken - trace.t[0]
+        tick0 = float(np.fmod(taken[np.isfinite(taken)][0], h)) % h
+        t_read = np.maximum.accumulate(np.where(np.isfinite(taken), taken, t))
+        ticks += 1
+    elif trace.t_servo is not None:
+        t_read = np.maximum.accumulate(np.where(np.isfinite(trace.t_servo), np.minimum(trace.t_servo - trace.t[0], t), t))
     out = np.empty((len(P), ticks))
     out[:, 0] = theta0
-    ilim = g.output_limit if g.integral_limit is None else g.integral_limit
     _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
          g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
-         0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), out)
-    # the logged angle: the rig's, delay_up before it reached the host (the sample's time when not known;
-    # linear between ticks), less the half pulse the encoder's floor loses on average
-    t_read = t
-    if trace.t_servo is not None:
-        t_read = np.where(np.isfinite(trace.t_servo), np.minimum(trace.t_servo - trace.t[0], t), t)
-    when = (t_read[None, :] - P[:, 6:7]) / h                              # (N, K) in ticks
+         0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), velq,
+         firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, out)
+    # the logged angle: the rig's at t_read − delay_up (linear between ticks; a state taken at a tick
+    # reads that tick, within 1 µs), less the half pulse the encoder's floor loses on average
+    when = (t_read[None, :] - P[:, 6:7] - tick0) / h + (1e-3 if tick0 or trace.t_taken is not None else 0.0)
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]
@@ -489,10 +626,11 @@ RANGES = ((0.3, 3.0), (0.1, 10.0), (0.3, 3.0), (0.5, 2.0), (0.0, 1.0), (0.0, 0.0
 
 #: the differential evolution's first population: around the least-squares result, this far each
 #: way in inertia, viscous, Coulomb friction and motor constant (natural logs of their factors:
-#: wider than the least-squares stage's errors on the simulated rig, up to 23 %, 11 % and 2.5 %;
-#: the viscous friction is open). The dead band (which the smoothed model puts up to 60 % low) and
-#: the delays are drawn from zero to well past the first stage's values instead.
-_DE_SPREAD = np.array([0.3, 1.5, 0.3, 0.1, 0.0, 0.0, 0.0])
+#: wider than the least-squares stage's errors on the simulated rig, up to 67 %, 19 % and 6 %
+#: against the firmware's integer loop; the viscous friction is open). The dead band (which the
+#: smoothed model puts up to 60 % low) and the delays are drawn from zero to well past the first
+#: stage's values instead.
+_DE_SPREAD = np.array([0.6, 1.5, 0.3, 0.1, 0.0, 0.0, 0.0])
 
 #: where a fit starts: the data sheet motor, a 0.1 V dead band, 1 ms each way
 NOMINAL = MotorFit.of(RIG_MOTOR, dead_band=0.1, delay_down=0.001, delay_up=0.001)
@@ -630,7 +768,10 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
     i_db = PARAMETERS.index("dead_band")
     if not blind[i_db]:
         ci[i_db] = max(ci[i_db], 0.5 * loop.pwm_step)
-    vague = ~blind & (ci > MAX_RELATIVE_CI * np.maximum(np.abs(x), _FLOOR))
+    # relative to the value found, or to the data sheet's where that is smaller: a value far above
+    # the data sheet's (the viscous friction at 4x) must not look well known for being large
+    ref = np.where(rel, np.minimum(np.abs(x), np.abs(x0)), np.abs(x))
+    vague = ~blind & (ci > MAX_RELATIVE_CI * np.maximum(ref, _FLOOR))
     unknown = blind | vague
     # the model for predictions keeps every fitted value (the best estimate, even where one alone is open)
     fitted = start.with_vector(x)
@@ -656,8 +797,8 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
         why.append(f"{names}: the log determines only combinations of them (a power cut that lets the motor "
                    f"coast separates inertia, friction and motor constant)")
     if vague.any():
-        names = ", ".join(f"{n} (±{100 * c / max(abs(v), f):.0f} %)" for n, b, c, v, f in
-                          zip(PARAMETERS, vague, ci, x, _FLOOR) if b)
+        names = ", ".join(f"{n} (±{100 * c / max(v, f):.0f} %)" for n, b, c, v, f in
+                          zip(PARAMETERS, vague, ci, ref, _FLOOR) if b)
         why.append(f"{names}: the log leaves them open by more than ±{100 * MAX_RELATIVE_CI:.0f} % (95 %)")
     return FitReport(trace.label, params, fitted, float(split), rb, mb, ra, ma, rf, time.perf_counter() - t0,
                      count[0], "; ".join(why))
@@ -894,16 +1035,19 @@ def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_ban
                     label: str = "j1") -> Trace:
     """The twin log a rig would give for ``exc``: a plain, firmware-faithful loop (no smoothing).
 
-    The host sends whole-pulse targets at the excitation's samples; each reaches the rig
-    ``delay_down`` s later; the rig runs :class:`~armtwin.controllers.pid.PID` (the firmware's
-    form), the feed-forward, PWM rounding, the H-bridge dead band (no current below ``dead_band``
+    The host sends whole-pulse targets (and the excitation's power cuts) at the excitation's
+    samples; each reaches the rig ``delay_down`` s later; the rig runs the firmware's loop in its
+    own integers (:func:`firmware_duty`), the H-bridge dead band (no current below ``dead_band``
     V) and :class:`~armtwin.controllers.servo.DCMotor` (0.1 ms Euler steps) at ``control_hz``;
     the host logs the encoder count it had ``delay_up`` s earlier, and ``POWER`` while the supply
-    is cut — :class:`~armtwin.controllers.virtual_rig.VirtualServo` fed sample by sample.
-    Independent of :func:`simulate_loop` (the fit's model), so it can check it.
+    is cut — :class:`~armtwin.controllers.virtual_rig.VirtualServo` fed sample by sample, its motor
+    starting in the middle of a count. The trace knows the power commands (``power_sent``), as
+    ``armtwin rig identify`` does. A separate implementation of :func:`simulate_loop`'s exact
+    form (sample by sample instead of vectorised), so it can check it.
     """
     from .virtual_rig import VirtualServo
-    servo = VirtualServo(MotorFit.of(motor, dead_band=dead_band, delay_down=delay_down, delay_up=delay_up), loop)
+    servo = VirtualServo(MotorFit.of(motor, dead_band=dead_band, delay_down=delay_down, delay_up=delay_up), loop,
+                         start_deg=0.5 / loop.pulses_per_deg)
     tgt = np.rint(exc.angle * loop.pulses_per_deg)
     angle = np.empty(len(exc.t))
     powered = np.empty(len(exc.t), dtype=bool)
@@ -913,7 +1057,53 @@ def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_ban
         servo.target(tgt[k], float(t))
         angle[k] = servo.angle_at(float(t))
         powered[k] = servo.powered
-    return Trace(exc.t.copy(), exc.angle.copy(), angle, powered, label)
+    sent = np.ones(len(exc.t), dtype=bool)
+    for k in sorted(exc.power):
+        sent[k:] = exc.power[k]
+    return Trace(exc.t.copy(), exc.angle.copy(), angle, powered, label, power_sent=sent)
+
+
+def rig_clock_times(arrival: np.ndarray, rig_us: np.ndarray, *, wire_s: float = 0.0, windows: int = 20) -> np.ndarray:
+    """When each state was taken, on the host's clock, from the rig's own clock: better than its
+    arrival, which the wire and the host's scheduling delay by a varying amount (0.5 ms sd, spikes
+    of 15 ms on a quiet machine).
+
+    The rig stamps every state with its clock (µs, a 32-bit counter that wraps; its crystal runs
+    at its own rate). A state cannot arrive before it was taken, and the fastest arrivals show the
+    wire alone, so the lower envelope of ``arrival − rig time`` maps one clock onto the other: a
+    line (offset and drift) fitted through the lowest point of each of ``windows`` stretches, then
+    lowered until no state arrives before its mapped time, and moved back by the wire time of a
+    state frame: what is left is the host's least read latency (tens of µs).
+
+    Args:
+        arrival: (K,) when each sample's state reached the host, s (NaN: none).
+        rig_us: (K,) that state's rig clock, µs (NaN: none).
+        wire_s: a state frame's time on the wire, s (its bytes × 10 bits / baud rate).
+        windows: stretches for the envelope.
+
+    Returns:
+        (K,) when the states were taken, on the host's clock, s (NaN where either input is); ``arrival``
+        itself when fewer than 4 states per window are known or the rig's clock ran backwards (it
+        rebooted).
+    """
+    arrival = np.asarray(arrival, dtype=float)
+    rig = np.asarray(rig_us, dtype=float)
+    ok = np.isfinite(arrival) & np.isfinite(rig)
+    if ok.sum() < 4 * windows:
+        return arrival
+    r = rig[ok]
+    step = np.diff(r)
+    step = np.where(step < -2.0 ** 31, step + 2.0 ** 32, step)  # the counter wrapped
+    if np.any(step < 0):
+        return arrival
+    r = (r[0] + np.r_[0.0, np.cumsum(step)]) * 1e-6
+    d = arrival[ok] - r
+    lows = [int(k[np.argmin(d[k])]) for k in np.array_split(np.arange(len(r)), windows)]
+    drift, offset = np.polyfit(r[lows], d[lows], 1)
+    offset += float(np.min(d - (offset + drift * r))) - wire_s
+    out = np.full(len(arrival), np.nan)
+    out[ok] = r + offset + drift * r
+    return out
 
 
 def traces_of(log, labels=None) -> list[Trace]:

@@ -1,9 +1,10 @@
 """A virtual rig: one servo motor of the rig simulated on the host, sample by sample, to predict the real one.
 
 :class:`VirtualServo` runs what the firmware runs (``firmware/servo_rig/rig_core.cpp``,
-``RigCore::control_tick``) at the rig's control rate — the newest target extrapolated along its
-velocity, the PID of :mod:`armtwin.controllers.pid`, the velocity and friction feed-forward, the
-PWM's 8-bit rounding — then the H-bridge's dead band and the DC gear motor of
+``RigCore::control_tick``) at the rig's control rate, in the firmware's own integers
+(:func:`armtwin.controllers.ident.firmware_duty`) — the newest target extrapolated along its
+velocity in whole pulses, the fixed-point PID, the velocity and friction feed-forward, the PWM's
+8-bit rounding — then the H-bridge's dead band and the DC gear motor of
 :class:`armtwin.controllers.servo.DCMotor` (0.1 ms Euler steps, stiction), and reads the encoder
 as the firmware does. Fed the targets the host sends (at the times it sends them) and the power
 commands, it says what angle the rig will report: with an identified motor
@@ -25,9 +26,8 @@ from collections import deque
 
 import numpy as np
 
-from .ident import LoopConfig, MotorFit
-from .pid import PID
-from .servo import DCMotor, volts_to_pwm
+from .ident import LoopConfig, MotorFit, firmware_duty, firmware_ints, target_velocities_q20
+from .servo import DCMotor
 
 __all__ = ["VirtualServo", "VirtualRig"]
 
@@ -50,24 +50,24 @@ class VirtualServo:
         self.fit, self.loop = fit, loop
         self.motor = DCMotor(fit.motor_params())
         self.motor.theta = start_deg * loop.pulses_per_deg * 2 * math.pi / fit.encoder_cpr
-        self.pid = PID(loop.gains)
+        self._fw = firmware_ints(loop)
+        self._pid = np.zeros(4, dtype=np.int64)  # the firmware PID's state (firmware_duty)
         self._h = 1.0 / loop.control_hz
         self._t0 = float(t0)
         self._tick = 0                      # the next control tick to run (tick n at t0 + n·h)
         self._targets: deque = deque()      # (arrival time, pulses, host time)
         self._powers: deque = deque()       # (arrival time, on)
-        self._target: float | None = None   # pulses
-        self._target_vel = 0.0              # pulses/s
+        self._target: int | None = None     # pulses
+        self._target_vel = 0                # Q20 pulses/µs, as the firmware keeps it
         self._t_host = -math.inf            # host time of the newest target
-        self._t_rx = 0.0                    # its arrival
+        self._rx_us = 0                     # its arrival, µs
         self._powered = True
         self._volts = 0.0
-        self._fresh = True
         self._pos = self.motor.pulses       # the encoder count after the newest tick
 
     def target(self, pulses: float, t: float) -> None:
         """A target (encoder pulses) the host sends at time ``t`` (non-decreasing)."""
-        self._targets.append((t + self.fit.delay_down, float(pulses), t))
+        self._targets.append((t + self.fit.delay_down, int(round(pulses)), t))
 
     def power(self, on: bool, t: float) -> None:
         """The host switches the motor supply at time ``t``."""
@@ -96,24 +96,18 @@ class VirtualServo:
         m.step(0.0 if abs(self._volts) < self.fit.dead_band else self._volts, self._h)
         self._pos = m.pulses
         while self._targets and self._targets[0][0] <= s:
-            _, value, t_host = self._targets.popleft()
-            gap = t_host - self._t_host
-            self._target_vel = ((value - self._target) / gap if self._target is not None and 0 < gap < loop.target_gap_max_s
-                                else 0.0)
-            self._target, self._t_host, self._t_rx = value, t_host, t_host + self.fit.delay_down
+            arrival, value, t_host = self._targets.popleft()
+            self._target_vel = (0 if self._target is None else
+                                int(target_velocities_q20(np.array([self._t_host, t_host]), np.array([self._target, value]),
+                                                          loop)[1]))
+            self._target, self._t_host, self._rx_us = value, t_host, math.floor(arrival * 1e6 + 0.5)
         if self._target is None or not self._powered:
-            self.pid.reset()
-            self._fresh = True
+            self._pid[:] = 0
             self._volts = 0.0
             return
-        sp = self._target + self._target_vel * min(s - self._t_rx, loop.extrapolate_max_s)
-        if self._fresh:
-            self.pid.reset()
-            self._fresh = False
-        u = self.pid.update(sp, float(self._pos), s).u
-        if abs(self._target_vel) > 1.0:
-            u += self._target_vel / loop.ff_pulses_per_s_per_volt + math.copysign(loop.ff_static_v, self._target_vel)
-        self._volts = volts_to_pwm(u) * loop.supply / 255.0
+        ts_us = min(math.floor(s * 1e6 + 0.5) - self._rx_us, int(self._fw[10]))
+        e = self._target + ((self._target_vel * ts_us) >> 20) - int(self._pos)
+        self._volts = int(firmware_duty(self._pid, e, self._target_vel, self._fw)) * loop.supply / 255.0
 
 
 class VirtualRig:

@@ -150,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
     for stage, big in largest.items():
         e = ", ".join(_largest_text(k, v) for k, v in big.items())
         print(f"  {stage:14s} largest error over {len(rows[stage])} fits: {e}")
+    found = sum(r["dead_band_step_found"] for r in rows["full fit"])
     print(f"  dead band: the rig drives its motor in PWM steps of {1e3 * LoopConfig().pwm_step:.1f} mV and every dead band within "
-          f"a step gives the same log; the middle of the true one's step (the best any fit can say) is up to "
-          f"{limit:.1f}% off here")
+          f"a step gives the same log; the full fit found the true one's step in {found} of {len(rows['full fit'])} fits, "
+          f"and that step's middle (the best any fit can say) is up to {limit:.1f}% off here")
     print(f"fit time per log: full fit {full:.1f} s (target <= {TARGET_S:g} s), least squares alone {ls:.1f} s "
           f"({full / max(ls, 1e-9):.1f}x); n/i: reported as not identifiable")
     return 0
@@ -173,7 +174,16 @@ def _row(seed: int, label: str, wall: float, rep, truth) -> dict:
             "held_out_rms_after": rep.rms_after, "held_out_max_after": rep.max_after, "error_percent": errs,
             "fitted_value_error_percent": values, "delay_error_ms": None if d is None else 1e3 * (d - total),
             "dead_band_error_mv": 1e3 * (rep.fitted.dead_band - truth.dead_band),
-            "dead_band_limit_percent": 100.0 * (0.5 * (lo + hi) - truth.dead_band) / truth.dead_band}
+            "dead_band_limit_percent": 100.0 * (0.5 * (lo + hi) - truth.dead_band) / truth.dead_band,
+            "dead_band_step_found": _step_found(rep, truth)}
+
+
+def _step_found(rep, truth) -> bool:
+    """Whether the fit reports the dead band identifiable and in the true dead band's PWM step — all
+    the rig can show of it (:func:`~armtwin.controllers.ident.dead_band_step`)."""
+    from ..controllers.ident import dead_band_step
+    v = rep.param("dead_band").value
+    return v is not None and dead_band_step(v) == dead_band_step(truth.dead_band)
 
 
 def _largest(per: list[dict]) -> dict:
@@ -219,14 +229,14 @@ def _identify(args: argparse.Namespace) -> int:
                 connect(link, 5.0, bounded=True)
                 with TwinLog(log_path, (0, 1)) as log:
                     t0 = time.perf_counter()
-                    _, rep, received = drive(link, spec, (0, 1), settings, log, say=say)
+                    _, rep, times = drive(link, spec, (0, 1), settings, log, say=say)
                     drive_s = time.perf_counter() - t0
         except RigLinkError as exc:
             raise CliError(f"the rig emulator: {exc}", 1) from None
         t0, c0 = time.perf_counter(), time.process_time()
-        reports = fit_log(log_path, rep, settings, 60, received=received, say=say)
+        reports = fit_log(log_path, rep, settings, 60, times=times, say=say)
         fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
-        timing = run_timing(log_path, rep, received)
+        timing = run_timing(log_path, rep, times.received)
     rows = []
     for r, truth in zip(reports, truths):
         errs = {n: (None if r.param(n).value is None else 100.0 * (r.param(n).value - getattr(truth, n)) / getattr(truth, n))
@@ -234,7 +244,8 @@ def _identify(args: argparse.Namespace) -> int:
         values = {n: 100.0 * (getattr(r.fitted, n) - getattr(truth, n)) / getattr(truth, n) for n in _COMPARED}
         rows.append({"joint": r.label, "fit_seconds": r.seconds, "held_out_rms_before": r.rms_before,
                      "held_out_rms_after": r.rms_after, "held_out_max_after": r.max_after,
-                     "error_percent": errs, "fitted_value_error_percent": values})
+                     "error_percent": errs, "fitted_value_error_percent": values,
+                     "dead_band_step_found": _step_found(r, truth)})
     out = {"seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "samples": rep.samples,
            "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s,
            "fit_cpu_seconds": fit_cpu, "joints": rows, "timing_disturbed": timing.disturbed,
@@ -249,7 +260,8 @@ def _identify(args: argparse.Namespace) -> int:
         e = ", ".join(f"{k} {'n/i' if v is None else f'{v:+.1f}%'} ({r['fitted_value_error_percent'][k]:+.1f}%)"
                       for k, v in r["error_percent"].items())
         print(f"  {r['joint']}: fit {r['fit_seconds']:.1f} s, held-out RMS {r['held_out_rms_before']:.3f} -> "
-              f"{r['held_out_rms_after']:.3f} deg (max {r['held_out_max_after']:.3f}); {e}")
+              f"{r['held_out_rms_after']:.3f} deg (max {r['held_out_max_after']:.3f}); {e}; dead band "
+              f"{'in the true PWM step' if r['dead_band_step_found'] else 'NOT in the true PWM step'}")
     print("  parameter errors against the emulator's motors; n/i: reported as not identifiable (in brackets: the "
           "value the fitted model keeps)")
     print(f"  timing: {timing.describe()}")

@@ -35,9 +35,13 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cli import CliError, add_json_flag, get_robot, missing_extra, output_file, print_json
 from .options import BAUD_MAX, BAUD_MIN, check_baud, check_log_file, open_log, parse_joints
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the default acceleration limit reaches the speed limit in this long, s
 ACCEL_TIME_S = 0.05
@@ -181,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         log = open_log(args.log, joints, "--log")
         try:
-            _, rep, received = drive(link, spec, joints, settings, log, stop=stop, say=say)
+            _, rep, times = drive(link, spec, joints, settings, log, stop=stop, say=say)
         except RigLinkError as exc:
             print(f"armtwin: error: {args.port}: {exc}; nothing was logged", file=sys.stderr)
             return 1
@@ -209,10 +213,10 @@ def run(args: argparse.Namespace) -> int:
     from ..controllers.ident import write_params_file
     from .cmd_fit import print_report, report_dict
     try:
-        reports = fit_log(args.log, rep, settings, args.generations, received=received, say=say)
+        reports = fit_log(args.log, rep, settings, args.generations, times=times, say=say)
     except ValueError as exc:
         raise CliError(f"{args.log}: {exc}", 1) from None
-    timing = run_timing(args.log, rep, received)
+    timing = run_timing(args.log, rep, times.received)
     paths = save_paths(save, [r.label for r in reports])
     for r, path in zip(reports, paths):
         write_params_file(path, r.fitted, comment=f"identified by armtwin rig identify on {args.port}, joint "
@@ -260,8 +264,7 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
     measured joints first) and the power cuts at the excitation's times.
 
     Returns:
-        (the joints' plans, the run's :class:`~armtwin.envs.rig.SyncReport`, (samples,) when each
-        sample's rig state reached the host on the samples' clock, s — NaN without one).
+        (the joints' plans, the run's :class:`~armtwin.envs.rig.SyncReport`, its :class:`RunTimes`).
 
     Raises:
         RigLinkError: no state came within 5 s (nothing logged).
@@ -302,14 +305,34 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
         sync.log = log
         say(f"driving the rig for {settings.seconds:g} s ({len(power) // 2} power cuts); logging to {log.path}")
         received: list[float] = []
+        rig_us: list[float] = []
 
         def on_sample(s) -> None:
             st = s.rig_state
             received.append(math.nan if st is None else st.t - sync.clock_origin)
+            rig_us.append(math.nan if st is None else float(st.t_us))
 
         rep = sync.run(settings.seconds, source=source, stop=stop, source_power=power,
                        on_ramp=lambda r: say(r.describe()), on_sample=on_sample)
-    return plans, rep, np.array(received)
+    from ..controllers import rigproto as rp
+    wire = rp.wire_bytes(rp.MsgType.JOINT_STATES) * 10.0 / link.config.baudrate
+    return plans, rep, RunTimes(np.array(received), np.array(rig_us), wire)
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """The timing of an identification run that its log does not keep, one value per log row.
+
+    Attributes:
+        received: when each sample's rig state reached the host, s on the samples' clock (NaN:
+            none yet).
+        rig_us: that state's time on the rig's own clock, µs (NaN: none).
+        state_wire_s: a state frame's time on the wire, s.
+    """
+
+    received: np.ndarray
+    rig_us: np.ndarray
+    state_wire_s: float
 
 
 #: a run whose states' age at the samples varies by more than this (s, standard deviation) had its
@@ -346,7 +369,7 @@ class Timing:
 
 
 def run_timing(log_path, rep, received) -> Timing:
-    """The :class:`Timing` of a run from its log's sample times and ``received`` (from :func:`drive`)."""
+    """The :class:`Timing` of a run from its log's sample times and ``received`` (``RunTimes.received``)."""
     import numpy as np
 
     from ..envs.rig import read_twin_log
@@ -359,11 +382,14 @@ def run_timing(log_path, rep, received) -> Timing:
     return Timing(float(age.mean()), float(age.std()), float(age.max()), rep.ticks_skipped)
 
 
-def fit_log(log_path, rep, settings: Settings, generations: int, *, received=None, say=lambda msg: None) -> list:
+def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTimes | None = None,
+            say=lambda msg: None) -> list:
     """Fit every joint of an identification run's log from the ramp on (before it no target went
-    out): the excitation's first pass fitted, the second checked. ``received`` (from
-    :func:`drive`, one per log row) tells the fit when each servo angle reached the host, instead
-    of the sample's time (a state can be up to a state period older than the sample).
+    out): the excitation's first pass fitted, the second checked. ``times`` (from :func:`drive`)
+    tells the fit when each servo angle was taken (the rig's clock on the host's,
+    :func:`~armtwin.controllers.ident.rig_clock_times`, instead of the sample's time: a state can be
+    up to a state period older than the sample, and its arrival jitters); the model then ticks on
+    the rig's own tick grid.
 
     Returns:
         One :class:`~armtwin.controllers.ident.FitReport` per joint.
@@ -375,12 +401,14 @@ def fit_log(log_path, rep, settings: Settings, generations: int, *, received=Non
 
     import numpy as np
 
-    from ..controllers.ident import fit_motor, traces_of
+    from ..controllers.ident import fit_motor, rig_clock_times, traces_of
     from ..envs.rig import read_twin_log
     start = rep.ramp.stt if rep.ramp is not None else 0
-    traces = traces_of(read_twin_log(log_path))
-    if received is not None and len(received) == len(traces[0].t):
-        traces = [replace(tr, t_servo=np.asarray(received, dtype=float)) for tr in traces]
+    log = read_twin_log(log_path)
+    traces = traces_of(log)
+    if times is not None and len(times.received) == len(log["Time"]) == len(traces[0].t):
+        taken = rig_clock_times(times.received, times.rig_us, wire_s=times.state_wire_s)
+        traces = [replace(tr, t_taken=taken) for tr in traces]
     traces = [tr.cut(int(start), len(tr.t)) for tr in traces]
     ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
     reports = []

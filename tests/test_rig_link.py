@@ -277,3 +277,25 @@ def test_emulator_link_never_replaces_a_regular_file(exe, tmp_path):
     finally:
         emu.stop()
     assert not link.exists() and not link.is_symlink()  # its own link is removed at exit
+
+
+def test_targets_carry_the_time_they_belong_to():
+    """send_targets(stamp=t): the frame's time field says t (the sample the targets were computed
+    for), not the moment of the write, so a delay between the sample and the write does not bend
+    the velocity the firmware takes from two frames' times; without a stamp, the write's time."""
+    import serial
+    link = RigLink("loop://")
+    link._port = serial.serial_for_url("loop://", timeout=0.5)  # a loop-back port: what is written is read back
+    try:
+        t_sample = time.monotonic() - 0.0123                  # a sample taken 12.3 ms before the write
+        link.send_targets((10, -20), stamp=t_sample)
+        time.sleep(0.003)                                     # the first frame's wire time (a busy wire skips targets)
+        before = time.monotonic()
+        link.send_targets((11, -21))
+        raw = link._port.read(200)
+    finally:
+        link._port.close()
+    frames = [rp.decode_frame(f) for f in raw.split(b"\x00") if f]
+    assert [f.msg.targets for f in frames] == [(10, -20), (11, -21)]
+    assert frames[0].t_us == int((t_sample - link._t0) * 1e6) & 0xFFFFFFFF
+    assert frames[1].t_us >= int((before - link._t0) * 1e6) & 0xFFFFFFFF

@@ -284,17 +284,20 @@ class RigLink:
         return self._thread is not None
 
     # ----- sending ------------------------------------------------------------------------
-    def _now_us(self) -> int:
-        return int((time.monotonic() - self._t0) * 1e6) & 0xFFFFFFFF
+    def _now_us(self, t: float | None = None) -> int:
+        return int(((time.monotonic() if t is None else t) - self._t0) * 1e6) & 0xFFFFFFFF
 
-    def send(self, msg: rp.Message) -> int | None:
-        """Send one message; returns its seq, or None when the port is gone (never raises)."""
+    def send(self, msg: rp.Message, *, stamp: float | None = None) -> int | None:
+        """Send one message; returns its seq, or None when the port is gone (never raises).
+
+        ``stamp``: the host time (``time.monotonic()``) the frame's time field says, default now.
+        """
         with self._lock:
             port = self._port
             if port is None:
                 return None
             seq = self._seq
-            frame = rp.encode_frame(msg, seq, self._now_us())
+            frame = rp.encode_frame(msg, seq, self._now_us(stamp))
             t = time.monotonic()
             try:
                 port.write(frame)
@@ -312,8 +315,13 @@ class RigLink:
     #: a target is skipped when the wire stays busy for longer than this, s
     WIRE_SLACK_S = 0.0005
 
-    def send_targets(self, pulses: Sequence[int]) -> int | None:
+    def send_targets(self, pulses: Sequence[int], *, stamp: float | None = None) -> int | None:
         """JOINT_TARGETS in encoder pulses (saturated to int16); returns the seq, or None.
+
+        ``stamp``: the host time (``time.monotonic()``) the targets belong to, default now. The
+        firmware takes a target's velocity from two frames' times, so a sample loop passes its
+        sample's time: the time spent between the sample and the write (a physics step, a
+        scheduling delay) then does not bend the velocity feed-forward.
 
         Targets are latest-value data: when the bytes sent earlier would still occupy the wire
         (10 bits per byte at ``baudrate``) for more than ``WIRE_SLACK_S``, this target is
@@ -324,7 +332,7 @@ class RigLink:
             self.stats.targets_skipped += 1
             return None
         p = tuple(int(max(-32768, min(32767, v))) for v in pulses)
-        return self.send(rp.JointTargets(p))  # type: ignore[arg-type]
+        return self.send(rp.JointTargets(p), stamp=stamp)  # type: ignore[arg-type]
 
     #: re-send the MODE this often until the rig echoes it, s (a board may still be booting)
     MODE_RETRY_S = 0.2

@@ -397,7 +397,7 @@ class TwinSync:
                 vr.start(state.degrees[:k], now - self._t0)     # the virtual rig starts where the rig is
             if out is not None:
                 pulses = np.rint(np.degrees(out) * PULSES_PER_DEG).astype(int).tolist()
-                self.link.send_targets(pulses + [0] * (rp.N_MOTORS - k))
+                self.link.send_targets(pulses + [0] * (rp.N_MOTORS - k), stamp=now)
                 if vr is not None and vr.started:
                     vr.targets(pulses, now - self._t0)
         else:

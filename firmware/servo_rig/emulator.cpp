@@ -17,6 +17,9 @@
 //   ./rig_emulator --core-trace TICKS START_US  (chip/core_trace.h: prints "TRACE ticks start crc")
 //   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
 //                                                integer pulses at a fixed period, prints u in volts)
+//   ./rig_emulator [--motor-params F] --loop-trace DELAY_S POWER_LEAD_S
+//                                               (the core and the motors on "t target1 target2 powered"
+//                                                lines, no wire or clock: the fit's parity test)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
 // exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
@@ -43,6 +46,8 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <vector>
 
 #include "chip/core_trace.h"
 #include "rig_core.h"
@@ -161,6 +166,62 @@ static int pid_trace_fixed(double period_s) {
   return 0;
 }
 
+// The whole loop without a wire or a clock, for the fit's parity test (tests/test_ident.py):
+// lines of stdin "t_s target1 target2 powered" (host times in s, whole-pulse targets, 1/0). Each
+// target frame arrives delay_s after its time; the supply follows each line's flag from
+// power_lead_s before its time (where a log shows a POWER fault; negative: after it). The core
+// and the motors (--motor-params, each starting in the middle of its first count) run control
+// ticks from t = 0 to the last line's time; printed per tick: "tick pos1 pos2 pwm1 pwm2".
+static int loop_trace(double delay_s, double power_lead_s, int control_hz) {
+  struct Line { double t; long tg[rig::N_MOTORS]; bool on; };
+  std::vector<Line> in;
+  Line l;
+  long pw;
+  while (scanf("%lf %ld %ld %ld", &l.t, &l.tg[0], &l.tg[1], &pw) == 4) { l.on = pw != 0; in.push_back(l); }
+  if (in.empty()) return 0;
+  rig::RigConfig cfg;
+  cfg.control_hz = (uint16_t)control_hz;
+  static rig::RigCore core(cfg);
+  rig::MotorModel motor[rig::N_MOTORS] = {rig::MotorModel(g_motor[0]), rig::MotorModel(g_motor[1])};
+  for (int i = 0; i < rig::N_MOTORS; ++i) motor[i].theta = M_PI / motor[i].encoder_cpr();  // mid-count, as the fit starts
+  uint8_t buf[rig::MAX_ENCODED + 2], body[rig::HELLO_SIZE] = {0};
+  uint16_t seq = 0;
+  body[1] = rig::N_MOTORS;
+  size_t n = rig::encode_frame(rig::MSG_HELLO, seq++, 0, body, rig::HELLO_SIZE, buf);
+  for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], 0);
+  body[0] = rig::MODE_VIRTUAL_TO_REAL; body[1] = 500 & 0xFF; body[2] = 500 >> 8;
+  n = rig::encode_frame(rig::MSG_MODE, seq++, 0, body, 4, buf);
+  for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], 0);
+  const double period = 1.0 / control_hz;
+  int16_t pwm[rig::N_MOTORS] = {0, 0};
+  size_t next = 0, ip = 0;
+  for (long k = 0; k * period <= in.back().t + 1e-12; ++k) {
+    const double now = k * period;
+    const uint32_t now_us = (uint32_t)(uint64_t)(now * 1e6 + 0.5);
+    while (ip + 1 < in.size() && in[ip + 1].t <= now + power_lead_s) ++ip;
+    const bool on = in[ip].on;
+    for (int i = 0; i < rig::N_MOTORS; ++i) {
+      motor[i].powered = on;
+      if (k > 0) motor[i].step(bridge(i, pwm[i] * 12.0 / 255.0), period);
+    }
+    for (; next < in.size() && in[next].t + delay_s <= now + 1e-12; ++next) {
+      for (int i = 0; i < rig::N_MOTORS; ++i) {
+        body[2 * i] = (uint8_t)(in[next].tg[i] & 0xFF);
+        body[2 * i + 1] = (uint8_t)((uint16_t)in[next].tg[i] >> 8);
+      }
+      n = rig::encode_frame(rig::MSG_JOINT_TARGETS, seq++, (uint32_t)(uint64_t)(in[next].t * 1e6 + 0.5), body, 4, buf);
+      const uint32_t rx_us = (uint32_t)(uint64_t)((in[next].t + delay_s) * 1e6 + 0.5);  // its arrival
+      for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], rx_us);
+    }
+    int32_t pos[rig::N_MOTORS];
+    for (int i = 0; i < rig::N_MOTORS; ++i) pos[i] = motor[i].pulses();
+    core.control_tick(pos, on ? 12000 : 0, now_us, pwm);
+    while (core.next_tx_frame(buf, now_us) > 0) {}
+    printf("%ld %d %d %d %d\n", k, (int)pos[0], (int)pos[1], (int)pwm[0], (int)pwm[1]);
+  }
+  return 0;
+}
+
 // The firmware PID on lines of stdin (for the Python/C++ parity test).
 static int pid_trace(bool published) {
   rig::PIDGains g = rig::rig_gains();
@@ -236,6 +297,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
       return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
+    else if (!strcmp(argv[i], "--loop-trace") && i + 2 < argc) return loop_trace(atof(argv[i + 1]), atof(argv[i + 2]), control_hz);
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else if (!bad_arg) bad_arg = argv[i];
   }
