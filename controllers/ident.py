@@ -188,6 +188,8 @@ class Trace:
             A POWER frame goes out just before that sample's targets and reaches the rig
             ``power_lead`` s before them (``armtwin rig identify`` knows both).
         power_lead: s, see ``power_sent``.
+        sent: (K,) whether each sample's targets went out (the link skips a target while its wire is
+            still busy after a host stall, ``RigLink.send_targets``), or None: all were.
         t_taken: (K,) when each servo angle was taken at the rig, s on ``t``'s clock (from the
             rig's own clock, :func:`rig_clock_times`; NaN: not known), or None. With it the model
             ticks on the rig's own tick grid and reads the tick each state was taken at
@@ -203,10 +205,11 @@ class Trace:
     power_sent: np.ndarray | None = None
     power_lead: float = 0.0
     t_taken: np.ndarray | None = None
+    sent: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(self.t)
-        for name in ("virtual", "servo", "powered", "t_servo", "power_sent", "t_taken"):
+        for name in ("virtual", "servo", "powered", "t_servo", "power_sent", "t_taken", "sent"):
             if getattr(self, name) is None:
                 continue
             if len(getattr(self, name)) != k:
@@ -219,7 +222,8 @@ class Trace:
         return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label,
                      None if self.t_servo is None else self.t_servo[a:b],
                      None if self.power_sent is None else self.power_sent[a:b], self.power_lead,
-                     None if self.t_taken is None else self.t_taken[a:b])
+                     None if self.t_taken is None else self.t_taken[a:b],
+                     None if self.sent is None else self.sent[a:b])
 
 
 def _kernel():
@@ -230,9 +234,10 @@ def _kernel():
 
     @numba.njit(cache=True, fastmath=False, parallel=True)
     def run(t, tgt, vel, powered_log, P, R, rad_per_pulse, h, ticks, kp, ki, kd, dtau, lim, ilim, ff, ff_static,
-            supply, half_step, extrap, exact, half_log, velq, fw, by_cmd, power_lead, t_state, tick0, out):
+            supply, half_step, extrap, exact, half_log, velq, fw, by_cmd, power_lead, t_state, tick0, tt, out):
         n_sets = P.shape[0]
         K = t.shape[0]
+        KT = tt.shape[0]
         for q in numba.prange(n_sets):
             J, B, TC, KM, DB, down, up = P[q, 0], P[q, 1], P[q, 2], P[q, 3], P[q, 4], P[q, 5], P[q, 6]
             ip = 0
@@ -315,9 +320,9 @@ def _kernel():
                     out[q, n] = theta
                     meas = theta / rad_per_pulse - 0.5
                 # the newest target that has arrived (above), extrapolated
-                while idx + 1 < K and t[idx + 1] + down <= s:
+                while idx + 1 < KT and tt[idx + 1] + down <= s:
                     idx += 1
-                    rx_us = np.int64(np.floor((t[idx] + down) * 1e6 + 0.5))
+                    rx_us = np.int64(np.floor((tt[idx] + down) * 1e6 + 0.5))
                 if idx < 0 or not powered:
                     volts = 0.0
                     integ = 0.0
@@ -332,7 +337,7 @@ def _kernel():
                     ei = np.int64(tgt[idx]) + ((vq * min(ts_us, fw[10])) >> 20) - np.int64(meas)
                     volts = duty(pid, ei, vq, fw) * 2.0 * half_step
                     continue
-                since = s - t[idx] - down
+                since = s - tt[idx] - down
                 if since > extrap:
                     since = extrap
                 sp = tgt[idx] + vel[idx] * since - (0.5 if vel[idx] != 0.0 else 0.0)  # the firmware floors it
@@ -502,13 +507,15 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     t = np.ascontiguousarray(trace.t - trace.t[0], dtype=float)
     end = t[-1] if until is None else min(t[-1], float(until) - trace.t[0])
     ticks = int(math.floor(end / h + 1e-9)) + 2
-    tgt = np.rint(trace.virtual * ppd)
-    gap = np.diff(t)
+    # the targets the rig received: every sample's, or those the link sent
+    tt = t if trace.sent is None else np.ascontiguousarray(t[np.asarray(trace.sent, dtype=bool)])
+    tgt = np.rint((trace.virtual if trace.sent is None else trace.virtual[np.asarray(trace.sent, dtype=bool)]) * ppd)
+    gap = np.diff(tt)
     vel = np.zeros_like(tgt)
-    vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / gap, 0.0)
+    vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / np.maximum(gap, 1e-12), 0.0)
     by_cmd = trace.power_sent is not None
     powered = np.ascontiguousarray(trace.power_sent if by_cmd else trace.powered, dtype=np.bool_)
-    velq = target_velocities_q20(t, tgt, loop)
+    velq = target_velocities_q20(tt, tgt, loop)
     known = trace.servo[np.isfinite(trace.servo)]
     theta0 = (known[0] if len(known) else trace.virtual[0]) * ppd * rad_per_pulse + 0.5 * rad_per_pulse
     ilim = g.output_limit if g.integral_limit is None else g.integral_limit
@@ -529,7 +536,7 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
          g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
          0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), velq,
-         firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, out)
+         firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, tt, out)
     # the logged angle: the rig's at t_read − delay_up (linear between ticks; a state taken at a tick
     # reads that tick, within 1 µs), less the half pulse the encoder's floor loses on average
     when = (t_read[None, :] - P[:, 6:7] - tick0) / h + (1e-3 if tick0 or trace.t_taken is not None else 0.0)

@@ -236,7 +236,7 @@ def _identify(args: argparse.Namespace) -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         reports = fit_log(log_path, rep, settings, 60, times=times, say=say)
         fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
-        timing = run_timing(log_path, rep, times.received)
+        timing = run_timing(log_path, rep, times.received, times.sent)
     rows = []
     for r, truth in zip(reports, truths):
         errs = {n: (None if r.param(n).value is None else 100.0 * (r.param(n).value - getattr(truth, n)) / getattr(truth, n))
@@ -249,7 +249,7 @@ def _identify(args: argparse.Namespace) -> int:
     out = {"seconds": args.seconds, "rate_hz": args.rate, "seed": args.seed, "samples": rep.samples,
            "ticks_skipped": rep.ticks_skipped, "drive_seconds": drive_s, "fit_seconds": fit_s,
            "fit_cpu_seconds": fit_cpu, "joints": rows, "timing_disturbed": timing.disturbed,
-           "state_age_sd_ms": timing.age_sd_ms}
+           "state_age_sd_ms": timing.age_sd_ms, "targets_skipped": timing.targets_skipped}
     if args.json:
         print_json(out)
         return 0

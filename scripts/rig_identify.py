@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         reports = fit_log(args.log, rep, settings, args.generations, times=times, say=say)
     except ValueError as exc:
         raise CliError(f"{args.log}: {exc}", 1) from None
-    timing = run_timing(args.log, rep, times.received)
+    timing = run_timing(args.log, rep, times.received, times.sent)
     paths = save_paths(save, [r.label for r in reports])
     for r, path in zip(reports, paths):
         write_params_file(path, r.fitted, comment=f"identified by armtwin rig identify on {args.port}, joint "
@@ -306,17 +306,21 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
         say(f"driving the rig for {settings.seconds:g} s ({len(power) // 2} power cuts); logging to {log.path}")
         received: list[float] = []
         rig_us: list[float] = []
+        sent: list[bool] = []
+        skipped = [link.stats.targets_skipped]
 
         def on_sample(s) -> None:
             st = s.rig_state
             received.append(math.nan if st is None else st.t - sync.clock_origin)
             rig_us.append(math.nan if st is None else float(st.t_us))
+            sent.append(link.stats.targets_skipped == skipped[0])  # the link skipped this sample's targets?
+            skipped[0] = link.stats.targets_skipped
 
         rep = sync.run(settings.seconds, source=source, stop=stop, source_power=power,
                        on_ramp=lambda r: say(r.describe()), on_sample=on_sample)
     from ..controllers import rigproto as rp
     wire = rp.wire_bytes(rp.MsgType.JOINT_STATES) * 10.0 / link.config.baudrate
-    return plans, rep, RunTimes(np.array(received), np.array(rig_us), wire)
+    return plans, rep, RunTimes(np.array(received), np.array(rig_us), wire, np.array(sent, dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -328,11 +332,14 @@ class RunTimes:
             none yet).
         rig_us: that state's time on the rig's own clock, µs (NaN: none).
         state_wire_s: a state frame's time on the wire, s.
+        sent: whether each sample's targets went out (the link skips targets while its wire is still
+            busy after a host stall; the log keeps every sample's row).
     """
 
     received: np.ndarray
     rig_us: np.ndarray
     state_wire_s: float
+    sent: np.ndarray
 
 
 #: a run whose states' age at the samples varies by more than this (s, standard deviation) had its
@@ -354,6 +361,7 @@ class Timing:
     age_sd_ms: float
     age_max_ms: float
     ticks_skipped: int
+    targets_skipped: int = 0
 
     @property
     def disturbed(self) -> bool:
@@ -361,15 +369,17 @@ class Timing:
 
     def describe(self) -> str:
         text = (f"states {self.age_mean_ms:.1f} ms old on average at the samples (sd {self.age_sd_ms:.1f} ms, "
-                f"max {self.age_max_ms:.1f} ms), {self.ticks_skipped} ticks skipped")
+                f"max {self.age_max_ms:.1f} ms), {self.ticks_skipped} ticks skipped, {self.targets_skipped} targets "
+                f"skipped by the link (the fit leaves them out)")
         if self.disturbed:
             text += (" — the host's timing was disturbed (a busy machine?): the fit's confidence intervals assume it "
                      "was not; rerun on a quiet machine before trusting the values")
         return text
 
 
-def run_timing(log_path, rep, received) -> Timing:
-    """The :class:`Timing` of a run from its log's sample times and ``received`` (``RunTimes.received``)."""
+def run_timing(log_path, rep, received, sent=None) -> Timing:
+    """The :class:`Timing` of a run from its log's sample times, ``received`` (``RunTimes.received``)
+    and ``sent`` (``RunTimes.sent``: the targets skipped after the ramp are counted)."""
     import numpy as np
 
     from ..envs.rig import read_twin_log
@@ -377,9 +387,10 @@ def run_timing(log_path, rep, received) -> Timing:
     start = rep.ramp.stt if rep.ramp is not None else 0
     age = (t - np.asarray(received, dtype=float))[start:] if len(received) == len(t) else np.array([math.nan])
     age = age[np.isfinite(age)] * 1e3
+    skipped = 0 if sent is None else int(np.count_nonzero(~np.asarray(sent, dtype=bool)[start:]))
     if age.size == 0:
-        return Timing(math.nan, math.nan, math.nan, rep.ticks_skipped)
-    return Timing(float(age.mean()), float(age.std()), float(age.max()), rep.ticks_skipped)
+        return Timing(math.nan, math.nan, math.nan, rep.ticks_skipped, skipped)
+    return Timing(float(age.mean()), float(age.std()), float(age.max()), rep.ticks_skipped, skipped)
 
 
 def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTimes | None = None,
@@ -408,7 +419,8 @@ def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTi
     traces = traces_of(log)
     if times is not None and len(times.received) == len(log["Time"]) == len(traces[0].t):
         taken = rig_clock_times(times.received, times.rig_us, wire_s=times.state_wire_s)
-        traces = [replace(tr, t_taken=taken) for tr in traces]
+        sent = times.sent if len(times.sent) == len(taken) else None
+        traces = [replace(tr, t_taken=taken, sent=sent) for tr in traces]
     traces = [tr.cut(int(start), len(tr.t)) for tr in traces]
     ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
     reports = []

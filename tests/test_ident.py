@@ -299,3 +299,31 @@ def test_states_taken_on_the_rigs_tick_grid_are_read_at_their_ticks():
     np.testing.assert_array_equal(simulate_loop(tr, truth.vector()[None], truth, exact=True)[0], angle)
     plain = dataclasses.replace(tr, t_taken=None)
     assert np.any(simulate_loop(plain, truth.vector()[None], truth, exact=True)[0] != angle)
+
+
+def test_targets_the_link_skipped_are_left_out_of_the_model():
+    """After a host stall the link skips targets (its wire still busy) while the log keeps every
+    sample's row: with the rows marked (Trace.sent) the model delivers only the targets that went
+    out and meets a rig that received only those, count for count; delivering every row's target
+    it does not."""
+    from armtwin.controllers.virtual_rig import VirtualServo
+    motor, dead, down, up = _drawn(7)
+    truth = MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=up)
+    exc = excitation(20.0, amplitude_deg=45.0, max_speed_deg_s=250.0, power_cuts=2)
+    sent = np.ones(len(exc.t), dtype=bool)
+    for k, n in ((1200, 3), (3300, 6), (5100, 4), (7400, 5)):       # four stalls, n targets skipped each
+        sent[k:k + n] = False
+    servo = VirtualServo(truth, start_deg=0.5 / LoopConfig().pulses_per_deg)
+    tgt = np.rint(exc.angle * LoopConfig().pulses_per_deg)
+    angle = np.empty(len(exc.t))
+    for k, t in enumerate(exc.t):
+        if k in exc.power:
+            servo.power(exc.power[k], float(t))
+        if sent[k]:
+            servo.target(tgt[k], float(t))
+        angle[k] = servo.angle_at(float(t))
+    tr = Trace(exc.t, exc.angle, angle, _powered(exc), power_sent=_powered(exc), sent=sent)
+    np.testing.assert_array_equal(simulate_loop(tr, truth.vector()[None], truth, exact=True)[0], angle)
+    every = simulate_loop(dataclasses.replace(tr, sent=None), truth.vector()[None], truth, exact=True)[0]
+    assert np.any(every != angle)
+    assert tr.cut(1000, 2000).sent.sum() == 1000 - 3
