@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -169,6 +170,10 @@ class MotorFit:
         return replace(self, **values)
 
 
+#: the Trace fields with one value per sample besides ``t`` (None where not known)
+_PER_SAMPLE = ("virtual", "servo", "powered", "power_sent", "t_taken", "sent")
+
+
 @dataclass(frozen=True)
 class Trace:
     """One joint of a twin log.
@@ -179,10 +184,6 @@ class Trace:
         servo: (K,) measured angle, deg (NaN: none).
         powered: (K,) whether the motor supply was on (no ``POWER`` fault).
         label: the joint's name in the log.
-        t_servo: (K,) when each servo angle reached the host, s on ``t``'s clock (a sample reports
-            the newest state, which may be up to a state period old; NaN: not known), or None:
-            the sample times (a twin log does not keep them; ``armtwin rig identify`` does, from
-            the rig's own clock: :func:`rig_clock_times`).
         power_sent: (K,) the supply the host had commanded when each sample's targets went out, or
             None: the supply is known only from the log's ``POWER`` flags (to a sample period).
             A POWER frame goes out just before that sample's targets and reaches the rig
@@ -191,7 +192,9 @@ class Trace:
         sent: (K,) whether each sample's targets went out (the link skips a target while its wire is
             still busy after a host stall, ``RigLink.send_targets``), or None: all were.
         t_taken: (K,) when each servo angle was taken at the rig, s on ``t``'s clock (from the
-            rig's own clock, :func:`rig_clock_times`; NaN: not known), or None. With it the model
+            rig's own clock, :func:`rig_clock_times`; NaN: not known), or None: at the sample's
+            time, up to a state period after it (a twin log does not keep the rig's clock;
+            ``armtwin rig identify`` does). With it the model
             ticks on the rig's own tick grid and reads the tick each state was taken at
             (``delay_up`` is then only the host's least read latency, near 0).
     """
@@ -201,7 +204,6 @@ class Trace:
     servo: np.ndarray
     powered: np.ndarray
     label: str = ""
-    t_servo: np.ndarray | None = None
     power_sent: np.ndarray | None = None
     power_lead: float = 0.0
     t_taken: np.ndarray | None = None
@@ -209,7 +211,7 @@ class Trace:
 
     def __post_init__(self) -> None:
         k = len(self.t)
-        for name in ("virtual", "servo", "powered", "t_servo", "power_sent", "t_taken", "sent"):
+        for name in _PER_SAMPLE:
             if getattr(self, name) is None:
                 continue
             if len(getattr(self, name)) != k:
@@ -219,11 +221,8 @@ class Trace:
 
     def cut(self, a: int, b: int) -> "Trace":
         """Samples a..b-1."""
-        return Trace(self.t[a:b], self.virtual[a:b], self.servo[a:b], self.powered[a:b], self.label,
-                     None if self.t_servo is None else self.t_servo[a:b],
-                     None if self.power_sent is None else self.power_sent[a:b], self.power_lead,
-                     None if self.t_taken is None else self.t_taken[a:b],
-                     None if self.sent is None else self.sent[a:b])
+        cols: dict[str, Any] = {n: None if getattr(self, n) is None else getattr(self, n)[a:b] for n in _PER_SAMPLE}
+        return replace(self, t=self.t[a:b], **cols)
 
 
 def _kernel():
@@ -519,18 +518,17 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     known = trace.servo[np.isfinite(trace.servo)]
     theta0 = (known[0] if len(known) else trace.virtual[0]) * ppd * rad_per_pulse + 0.5 * rad_per_pulse
     ilim = g.output_limit if g.integral_limit is None else g.integral_limit
-    # when each sample's state (its angle, its POWER flag) left the rig, delay_up before this: when it
-    # reached the host, or the sample's time when not known — or, from the rig's clock, when it was
-    # taken, on the rig's tick grid (tick0: the grid's phase after the log's first sample)
+    # when each sample's state (its angle, its POWER flag) left the rig, delay_up before this: the
+    # sample's time — or, from the rig's clock, when it was taken, on the rig's tick grid (tick0:
+    # the grid's phase after the log's first sample)
     t_read = t
     tick0 = 0.0
-    if trace.t_taken is not None and np.isfinite(trace.t_taken).any():
+    on_grid = trace.t_taken is not None and bool(np.isfinite(trace.t_taken).any())
+    if on_grid:
         taken = trace.t_taken - trace.t[0]
         tick0 = float(np.fmod(taken[np.isfinite(taken)][0], h)) % h
         t_read = np.maximum.accumulate(np.where(np.isfinite(taken), taken, t))
         ticks += 1
-    elif trace.t_servo is not None:
-        t_read = np.maximum.accumulate(np.where(np.isfinite(trace.t_servo), np.minimum(trace.t_servo - trace.t[0], t), t))
     out = np.empty((len(P), ticks))
     out[:, 0] = theta0
     _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
@@ -539,7 +537,7 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
          firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, tt, out)
     # the logged angle: the rig's at t_read − delay_up (linear between ticks; a state taken at a tick
     # reads that tick, within 1 µs), less the half pulse the encoder's floor loses on average
-    when = (t_read[None, :] - P[:, 6:7] - tick0) / h + (1e-3 if tick0 or trace.t_taken is not None else 0.0)
+    when = (t_read[None, :] - P[:, 6:7] - tick0) / h + (1e-3 if on_grid else 0.0)
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]

@@ -419,8 +419,7 @@ def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTi
     traces = traces_of(log)
     if times is not None and len(times.received) == len(log["Time"]) == len(traces[0].t):
         taken = rig_clock_times(times.received, times.rig_us, wire_s=times.state_wire_s)
-        sent = times.sent if len(times.sent) == len(taken) else None
-        traces = [replace(tr, t_taken=taken, sent=sent) for tr in traces]
+        traces = [replace(tr, t_taken=taken, sent=times.sent) for tr in traces]
     traces = [tr.cut(int(start), len(tr.t)) for tr in traces]
     ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
     reports = []
