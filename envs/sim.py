@@ -550,6 +550,16 @@ class World:
                     r._post_physics((sub - i - 1) * h)
             self.time += self.physics.dt
 
+    def engine_steps(self, n: int) -> None:
+        """``n`` bare ``stepSimulation`` calls: no drives, no guard, no clock.
+
+        For benchmarks only: the engine's own cost of this world's physics step, the ceiling a
+        control loop over it cannot pass. The robots' state moves without their drives, so a
+        world used for this is thrown away afterwards.
+        """
+        for _ in range(int(n)):
+            pybullet.stepSimulation(physicsClientId=self.client)
+
     @property
     def instabilities(self) -> list[Instability]:
         """The stability guard's findings for all robots of this world (empty when all are stable)."""

@@ -117,6 +117,20 @@ class _VectorRunner(_Runner):
             self.steps += k * env.num_envs
 
 
+def _engine_ceiling(env, env_steps: int) -> dict:
+    """The batched world's bare engine steps for ``env_steps`` env steps (substeps per control step
+    × env_steps / N calls of ``stepSimulation``, nothing else): the env-steps/s no control loop over
+    this world can pass. Run last: it moves the robots without their drives."""
+    base = env.unwrapped
+    calls = max(1, env_steps // base.num_envs) * base.world.physics.substeps
+    w0, c0 = time.perf_counter(), time.process_time()
+    base.world.engine_steps(calls)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    steps = calls // base.world.physics.substeps * base.num_envs
+    return {"engine_calls": calls, "steps": steps, "wall_s": wall, "cpu_s": cpu,
+            "steps_per_s_wall": steps / wall, "steps_per_s_cpu": steps / cpu}
+
+
 def _render_rate(make, frames: int) -> dict:
     """Frames per second (wall and CPU) of ``render()`` after random steps, at the env's default size."""
     with _quiet_stdout():
@@ -221,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         celled.env.close()
     if vec is not None:
         res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
-                                 **vec.result()}
+                                 **vec.result(), "engine_only": _engine_ceiling(vec.env, vec.steps)}
         res["vector_ratio_vs_single"] = res["armtwin_vector"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
     if args.frames > 0:
         print(f"bench env: rendering {args.frames} frames each", file=sys.stderr)
@@ -259,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
         label = f"  batched, {v['num_envs']} robots in one world"
         print(f"{label:34s} {v['steps']:7d} {v['steps_per_s_wall']:13.0f} {v['steps_per_s_cpu']:12.0f}"
               f"   physics step {v['physics_dt_s'] * 1000:.1f} ms, {res['vector_ratio_vs_single']:.2f}x the single env")
+        e = v["engine_only"]
+        label = "    its engine alone (the ceiling)"
+        print(f"{label:34s} {e['steps']:7d} {e['steps_per_s_wall']:13.0f} {e['steps_per_s_cpu']:12.0f}"
+              f"   stepSimulation only: the batched env runs at {v['steps_per_s_cpu'] / e['steps_per_s_cpu']:.2f}x it")
     if img is not None:
         g = res["armtwin_rgb"]
         label = f"  rgb observations {g['image_size']}x{g['image_size']}"
