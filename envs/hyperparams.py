@@ -87,6 +87,11 @@ _KEYS = {
                            "a whole number > 0, or -1"),
         "ent_coef": (_ent_coef, "'auto', 'auto_<initial value>' or a number >= 0"),
         "her": (_flag, "true or false (hindsight experience replay on goal envs)"),
+        "expert_steps": (_nonneg_int, "a whole number >= 0 (first env steps acted by the env's scripted expert)"),
+        "expert_noise": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
+                         "a number in [0, 1] (sd of the noise on the expert's arm action)"),
+        "bc_weight": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf,
+                      "a number >= 0 (weight of the behaviour-cloning steps on the expert's demonstrations)"),
         "n_sampled_goal": (_pos_int, "a whole number > 0"),
         "goal_selection_strategy": (lambda v: v in ("future", "final", "episode"), "'future', 'final' or 'episode'"),
     },
@@ -120,6 +125,15 @@ class TrainSettings:
         norm_epsilon: the normalisation's variance floor (VecNormalize ``epsilon``): a feature's
             std is taken as at least its square root, so a nearly constant feature is not
             amplified into noise.
+        expert_steps: SAC: the first env steps are acted by the env's scripted expert (its
+            ``expert()``, e.g. :class:`~armtwin.envs.object_tasks.PickPlaceExpert`) instead of the
+            warm-up's random actions or the policy: demonstrations in the replay buffer, which
+            the policy learns from off-policy (0: none).
+        expert_noise: sd of Gaussian noise added to the expert's arm action (normalised units),
+            so the demonstrations cover the states around its path.
+        bc_weight: SAC with ``expert_steps``: weight of a behaviour-cloning step of the actor on
+            the demonstrations after every gradient step, where the critic rates the expert's
+            action above the actor's (0: none).
     """
 
     algo: Algo
@@ -132,11 +146,15 @@ class TrainSettings:
     algo_kwargs: Mapping[str, Any] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
     norm_epsilon: float = 1e-8
+    expert_steps: int = 0
+    expert_noise: float = 0.0
+    bc_weight: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values, for summary.json."""
         return {"algo": self.algo.value, "env_id": self.env_id, "hyperparams_version": self.version,
-                "steps": self.steps, "normalize": self.normalize, "norm_epsilon": self.norm_epsilon, "her": self.her, "env_kwargs": dict(self.env_kwargs),
+                "steps": self.steps, "normalize": self.normalize, "norm_epsilon": self.norm_epsilon, "her": self.her, "expert_steps": self.expert_steps,
+                "expert_noise": self.expert_noise, "bc_weight": self.bc_weight, "env_kwargs": dict(self.env_kwargs),
                 "algo_kwargs": dict(self.algo_kwargs), "overrides": dict(self.overrides)}
 
 
@@ -212,6 +230,9 @@ def load_settings(algo: Algo | str, env_id: str, *, overrides: Mapping[str, Any]
     normalize = merged.pop("normalize", True)
     norm_epsilon = float(merged.pop("norm_epsilon", 1e-8))
     her = bool(merged.pop("her", False)) and algo is Algo.SAC and goal_env
+    expert_steps = int(merged.pop("expert_steps", 0))
+    expert_noise = float(merged.pop("expert_noise", 0.0))
+    bc_weight = float(merged.pop("bc_weight", 0.0))
     replay = {k: merged.pop(k) for k in ("n_sampled_goal", "goal_selection_strategy") if k in merged}
     if her:
         merged["replay_buffer_kwargs"] = replay
@@ -219,4 +240,4 @@ def load_settings(algo: Algo | str, env_id: str, *, overrides: Mapping[str, Any]
     merged["policy_kwargs"] = {"net_arch": list(net)}
     return TrainSettings(algo, env_id, int(data["version"]), int(steps), bool(normalize), her,
                          MappingProxyType(env_kw), MappingProxyType(merged), MappingProxyType(overrides),
-                         norm_epsilon)
+                         norm_epsilon, expert_steps, expert_noise, bc_weight)

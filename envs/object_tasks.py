@@ -31,13 +31,14 @@ from ..controllers.tools import ToolKind
 from ..controllers.transforms import transform
 from ..robots import RobotSpec
 from . import gym_options as opt
+from .actions import ControlMode
 from .gripper import ParallelGripper, VacuumGripper
 from .gym_envs import ArmEnv
 from .sim import JointMode
 from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
 from .gym_options import vector
 
-__all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv"]
+__all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv", "PickPlaceExpert"]
 
 #: the vacuum cup of the built-in tool table
 VACUUM_TOOL = 4
@@ -166,6 +167,10 @@ class PickAndPlaceEnv(ArmEnv):
             raise
         self._suction = False
 
+    def expert(self) -> "PickPlaceExpert":
+        """The scripted policy of this task (:class:`PickPlaceExpert`): demonstrations, a reference."""
+        return PickPlaceExpert(self)
+
     def _check_tool(self, tool: Any) -> None:
         """ValueError unless ``tool`` (the ``tool=`` option) is a vacuum cup or a parallel gripper."""
         cup = opt.tool("tool", tool)
@@ -273,6 +278,95 @@ class PickAndPlaceEnv(ArmEnv):
         info = super()._info(achieved, desired, ik_failed, touching)
         info["held"] = self.held
         return info
+
+
+class PickPlaceExpert:
+    """The scripted pick-and-place of :class:`PickAndPlaceEnv`: a proportional Cartesian policy that
+    reads nothing but the observation, so it can act on any step of any episode (demonstrations).
+
+    Not holding the box: up to a travel height if low, over the box, down onto its top (the parallel
+    gripper: its jaw tips 5 mm above the table, straddling the box), then suction on (jaws closed)
+    while it stands there. Holding it: up to the travel height, over the goal, down until the box's
+    centre is at the goal; a goal on the table is let go of there, a goal in the air is held. A box
+    already at a goal on the table (within the success distance) is let go of and left (the cup
+    rises clear of it, the open jaws stay where they are). The travel height is the highest of 50, 30, 20 and
+    12 mm above the box's top the tool reaches pointing down with 5 mm to spare (the SCARA's quill
+    has about 30 mm).
+
+    ``expert(obs)`` takes one env's observation dict and returns its action (float32). Its only state
+    is how many steps it has stood still since the box was caught or let go of (:attr:`settle`
+    steps, for the grip to settle before lifting and the jaws to open before leaving).
+
+    Args:
+        env: the env (Cartesian control).
+    """
+
+    #: m: how close a waypoint counts as reached
+    TOLERANCE = 0.002
+    #: m: travel heights above the box's top, tried from the first
+    CLEARANCES = (0.05, 0.03, 0.02, 0.012)
+
+    def __init__(self, env: "PickAndPlaceEnv") -> None:
+        if env.control is not ControlMode.CARTESIAN:
+            raise ValueError(f"the pick-and-place expert acts in Cartesian control, the env has control={env.control.value!r}")
+        if env.action_space.shape[0] != 3 + env.extra_actions:
+            raise ValueError("the pick-and-place expert moves the tool's position only; the env's actions turn it too")
+        self.n = env.robot_spec.dof
+        self.half = env._half
+        self.step = env._tool_step
+        self.jaws = env._moves_jaws()
+        self.suction = env.extra_actions > 0
+        self.surface_z = float(env.task.surface[2])
+        self.threshold = env.task.distance_threshold
+        self._reachable = env.task.reachable
+        self._clear: dict[tuple, float] = {}
+        #: steps to stand still once the box is caught (the jaws squeeze, the cup's constraint settles)
+        self.settle = 4 if self.jaws else 2
+        self._gripping = self._released = 0
+        #: the TCP less the box's centre when it is held
+        self.hold = np.array([0.0, 0.0, -(self.half - 0.005) if self.jaws else self.half])
+
+    def clearance(self, p: np.ndarray) -> float:
+        """The travel height above ``p`` (a box's top, m) the tool reaches (remembered per cm)."""
+        key = tuple(np.round(p, 2))
+        if key not in self._clear:
+            # 5 mm to spare: a height at the end of a joint's range is reached, but a step along it is not
+            self._clear[key] = next((c for c in self.CLEARANCES if self._reachable(p + [0.0, 0.0, c + 0.005])), 0.0)
+        return self._clear[key]
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        o = np.asarray(obs["observation"], dtype=float).reshape(-1)
+        goal = np.asarray(obs["desired_goal"], dtype=float).reshape(-1)
+        n, tol = self.n, self.TOLERANCE
+        tcp, box, held = o[3 * n:3 * n + 3], o[-7:-4], o[-1] > 0.5
+        if held and self._gripping < self.settle:      # just caught: let the grip settle before lifting
+            self._gripping += 1
+            return np.r_[np.zeros(3), 1.0].astype(np.float32)
+        on_table = goal[2] - self.surface_z < self.half + tol
+        top = [0.0, 0.0, self.half]
+        if held:
+            at, over, travel = goal + self.hold, goal, goal + top
+        elif on_table and np.linalg.norm(box - goal) < self.threshold:     # done: let go and stand clear above it
+            self._released += 1
+            up = np.r_[tcp[:2], box[2] + self.half + self.clearance(box + top)]
+            if self.jaws or self._released <= self.settle:     # the cup lets go first; open jaws stay around it
+                up = tcp
+            arm = np.clip((up - tcp) / self.step, -1.0, 1.0)
+            return np.r_[arm, -1.0 if self.suction else np.empty(0)].astype(np.float32)
+        else:
+            at, over, travel = box + self.hold - [0.0, 0.0, 0.0 if self.jaws else 0.0005], box, box + top
+        height = travel[2] + self.clearance(travel)
+        if np.linalg.norm(tcp[:2] - over[:2]) > 2 * tol:          # not over it yet: travel high
+            target = np.r_[tcp[:2], height] if tcp[2] < height - tol else np.r_[over[:2], height]
+            arrived = False
+        else:
+            target = at
+            arrived = bool(np.linalg.norm(at - tcp) < tol)
+        grip = held and not (on_table and arrived) or (not held and arrived)
+        self._gripping = self._gripping if held else 0
+        self._released = 0
+        arm = np.clip((target - tcp) / self.step, -1.0, 1.0)
+        return np.r_[arm, (1.0 if grip else -1.0) if self.suction else np.empty(0)].astype(np.float32)
 
 
 class PushEnv(PickAndPlaceEnv):

@@ -263,7 +263,73 @@ def _evaluate(model, make_env, prepare, episodes: int, video_episodes: int, vide
             "final_distance_mean_m": float(np.nanmean(dists)) if dists else None, "videos": [str(p) for p in written]}
 
 
-def _make_model(settings: TrainSettings, env, seed: int, goal_env: bool):
+def _expert_sac(sb3, expert, settings: TrainSettings, seed: int):
+    """SAC whose first ``settings.expert_steps`` env steps are acted by ``expert`` (observation dict ->
+    action), with Gaussian ``expert_noise`` on its arm action: demonstrations into the replay buffer
+    (HER relabels them as any other episode), learned from off-policy while they last and after.
+
+    With ``bc_weight`` > 0 every gradient step is followed by a behaviour-cloning step of the actor
+    on a batch of the demonstrations (weight × the squared distance of its deterministic action to
+    the expert's), kept only where the critic rates the expert's action above the actor's (the
+    Q-filter of Nair et al. 2018, "Overcoming exploration in RL with demonstrations")."""
+    import torch as th
+
+    rng = np.random.default_rng(seed)
+    steps, noise, weight = settings.expert_steps, settings.expert_noise, settings.bc_weight
+
+    class ExpertSAC(sb3.SAC):
+        def _setup_model(self) -> None:
+            super()._setup_model()
+            self.demo_obs: list[dict[str, np.ndarray]] = []     # raw observations, as the buffer keeps them
+            self.demo_actions: list[np.ndarray] = []
+
+        def _excluded_save_params(self) -> list[str]:
+            return [*super()._excluded_save_params(), "demo_obs", "demo_actions"]
+
+        def _sample_action(self, learning_starts, action_noise=None, n_envs=1):
+            if self.num_timesteps >= steps:
+                return super()._sample_action(learning_starts, action_noise, n_envs)
+            raw = self._last_original_obs if self._vec_normalize_env is not None else self._last_obs
+            acts = []
+            for i in range(n_envs):
+                obs = {k: np.array(v[i]) for k, v in raw.items()}
+                a = np.asarray(expert(obs), dtype=np.float64)
+                if weight > 0:                  # cloned: the expert's own action (the noise only explores)
+                    self.demo_obs.append(obs)
+                    self.demo_actions.append(a.copy())
+                a[:3] += noise * rng.standard_normal(3)
+                acts.append(np.clip(a, -1.0, 1.0))
+            action = np.asarray(acts, dtype=np.float32)
+            return action, self.policy.scale_action(action)
+
+        def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+            super().train(gradient_steps, batch_size)
+            demos = self.demo_obs
+            if weight <= 0 or not demos:
+                return
+            for _ in range(gradient_steps):
+                idx = rng.integers(0, len(demos), size=min(batch_size, len(demos)))
+                obs = {k: np.stack([demos[i][k] for i in idx]) for k in demos[0]}
+                if self._vec_normalize_env is not None:
+                    obs = self._vec_normalize_env.normalize_obs(obs)
+                obs_t = self.policy.obs_to_tensor(obs)[0]
+                act_e = th.as_tensor(np.stack([self.demo_actions[i] for i in idx]), dtype=th.float32)
+                act_pi = self.actor(obs_t, deterministic=True)
+                with th.no_grad():
+                    q_e = th.min(th.cat(self.critic(obs_t, act_e), dim=1), dim=1).values
+                    q_pi = th.min(th.cat(self.critic(obs_t, act_pi), dim=1), dim=1).values
+                    keep = (q_e > q_pi).float()
+                if keep.sum() == 0:
+                    continue
+                loss = weight * (keep * ((act_pi - act_e) ** 2).sum(dim=1)).sum() / keep.sum()
+                self.actor.optimizer.zero_grad()
+                loss.backward()
+                self.actor.optimizer.step()
+
+    return ExpertSAC
+
+
+def _make_model(settings: TrainSettings, env, seed: int, goal_env: bool, expert=None):
     import stable_baselines3 as sb3
 
     kw = dict(settings.algo_kwargs)
@@ -272,7 +338,8 @@ def _make_model(settings: TrainSettings, env, seed: int, goal_env: bool):
         if settings.her:
             from stable_baselines3 import HerReplayBuffer
             kw["replay_buffer_class"] = HerReplayBuffer
-        return sb3.SAC("MultiInputPolicy" if goal_env else "MlpPolicy", env, seed=seed, verbose=0, device="cpu", **kw)
+        cls = sb3.SAC if expert is None else _expert_sac(sb3, expert, settings, seed)
+        return cls("MultiInputPolicy" if goal_env else "MlpPolicy", env, seed=seed, verbose=0, device="cpu", **kw)
     kw["n_steps"] = max(64, min(int(kw.get("n_steps", 1024)), settings.steps))
     return sb3.PPO("MultiInputPolicy" if goal_env else "MlpPolicy", env, seed=seed, verbose=0, device="cpu", **kw)
 
@@ -356,7 +423,14 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
                     if isinstance(space, gym.spaces.Dict) else None)   # images are not normalised
             env = VecNormalize(base, norm_obs=True, norm_reward=False, clip_obs=10.0, norm_obs_keys=keys,
                                gamma=float(settings.algo_kwargs.get("gamma", 0.99)), epsilon=settings.norm_epsilon)
-        model = _make_model(settings, env, seed, goal_env)
+        expert = None
+        if settings.expert_steps > 0 and settings.algo is Algo.SAC:
+            make_expert = getattr(base.envs[0].unwrapped, "expert", None)
+            if make_expert is None:
+                raise ValueError(f"expert_steps: {settings.env_id} has no scripted expert to demonstrate with "
+                                 f"(the PickAndPlace ids have one); set expert_steps = 0")
+            expert = make_expert()
+        model = _make_model(settings, env, seed, goal_env, expert)
         t0, c0 = time.perf_counter(), time.process_time()
         if not stop():
             model.learn(total_timesteps=settings.steps, callback=_callback(settings.steps, stop, progress))

@@ -42,6 +42,9 @@ def test_env_tables_change_the_defaults_and_overrides_change_both(tmp_path):
     ('version = 1\n[sac.default]\nsteps = 0\n', "steps must be"),
     ('version = 1\n[ppo.default]\nsteps = 10\ntau = 0.1\n', "unknown ppo hyper-parameter 'tau'"),
     ('[sac.default]\nsteps = 10\n', "version"),
+    ('version = 1\n[sac.default]\nsteps = 10\nexpert_noise = 2\n', r"expert_noise must be a number in \[0, 1\]"),
+    ('version = 1\n[sac.default]\nsteps = 10\nbc_weight = -1\n', "bc_weight must be a number >= 0"),
+    ('version = 1\n[sac.default]\nsteps = 10\nexpert_steps = 1.5\n', "expert_steps must be a whole number"),
     ('version = 1\n[sac.default\n', "not valid TOML"),
 ])
 def test_a_bad_file_names_the_table_and_key(tmp_path, text, match):

@@ -9,38 +9,18 @@ import pytest
 import armtwin.envs.registration  # noqa: F401 - registers the ids
 from armtwin.envs.object_tasks import PickAndPlaceEnv
 
-#: how high above the box and the goal the cup travels (the SCARA's quill has 20 mm above the box)
-CLEAR = {"scara": 0.012, "irb120": 0.05, "aubo_i5": 0.05}
-
-
-def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=None, jaws: bool = False):
-    """A proportional Cartesian policy: above the box, onto its top (``jaws``: the parallel
-    gripper's jaw tips down beside it, 5 mm above the table), suction on (the jaws closed), up,
-    over the goal, down to it, and on the table let go. Returns (success, [(reward, info, obs)])."""
+def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=None):
+    """One episode of the env's expert (PickPlaceExpert: above the box, onto its top — the jaws
+    straddling it —, grip, up, over the goal, down to it, on the table let go); ``suction=False``
+    never grips. Returns (success at the end, [(reward, info, obs)])."""
     obs, info = env.reset(seed=seed, options=options)
-    n, half, step = env.robot_spec.dof, env._half, env._tool_step
-    clear = 0.06 if jaws else CLEAR[env.robot_spec.name]
-    hold = [0, 0, -(half - 0.005)] if jaws else [0, 0, half]      # the TCP from the box's centre when held
-    goal = obs["desired_goal"].astype(float)
-    on_table = goal[2] - env.task.surface[2] < half + 0.002
-    phase, wait, out = 0, 0, []
+    expert, out = env.expert(), []
     for _ in range(env.task.episode_steps()):
-        o = obs["observation"].astype(float)
-        tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
-        targets = {0: box + [0, 0, half + clear], 1: box + hold - [0, 0, 0 if jaws else 0.0005],
-                   3: np.r_[tcp[:2], goal[2] + half + clear], 4: goal + [0, 0, half + clear], 5: goal + hold}
-        target = targets.get(phase, tcp)
-        if phase in targets and np.linalg.norm(target - tcp) < 0.002:
-            phase += 1
-        elif phase == 2:
-            wait += 1
-            phase += wait >= (4 if jaws else 2)
-        on = suction and phase >= 2 and not (phase >= 6 and on_table)
-        action = np.r_[np.clip((target - tcp) / step, -1, 1), 1.0 if on else -1.0].astype(np.float32)
+        action = expert(obs)
+        if not suction:
+            action[-1] = -1.0
         obs, r, term, trunc, info = env.step(action)
         out.append((r, info, obs))
-        if phase >= 6 and info["is_success"] and (on_table != info["held"]):
-            return True, out
         if term or trunc:
             break
     return bool(out[-1][1]["is_success"]), out
@@ -69,7 +49,8 @@ def test_the_achieved_goal_is_the_box_and_without_suction_it_stays_where_it_was(
         ok, steps = scripted(env, 0, suction=False, options={"object": start})
         assert not ok and not any(info["held"] for _, info, _ in steps)
         for _, _, obs in steps:
-            np.testing.assert_allclose(obs["achieved_goal"], start, atol=1e-3)    # the box never moved
+            # the box is never carried (the cup standing on it the whole episode nudges it ~1 mm)
+            np.testing.assert_allclose(obs["achieved_goal"], start, atol=2e-3)
         world = env.world.body_pose(env._object)
         np.testing.assert_allclose(np.linalg.inv(env.robot.world_T_report) @ world @ [0, 0, 0, 1.0],
                                    np.r_[steps[-1][2]["achieved_goal"], 1.0], atol=1e-6)
@@ -112,6 +93,10 @@ def test_the_ids_are_registered_and_pass_sb3_check_env():
 def test_bad_options_are_one_value_error(kwargs, words):
     with pytest.raises(ValueError, match=words):
         PickAndPlaceEnv("irb120", **kwargs)
+
+
+#: how high above the box the pusher travels to its place behind it (the SCARA's quill has 20 mm)
+CLEAR = {"scara": 0.012, "irb120": 0.05, "aubo_i5": 0.05}
 
 
 def scripted_push(env, seed: int):
@@ -185,14 +170,14 @@ def test_the_parallel_gripper_picks_and_places_the_box(robot, mode):
     env = PickAndPlaceEnv(robot, joint_mode=mode, tool=5, episode_steps=150)
     try:
         for seed in range(3):
-            ok, steps = scripted(env, seed, jaws=True)
+            ok, steps = scripted(env, seed)
             assert ok, (seed, steps[-1][1])
             held = [info["held"] for _, info, _ in steps]
             assert any(held) and not held[0]
             for r, info, obs in steps:
                 assert r == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         start = env.reset(seed=7)[0]["achieved_goal"]
-        ok, steps = scripted(env, 7, suction=False, jaws=True)
+        ok, steps = scripted(env, 7, suction=False)
         assert not any(info["held"] for _, info, _ in steps)
         np.testing.assert_allclose(steps[-1][2]["achieved_goal"], start, atol=2e-3)
     finally:

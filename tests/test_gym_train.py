@@ -280,3 +280,48 @@ def test_sac_her_learns_the_easiest_reach_on_a_fixed_seed_set(tmp_path, capsys):
     rates = [r["success_rate"] for r in res["runs"]]
     assert res["complete_seeds"] == [0, 1] and res["hyperparams_version"] >= 2
     assert min(rates) >= 0.6 and res["success_rate_mean"] >= 0.8, rates
+
+
+@pytest.mark.slow
+def test_expert_steps_put_the_scripted_pick_and_place_into_the_replay_buffer(tmp_path, capsys):
+    """``expert_steps``: the first env steps are the env's scripted expert (PickPlaceExpert) — its
+    episodes succeed in the training monitor — and the policy acts after them; an env without an
+    expert refuses the setting in one line."""
+    _require_stable_baselines3()
+    from armtwin.envs.training import read_monitor
+    out = tmp_path / "pp"
+    code = main(["train", "armtwin/IRB120PickAndPlace-v0", "--steps", "700", "--learning-starts", "150",
+                 "--hp", "expert_steps=400", "--hp", "expert_noise=0.02", "--hp", "batch_size=32",
+                 "--hp", "bc_weight=1", "--env-kw", "episode_steps=80", "--eval-episodes", "1",
+                 "--video-episodes", "0", "--out", str(out), "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["expert_steps"] == 400 and summary["expert_noise"] == 0.02 and summary["bc_weight"] == 1
+    steps, _, success = read_monitor(out / "monitor.csv")
+    assert success is not None and len(steps) >= 8
+    expert = steps <= 400
+    assert expert.sum() == 5 and success[expert].all()             # five demonstrations, every one a success
+    # the behaviour-cloning steps pulled the actor towards the expert: on a fresh episode's states its
+    # actions are nearer the expert's than an untrained actor's
+    import gymnasium as gym
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+    env = gym.make("armtwin/IRB120PickAndPlace-v0", episode_steps=80)
+    norm = VecNormalize.load(str(out / "vecnormalize.pkl"), DummyVecEnv([lambda: env]))
+    trained = sb3.SAC.load(out / "policy.zip", env=norm, device="cpu")
+    fresh = sb3.SAC("MultiInputPolicy", norm, seed=0, device="cpu", policy_kwargs={"net_arch": [64, 64]})
+    expert_policy = env.unwrapped.expert()
+    obs, _ = env.reset(seed=99)
+    errors = {"trained": [], "fresh": []}
+    for _ in range(80):
+        a = expert_policy(obs)
+        o = norm.normalize_obs({k: v[None] for k, v in obs.items()})
+        for name, model in (("trained", trained), ("fresh", fresh)):
+            errors[name].append(np.sum((model.predict(o, deterministic=True)[0][0] - a) ** 2))
+        obs, *_ = env.step(a)
+    env.close()
+    assert np.mean(errors["trained"]) < 0.5 * np.mean(errors["fresh"]), errors
+    code = main(["train", "armtwin/IRB120Reach-v0", "--steps", "200", "--hp", "expert_steps=100",
+                 "--out", str(tmp_path / "reach")])
+    err = capsys.readouterr().err
+    assert code == 2 and "expert_steps" in err and "no scripted expert" in err and "Traceback" not in err
