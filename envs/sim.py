@@ -550,15 +550,29 @@ class World:
                     r._post_physics((sub - i - 1) * h)
             self.time += self.physics.dt
 
-    def engine_steps(self, n: int) -> None:
+    def engine_steps(self, n: int, *, robot_calls: bool = False) -> None:
         """``n`` bare ``stepSimulation`` calls: no drives, no guard, no clock.
 
         For benchmarks only: the engine's own cost of this world's physics step, the ceiling a
-        control loop over it cannot pass. The robots' state moves without their drives, so a
-        world used for this is thrown away afterwards.
+        control loop over it cannot pass. With ``robot_calls`` each step also makes the two engine
+        calls an articulation robot's drive needs at every physics step and nothing else: its
+        targets set (one ``setJointMotorControlArray``, its last targets held) and its joints read
+        for the guard (one ``getJointStates``) — PyBullet has no call for several bodies at once,
+        so this is the ceiling of any loop that drives every robot at every physics step. The
+        robots' state moves off their command path, so a world used for this is thrown away
+        afterwards.
         """
+        p, c = pybullet, self.client
+        # each articulation robot's drive call as it stands (targets held: the arms keep their pose)
+        arms = [(r.body, r.joints, r._q_cmd.tolist(), r._qd_cmd.tolist(), *r._drive_lists) for r in self.robots
+                if r.mode is JointMode.ARTICULATION] if robot_calls else []
         for _ in range(int(n)):
-            pybullet.stepSimulation(physicsClientId=self.client)
+            for body, joints, q, qd, forces, kp, kd in arms:
+                p.setJointMotorControlArray(body, joints, p.POSITION_CONTROL, targetPositions=q, targetVelocities=qd,
+                                            forces=forces, positionGains=kp, velocityGains=kd, physicsClientId=c)
+            p.stepSimulation(physicsClientId=c)
+            for body, joints, *_ in arms:
+                p.getJointStates(body, joints, physicsClientId=c)
 
     @property
     def instabilities(self) -> list[Instability]:

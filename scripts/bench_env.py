@@ -117,14 +117,15 @@ class _VectorRunner(_Runner):
             self.steps += k * env.num_envs
 
 
-def _engine_ceiling(env, env_steps: int) -> dict:
+def _engine_ceiling(env, env_steps: int, robot_calls: bool = False) -> dict:
     """The batched world's bare engine steps for ``env_steps`` env steps (substeps per control step
-    × env_steps / N calls of ``stepSimulation``, nothing else): the env-steps/s no control loop over
-    this world can pass. Run last: it moves the robots without their drives."""
+    × env_steps / N calls of ``stepSimulation``, nothing else; ``robot_calls``: with each robot's
+    drive-set and joint-read call at every one, :meth:`World.engine_steps`): the env-steps/s no
+    control loop over this world can pass. Run last: it moves the robots without their drives."""
     base = env.unwrapped
     calls = max(1, env_steps // base.num_envs) * base.world.physics.substeps
     w0, c0 = time.perf_counter(), time.process_time()
-    base.world.engine_steps(calls)
+    base.world.engine_steps(calls, robot_calls=robot_calls)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     steps = calls // base.world.physics.substeps * base.num_envs
     return {"engine_calls": calls, "steps": steps, "wall_s": wall, "cpu_s": cpu,
@@ -235,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
         celled.env.close()
     if vec is not None:
         res["armtwin_vector"] = {"num_envs": args.num_envs, "physics_dt_s": res["armtwin"]["physics_dt_s"],
-                                 **vec.result(), "engine_only": _engine_ceiling(vec.env, vec.steps)}
+                                 **vec.result(), "engine_only": _engine_ceiling(vec.env, vec.steps),
+                                 "engine_and_robot_calls": _engine_ceiling(vec.env, vec.steps, robot_calls=True)}
         res["vector_ratio_vs_single"] = res["armtwin_vector"]["steps_per_s_cpu"] / res["armtwin"]["steps_per_s_cpu"]
     if args.frames > 0:
         print(f"bench env: rendering {args.frames} frames each", file=sys.stderr)
@@ -277,6 +279,11 @@ def run(args: argparse.Namespace) -> int:
         label = "    its engine alone (the ceiling)"
         print(f"{label:34s} {e['steps']:7d} {e['steps_per_s_wall']:13.0f} {e['steps_per_s_cpu']:12.0f}"
               f"   stepSimulation only: the batched env runs at {v['steps_per_s_cpu'] / e['steps_per_s_cpu']:.2f}x it")
+        e = v["engine_and_robot_calls"]
+        label = "    + each robot's 2 calls a substep"
+        print(f"{label:34s} {e['steps']:7d} {e['steps_per_s_wall']:13.0f} {e['steps_per_s_cpu']:12.0f}"
+              f"   drive set + joints read per robot and physics step, nothing else "
+              f"({v['steps_per_s_cpu'] / e['steps_per_s_cpu']:.2f}x)")
     if img is not None:
         g = res["armtwin_rgb"]
         label = f"  rgb observations {g['image_size']}x{g['image_size']}"

@@ -31,7 +31,7 @@ def scripted(env: PickAndPlaceEnv, seed: int, *, suction: bool = True, options=N
 def test_a_scripted_pick_and_place_puts_the_box_at_the_goal(robot, mode):
     env = PickAndPlaceEnv(robot, joint_mode=mode)
     try:
-        for seed in range(3):
+        for seed in range(10):
             ok, steps = scripted(env, seed)
             assert ok, (seed, steps[-1][1])
             held = [info["held"] for _, info, _ in steps]
