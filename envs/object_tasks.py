@@ -289,9 +289,9 @@ class PickPlaceExpert:
     while it stands there. Holding it: up to the travel height, over the goal, down until the box's
     centre is at the goal; a goal on the table is let go of there, a goal in the air is held. A box
     already at a goal on the table (within the success distance) is let go of and left (the cup
-    rises clear of it, the open jaws stay where they are). The travel height is the highest of 50, 30, 20 and
-    12 mm above the box's top the tool reaches pointing down with 5 mm to spare (the SCARA's quill
-    has about 30 mm).
+    rises clear of it, the open jaws stay where they are). The travel height is the highest of 50,
+    30, 20 and 12 mm above the box's top that the tool reaches pointing down with 5 mm to spare (the
+    SCARA's quill has about 30 mm).
 
     ``expert(obs)`` takes one env's observation dict and returns its action (float32). Its only state
     is how many steps it has stood still since the box was caught or let go of (:attr:`settle`
@@ -309,13 +309,13 @@ class PickPlaceExpert:
     def __init__(self, env: "PickAndPlaceEnv") -> None:
         if env.control is not ControlMode.CARTESIAN:
             raise ValueError(f"the pick-and-place expert acts in Cartesian control, the env has control={env.control.value!r}")
-        if env.action_space.shape[0] != 3 + env.extra_actions:
-            raise ValueError("the pick-and-place expert moves the tool's position only; the env's actions turn it too")
+        if env.extra_actions != 1 or env.action_space.shape[0] != 4:
+            raise ValueError("the pick-and-place expert moves the tool's position and works the cup or the jaws; "
+                             "the env's actions turn the tool too, or work no gripper")
         self.n = env.robot_spec.dof
         self.half = env._half
         self.step = env._tool_step
         self.jaws = env._moves_jaws()
-        self.suction = env.extra_actions > 0
         self.surface_z = float(env.task.surface[2])
         self.threshold = env.task.distance_threshold
         self._reachable = env.task.reachable
@@ -351,8 +351,7 @@ class PickPlaceExpert:
             up = np.r_[tcp[:2], box[2] + self.half + self.clearance(box + top)]
             if self.jaws or self._released <= self.settle:     # the cup lets go first; open jaws stay around it
                 up = tcp
-            arm = np.clip((up - tcp) / self.step, -1.0, 1.0)
-            return np.r_[arm, -1.0 if self.suction else np.empty(0)].astype(np.float32)
+            return np.r_[np.clip((up - tcp) / self.step, -1.0, 1.0), -1.0].astype(np.float32)
         else:
             at, over, travel = box + self.hold - [0.0, 0.0, 0.0 if self.jaws else 0.0005], box, box + top
         height = travel[2] + self.clearance(travel)
@@ -365,8 +364,7 @@ class PickPlaceExpert:
         grip = held and not (on_table and arrived) or (not held and arrived)
         self._gripping = self._gripping if held else 0
         self._released = 0
-        arm = np.clip((target - tcp) / self.step, -1.0, 1.0)
-        return np.r_[arm, (1.0 if grip else -1.0) if self.suction else np.empty(0)].astype(np.float32)
+        return np.r_[np.clip((target - tcp) / self.step, -1.0, 1.0), 1.0 if grip else -1.0].astype(np.float32)
 
 
 class PushEnv(PickAndPlaceEnv):
@@ -381,6 +379,8 @@ class PushEnv(PickAndPlaceEnv):
     """
 
     extra_actions = 0
+    #: no scripted expert (``armtwin train``'s ``expert_steps`` refuses the Push ids)
+    expert = None
 
     def __init__(self, robot: str | RobotSpec = "irb120", **kwargs: Any) -> None:
         if kwargs.get("in_air"):
