@@ -150,6 +150,14 @@ class TrainSettings:
     expert_noise: float = 0.0
     bc_weight: float = 0.0
 
+    @property
+    def tag(self) -> str:
+        """The algorithm as plots name it: ``"SAC + HER"``, ``"SAC + HER, 30000 expert steps, BC 100"``."""
+        tag = f"{self.algo.value.upper()}{' + HER' if self.her else ''}"
+        if self.expert_steps:
+            tag += f", {self.expert_steps} expert steps" + (f", BC {self.bc_weight:g}" if self.bc_weight else "")
+        return tag
+
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values, for summary.json."""
         return {"algo": self.algo.value, "env_id": self.env_id, "hyperparams_version": self.version,

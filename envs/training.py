@@ -92,8 +92,9 @@ def success_curve(steps: np.ndarray, success: np.ndarray, grid: np.ndarray) -> n
     return np.where(idx >= 0, rate[np.clip(idx, 0, None)], np.nan)
 
 
-def plot_curve(monitor_csv: Path, png: Path, title: str) -> None:
-    """Episode return (raw and smoothed) and success rate against env steps, as a PNG."""
+def plot_curve(monitor_csv: Path, png: Path, title: str, *, expert_steps: int = 0) -> None:
+    """Episode return (raw and smoothed) and success rate against env steps, as a PNG; the first
+    ``expert_steps`` (the scripted expert's demonstrations) shaded."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -107,12 +108,14 @@ def plot_curve(monitor_csv: Path, png: Path, title: str) -> None:
                 label=f"return, mean of {k}")
         ax.set_xlabel("environment steps")
         ax.set_ylabel("episode return")
+        if expert_steps:
+            ax.axvspan(0, expert_steps, color="C1", alpha=0.12, lw=0, label="the expert's demonstrations")
         if succ is not None:
             ax2 = ax.twinx()
             ax2.plot(steps[k - 1:], np.convolve(succ, np.ones(k) / k, mode="valid"), color="C2", lw=1.5,
                      label="success rate")
             ax2.set_ylim(-0.02, 1.02)
-            ax2.set_ylabel("success rate (final step)")
+            ax2.set_ylabel("training success rate (final step)")
             ax2.legend(loc="lower right")
         ax.legend(loc="upper left")
     else:
@@ -123,8 +126,10 @@ def plot_curve(monitor_csv: Path, png: Path, title: str) -> None:
     plt.close(fig)
 
 
-def plot_seeds(runs: Sequence[tuple[int, Path]], steps: int, png: Path, title: str) -> dict[str, Any]:
-    """The training success rate of several seeds in one figure: one line per seed, the mean ± sd band.
+def plot_seeds(runs: Sequence[tuple[int, Path]], steps: int, png: Path, title: str, *,
+               expert_steps: int = 0) -> dict[str, Any]:
+    """The training success rate of several seeds in one figure: one line per seed, the mean ± sd band
+    (the first ``expert_steps``, the scripted expert's demonstrations, shaded).
 
     Args:
         runs: (seed, monitor.csv) per run.
@@ -158,13 +163,15 @@ def plot_seeds(runs: Sequence[tuple[int, Path]], steps: int, png: Path, title: s
         ax.plot(grid, mean, color="k", lw=2.2, label=f"mean of {len(curves)}")
         ax.fill_between(grid, np.clip(mean - sd, 0, 1), np.clip(mean + sd, 0, 1), color="k", alpha=0.12,
                         label="± 1 sd")
+    if expert_steps:
+        ax.axvspan(0, expert_steps, color="C1", alpha=0.12, lw=0, label="the expert's demonstrations")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlim(0, steps)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("training success rate (last 20 episodes)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    ax.legend(loc="best", fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
@@ -445,9 +452,9 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
             env.training = False
             files["normalization"] = str(stats)
         curve = out / "learning_curve.png"
-        tag = f"{settings.algo.value.upper()}{' + HER' if settings.her else ''}"
-        plot_curve(monitor_csv, curve, f"{settings.env_id} — {tag}, seed {seed}"
-                   + (f" (interrupted at {model.num_timesteps} steps)" if interrupted else ""))
+        plot_curve(monitor_csv, curve, f"{settings.env_id} — {settings.tag}, seed {seed}"
+                   + (f" (interrupted at {model.num_timesteps} steps)" if interrupted else ""),
+                   expert_steps=settings.expert_steps)
         files["learning_curve"] = str(curve)
         ev: dict[str, Any] = {"episodes": 0, "success_rate": None, "final_distance_mean_m": None, "videos": []}
         if not stop():

@@ -252,7 +252,7 @@ def _run_one(args: argparse.Namespace, settings, stop: _Stop) -> int:
 
     seed = 0 if args.seed is None else args.seed
     out = output_folder(args.out or f"runs/{args.env_id.split('/')[-1]}-{args.algo}-s{seed}", "--out")
-    tag = f"{settings.algo.value.upper()}{' + HER' if settings.her else ''}"
+    tag = settings.tag
     print(f"train: {args.env_id}, {tag}, seed {seed}, {settings.steps} steps (hyperparams v{settings.version}), "
           f"into {out}; Ctrl-C stops and keeps what was learned", file=sys.stderr, flush=True)
     summary = train_run(settings, seed, out, stop=stop, progress=_progress_printer(),
@@ -409,11 +409,12 @@ def _run_seeds(args: argparse.Namespace, settings, seeds: list[int], stop: _Stop
     complete = [r for r in runs if r["success_rate"] is not None and not r["interrupted"]]
     mean, sd = _mean_sd([r["success_rate"] for r in complete])
     dmean, dsd = _mean_sd([r["final_distance_mean_m"] for r in complete if r["final_distance_mean_m"] is not None])
-    tag = f"{settings.algo.value.upper()}{' + HER' if settings.her else ''}"
+    tag = settings.tag
     curves_png = out / "learning_curves.png"
     curves = plot_seeds([(r["seed"], out / f"seed-{r['seed']}" / "monitor.csv") for r in runs if r["exit_code"] is not None],
                         settings.steps, curves_png,
-                        f"{args.env_id} — {tag}, {settings.steps} steps, seeds {args.seeds}")
+                        f"{args.env_id} — {tag}, {settings.steps} steps, seeds {args.seeds}",
+                        expert_steps=settings.expert_steps)
     result = {**settings.as_dict(), "seeds": seeds, "jobs": jobs, "wall_s": wall,
               "complete_seeds": [r["seed"] for r in complete],
               "success_rate_mean": mean, "success_rate_sd": sd, "final_distance_mean_m": dmean,
