@@ -637,12 +637,18 @@ RANGES = ((0.3, 3.0), (0.1, 10.0), (0.3, 3.0), (0.5, 2.0), (0.0, 1.0), (0.0, 0.0
 #: stage's values instead.
 _DE_SPREAD = np.array([0.6, 1.5, 0.3, 0.1, 0.0, 0.0, 0.0])
 
+#: differential-evolution searches per fit, from different seeds; the lowest exact cost is kept. One
+#: search ends in a false valley now and then (simulated rig, seed 2029 j1: searches seeded 0, 1, 2
+#: end at inertia +18.6, +0.6 and +20.5 %, exact costs 3.5, 1.7 and 4.6·10⁻⁴ deg², the true
+#: parameters' 0), and a second one costs what the first does (26 s per two-joint log each).
+SEARCHES = 2
+
 #: where a fit starts: the data sheet motor, a 0.1 V dead band, 1 ms each way
 NOMINAL = MotorFit.of(RIG_MOTOR, dead_band=0.1, delay_down=0.001, delay_up=0.001)
 
 
 def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopConfig(), *,
-              fit_fraction: float = 0.7, generations: int = 60, seed: int = 0) -> FitReport:
+              fit_fraction: float = 0.7, generations: int = 60, seed: int = 0, searches: int = SEARCHES) -> FitReport:
     """Fit the loop's motor parameters to ``trace`` (see the module docstring).
 
     The first ``fit_fraction`` of the log's time is fitted; the rest is predicted from the start
@@ -663,12 +669,14 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
         loop: the firmware's position loop.
         fit_fraction: the part of the log's time that is fitted.
         generations: differential-evolution generations (0: the first stage only).
+        searches: differential-evolution searches, seeded ``seed``, ``seed + 1``, …; the one with
+            the lowest exact cost is kept (:data:`SEARCHES`).
         seed: the search's random seed (the result is reproducible).
 
     Raises:
         ValueError: too few servo samples to fit and check, or a bad ``fit_fraction``.
     """
-    from scipy.optimize import differential_evolution, least_squares
+    from scipy.optimize import least_squares
 
     if not (0.1 <= fit_fraction < 1.0):
         raise ValueError(f"fit_fraction must be in [0.1, 1), got {fit_fraction}")
@@ -730,22 +738,11 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
 
         z_ls = np.r_[np.log(np.maximum(x[:4], 1e-30) / x0[:4]), x[4:]]
         z_ls = np.clip(z_ls, d_lo, d_hi)
-        rng = np.random.default_rng(seed)
-        pop = 8 * len(x0)
-        # The population starts around the least-squares result, as wide as that result's errors
-        # can be (:data:`_DE_SPREAD`), not over the whole box: the exact cost is rugged (a motor
-        # held in the dead band breaks away when its integrator reaches a PWM step, a moment the
-        # slightest change of a parameter moves), and a population drawn over the whole box
-        # spends its generations far away — the search ended a PWM step off in the dead band.
-        # The dead band and the delays, which the first stage gets worst, are drawn from zero up.
-        init = z_ls + _DE_SPREAD * (2.0 * rng.random((pop, len(x0))) - 1.0)
-        init[:, 4] = rng.uniform(0.0, min(d_hi[4], max(3.0 * x[4], 0.5)), pop)
-        init[:, 5:] = rng.uniform(0.0, np.minimum(d_hi[5:], np.maximum(2.0 * x[5:], 0.005)), (pop, 2))
-        init = np.clip(init, d_lo, d_hi)
-        init[0] = z_ls
-        de = differential_evolution(cost, list(zip(d_lo, d_hi)), init=init, vectorized=True, maxiter=generations,
-                                    tol=1e-7, polish=False, seed=seed, updating="deferred")
-        x = to_x(de.x[None])[0]
+        best = None
+        for search in range(searches):
+            de = _search(cost, z_ls, x, d_lo, d_hi, generations, seed + search)
+            best = de if best is None or de.fun < best.fun else best
+        x = to_x(best.x[None])[0]
         # the rig shows only the PWM step the dead band is in: its middle
         x[4] = 0.5 * sum(dead_band_step(float(x[4]), loop))
 
@@ -807,6 +804,27 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
         why.append(f"{names}: the log leaves them open by more than ±{100 * MAX_RELATIVE_CI:.0f} % (95 %)")
     return FitReport(trace.label, params, fitted, float(split), rb, mb, ra, ma, rf, time.perf_counter() - t0,
                      count[0], "; ".join(why))
+
+
+def _search(cost, z_ls: np.ndarray, x: np.ndarray, d_lo: np.ndarray, d_hi: np.ndarray, generations: int, seed: int):
+    """One differential-evolution search of :func:`fit_motor`'s second stage (SciPy's result)."""
+    from scipy.optimize import differential_evolution
+
+    rng = np.random.default_rng(seed)
+    pop = 8 * len(x)
+    # The population starts around the least-squares result, as wide as that result's errors
+    # can be (:data:`_DE_SPREAD`), not over the whole box: the exact cost is rugged (a motor
+    # held in the dead band breaks away when its integrator reaches a PWM step, a moment the
+    # slightest change of a parameter moves), and a population drawn over the whole box
+    # spends its generations far away — the search ended a PWM step off in the dead band.
+    # The dead band and the delays, which the first stage gets worst, are drawn from zero up.
+    init = z_ls + _DE_SPREAD * (2.0 * rng.random((pop, len(x))) - 1.0)
+    init[:, 4] = rng.uniform(0.0, min(d_hi[4], max(3.0 * x[4], 0.5)), pop)
+    init[:, 5:] = rng.uniform(0.0, np.minimum(d_hi[5:], np.maximum(2.0 * x[5:], 0.005)), (pop, 2))
+    init = np.clip(init, d_lo, d_hi)
+    init[0] = z_ls
+    return differential_evolution(cost, list(zip(d_lo, d_hi)), init=init, vectorized=True, maxiter=generations,
+                                  tol=1e-7, polish=False, seed=seed, updating="deferred")
 
 
 def correlation_length(res: np.ndarray) -> float:
