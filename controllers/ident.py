@@ -738,10 +738,8 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
 
         z_ls = np.r_[np.log(np.maximum(x[:4], 1e-30) / x0[:4]), x[4:]]
         z_ls = np.clip(z_ls, d_lo, d_hi)
-        best = None
-        for search in range(searches):
-            de = _search(cost, z_ls, x, d_lo, d_hi, generations, seed + search)
-            best = de if best is None or de.fun < best.fun else best
+        best = min((_search(cost, z_ls, x, d_lo, d_hi, generations, seed + k) for k in range(max(1, searches))),
+                   key=lambda de: de.fun)
         x = to_x(best.x[None])[0]
         # the rig shows only the PWM step the dead band is in: its middle
         x[4] = 0.5 * sum(dead_band_step(float(x[4]), loop))
