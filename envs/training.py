@@ -289,9 +289,10 @@ def _expert_sac(sb3, expert, settings: TrainSettings, seed: int):
             super()._setup_model()
             self.demo_obs: list[dict[str, np.ndarray]] = []     # raw observations, as the buffer keeps them
             self.demo_actions: list[np.ndarray] = []
+            self._demo_arrays: tuple[dict[str, np.ndarray], np.ndarray] | None = None
 
         def _excluded_save_params(self) -> list[str]:
-            return [*super()._excluded_save_params(), "demo_obs", "demo_actions"]
+            return [*super()._excluded_save_params(), "demo_obs", "demo_actions", "_demo_arrays"]
 
         def _sample_action(self, learning_starts, action_noise=None, n_envs=1):
             if self.num_timesteps >= steps:
@@ -314,13 +315,16 @@ def _expert_sac(sb3, expert, settings: TrainSettings, seed: int):
             demos = self.demo_obs
             if weight <= 0 or not demos:
                 return
+            if self._demo_arrays is None or len(self._demo_arrays[1]) != len(demos):   # stacked once they stop growing
+                self._demo_arrays = ({k: np.stack([d[k] for d in demos]) for k in demos[0]}, np.stack(self.demo_actions))
+            all_obs, all_act = self._demo_arrays
             for _ in range(gradient_steps):
                 idx = rng.integers(0, len(demos), size=min(batch_size, len(demos)))
-                obs = {k: np.stack([demos[i][k] for i in idx]) for k in demos[0]}
+                obs = {k: v[idx] for k, v in all_obs.items()}
                 if self._vec_normalize_env is not None:
                     obs = self._vec_normalize_env.normalize_obs(obs)
                 obs_t = self.policy.obs_to_tensor(obs)[0]
-                act_e = th.as_tensor(np.stack([self.demo_actions[i] for i in idx]), dtype=th.float32)
+                act_e = th.as_tensor(all_act[idx], dtype=th.float32)
                 act_pi = self.actor(obs_t, deterministic=True)
                 with th.no_grad():
                     q_e = th.min(th.cat(self.critic(obs_t, act_e), dim=1), dim=1).values
