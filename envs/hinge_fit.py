@@ -29,8 +29,8 @@ the multipliers: from the Jacobian of the fitted part's tracking residuals at th
 pins each gain), the residuals' variance, widened by their autocorrelation length (the model's
 errors are slow, not independent samples). An interval symmetric in the logarithm is a *factor*
 ``f``: the gain lies in ``[value / f, value × f]``; ``inf`` where the log cannot tell a gain at all
-(a joint it does not move). The damping factor is that of ``D`` and ``d`` together (one fitted
-multiplier per joint, their split kept).
+(a joint it does not move) — the shared machinery of :mod:`armtwin.envs.drive_fit`. The damping
+factor is that of ``D`` and ``d`` together (one fitted multiplier per joint, their split kept).
 
 The gains file (:func:`write_hinge_gains`, ``fit --save``; read by ``armtwin run --hinge-gains`` and
 by randomised twins, ``randomize={"fitted": FILE}``) is TOML: ``robot = "NAME"``, then
@@ -44,7 +44,6 @@ Units: rad, m, s, N·m inside; the run log's deg and mm at the edge.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -53,8 +52,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
+from .drive_fit import ModelSim, RunTrace, Target, fit_frame, compared_errors, log_confidence, read_run_log
 
 __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
            "write_hinge_gains", "read_hinge_gains", "HingeGainsFile", "read_hinge_file", "FIT_RANGE", "FIT_KEYS",
@@ -68,71 +67,6 @@ FIT_KEYS = ("stiffness", "damping")
 CI_KEYS = tuple(f"{k}_ci95_factor" for k in FIT_KEYS)
 #: the fit searches each joint's stiffness and damping from 1/FIT_RANGE to FIT_RANGE times the rule's
 FIT_RANGE = 20.0
-
-
-class Target(Choice):
-    """What the fitted hinge model should follow."""
-
-    __label__ = "hinge fit target"
-
-    MEASURED = "measured"      # the joints the run's model reached (e.g. the articulation model)
-    COMMANDED = "commanded"    # the commanded trajectory: the reference
-
-
-@dataclass(frozen=True)
-class RunTrace:
-    """The joints of an ``armtwin run --log`` log.
-
-    Attributes:
-        t: (K,) times, s (a fixed control period).
-        q_cmd: (K, n) commanded joints, rad / m.
-        q: (K, n) the joints the run's model reached, rad / m.
-    """
-
-    t: np.ndarray
-    q_cmd: np.ndarray
-    q: np.ndarray
-
-    @property
-    def period(self) -> float:
-        return float(np.median(np.diff(self.t)))
-
-
-def read_run_log(path, spec: RobotSpec) -> RunTrace:
-    """Read a run log (``armtwin run --log``: ``time_s, line, …, j1_cmd … jn_cmd, j1 … jn``) of ``spec``.
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: not a run log of this robot (its joint columns), fewer than 20 rows, a value
-            that is not a number, or times that do not advance at a fixed period.
-    """
-    n = spec.dof
-    want = [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)]
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    if not rows or rows[0][:1] != ["time_s"]:
-        raise ValueError(f"{path}: not a run log (`armtwin run --log`: the header starts with time_s)")
-    head = rows[0]
-    missing = [c for c in want if c not in head]
-    if missing or any(c.startswith(f"j{n + 1}") for c in head):
-        joints = sum(1 for c in head if c.endswith("_cmd") and c.startswith("j"))
-        raise ValueError(f"{path}: a run log of a robot with {joints} joints; {spec.name} has {n}")
-    cols = [head.index("time_s")] + [head.index(c) for c in want]
-    try:
-        data = np.array([[float(r[c]) for c in cols] for r in rows[1:] if r], dtype=float)
-    except (ValueError, IndexError):
-        raise ValueError(f"{path}: a row with a missing or non-numeric value") from None
-    if len(data) < 20 or not np.all(np.isfinite(data)):
-        raise ValueError(f"{path}: needs at least 20 finite rows, has {len(data)}")
-    dt = np.diff(data[:, 0])
-    if len(dt) > 2 and 0 < dt[-1] < 0.99 * np.median(dt):
-        # a run's last sample is at the program's end, off the control grid (ControlTrajectory): dropped
-        data, dt = data[:-1], dt[:-1]
-    t = data[:, 0]
-    if not (np.all(dt > 0) and np.ptp(dt) <= 0.01 * np.median(dt) + 2e-4):
-        raise ValueError(f"{path}: the times do not advance at a fixed control period")
-    scale = np.where(spec.prismatic, 1e-3, math.pi / 180.0)    # mm, deg -> m, rad
-    return RunTrace(t, data[:, 1:1 + n] * scale, data[:, 1 + n:] * scale)
 
 
 @dataclass(frozen=True)
@@ -214,39 +148,9 @@ def _gains(rule: DriveGains, z: np.ndarray, margin: StabilityMargin) -> DriveGai
     return project_to_margin(d, margin)
 
 
-class _HingeSim:
-    """One world with the robot in the hinge model, rerun from the log's start for each gain set."""
-
-    def __init__(self, spec: RobotSpec, trace: RunTrace, physics_step: float) -> None:
-        from .sim import JointMode, PhysicsConfig, World
-        period = trace.period
-        self.world = World(PhysicsConfig(dt=period, substeps=max(1, int(math.ceil(period / physics_step - 1e-9)))))
-        self.robot = self.world.add_robot(spec, JointMode.HINGE, q0=trace.q[0])
-        self.trace = trace
-        self.qd_cmd = np.gradient(trace.q_cmd, trace.t, axis=0)
-        self.count = 0
-
-    def run(self, drive: DriveGains, until: int) -> np.ndarray | None:
-        """(until, n) the joints after each of the first ``until`` commands; None when unstable."""
-        r, tr = self.robot, self.trace
-        r.set_drive(drive)
-        r.reset(tr.q[0])
-        out = np.empty((until, tr.q.shape[1]))
-        self.count += 1
-        for k in range(until):
-            r.command(tr.q_cmd[k], self.qd_cmd[k])
-            self.world.step(1)
-            out[k] = r.q
-            if not r.stable:
-                return None
-        return out
-
-    def close(self) -> None:
-        self.world.close()
-
-
 def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target.MEASURED, fit_fraction: float = 0.7,
-              max_fit_seconds: float = 6.0, physics_step: float = 1e-3, max_evaluations: int = 120) -> HingeFitReport:
+              max_fit_seconds: float = 6.0, physics_step: float = 1e-3, max_evaluations: int = 120,
+              tool=None) -> HingeFitReport:
     """Fit the hinge model's stiffness and damping per joint to ``trace`` (see the module docstring).
 
     Args:
@@ -257,26 +161,22 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
         max_fit_seconds: fit at most this much of the log's start, s (each candidate is simulated).
         physics_step: longest physics step, s (as ``armtwin run``'s; the control period is the log's).
         max_evaluations: simulations the optimiser may run.
+        tool: the tool the run's flange carried (:class:`~armtwin.controllers.tools.Tool`; its
+            mass acts), or None for the bare flange.
 
     Raises:
         ValueError: a bad target or fraction, or a log too short to fit and check.
     """
     from scipy.optimize import least_squares
+    from .sim import JointMode
 
-    target = Target.parse(target)
-    if not (0.1 <= fit_fraction < 1.0):
-        raise ValueError(f"fit_fraction must be in [0.1, 1), got {fit_fraction}")
     t0 = time.perf_counter()
     K = len(trace.t)
-    split = int(min(fit_fraction * K, max_fit_seconds / trace.period))
-    if split < 20 or K - split < 5:
-        raise ValueError(f"the run log is too short to fit ({split} samples) and check ({K - split}); run a longer program")
-    goal = trace.q if target is Target.MEASURED else trace.q_cmd
-    unit = np.where(spec.prismatic, 1e3, 180.0 / math.pi)         # rad, m -> deg, mm
+    target, split, goal, unit = fit_frame(spec, trace, target, fit_fraction, max_fit_seconds)
     margin = StabilityMargin(spec)
     rule = spec.drive
     n = spec.dof
-    sim = _HingeSim(spec, trace, physics_step)
+    sim = ModelSim(spec, trace, physics_step, JointMode.HINGE, tool)
     try:
         def residuals(z: np.ndarray) -> np.ndarray:
             q = sim.run(_gains(rule, z, margin), split)
@@ -297,22 +197,9 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
     finally:
         sim.close()
 
-    def errors(q: np.ndarray | None, rows: slice) -> tuple[np.ndarray, float]:
-        if q is None:
-            return np.full(n, math.inf), math.inf
-        e = np.abs((q[rows] - goal[rows]) * unit)
-        if e.size == 0:
-            return np.full(n, math.nan), math.nan
-        return np.sqrt(np.mean(e * e, axis=0)), float(e.max())
-
-    fit_rows, held_rows = slice(0, split), slice(split, K)
-    rr, _ = errors(full_rule, fit_rows)
-    rf, _ = errors(full_fit, fit_rows)
-    rrh, mrh = errors(full_rule, held_rows)
-    rfh, mfh = errors(full_fit, held_rows)
-    return HingeFitReport(rule, fitted, target, float(trace.t[split]), rr, rf, rrh, rfh, mrh, mfh,
-                          margin.eigenvalue(rule), margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved,
-                          factors)
+    errors = compared_errors(full_rule, full_fit, goal, unit, split)
+    return HingeFitReport(rule, fitted, target, float(trace.t[split]), *errors, margin.eigenvalue(rule),
+                          margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved, factors)
 
 
 def _scaled(drive: DriveGains, f: np.ndarray) -> DriveGains:
@@ -323,48 +210,11 @@ def _scaled(drive: DriveGains, f: np.ndarray) -> DriveGains:
                    joint_damping=tuple(float(v) for v in np.asarray(drive.joint_damping) * f[n:]))
 
 
-#: log step of the confidence intervals' forward differences
-_CI_STEP = 0.01
-#: a singular value below this fraction of the largest is a direction the log does not see
-_NULL_RATIO = 1e-6
-
-
-def _confidence(sim: _HingeSim, drive: DriveGains, goal: np.ndarray, unit: np.ndarray) -> dict[str, tuple[float, ...]]:
+def _confidence(sim: ModelSim, drive: DriveGains, goal: np.ndarray, unit: np.ndarray) -> dict[str, tuple[float, ...]]:
     """The 95 % confidence factors of ``drive``'s stiffness and damping fitted to ``goal``, per key of
-    :data:`FIT_KEYS` (module docstring)."""
-    from ..controllers.ident import correlation_length   # the motor fit's estimate, shared
+    :data:`FIT_KEYS` (:func:`~armtwin.envs.drive_fit.log_confidence`)."""
     n, until = len(drive.stiffness), len(goal)
-    wide = {k: (math.inf,) * n for k in FIT_KEYS}
-    q0 = sim.run(drive, until)
-    if q0 is None:
-        return wide
-    r0 = (q0 - goal) * unit
-    jac = np.empty((r0.size, 2 * n))
-    for i in range(2 * n):
-        for step in (_CI_STEP, -_CI_STEP):       # backwards when a stiffer or more damped drive is unstable
-            f = np.ones(2 * n)
-            f[i] = math.exp(step)
-            q = sim.run(_scaled(drive, f), until)
-            if q is not None:
-                jac[:, i] = ((q - goal) * unit - r0).ravel() / step
-                break
-        else:
-            return wide
-    _, sv, vt = np.linalg.svd(jac, full_matrices=False)
-    blind = np.zeros(2 * n, dtype=bool)
-    if sv[0] <= 0:
-        return wide
-    for row in vt[sv < _NULL_RATIO * sv[0]]:
-        blind |= np.abs(row) > 0.1
-    half = np.full(2 * n, math.inf)
-    if (~blind).any():
-        res = r0.ravel()
-        sigma2 = float(res @ res) / max(res.size - 2 * n, 1)
-        corr = max((correlation_length(r0[:, j]) for j in range(n)), default=1.0)
-        jg = jac[:, ~blind]
-        cov = sigma2 * corr * np.linalg.pinv(jg.T @ jg)
-        half[~blind] = 1.96 * np.sqrt(np.maximum(np.diag(cov), 0.0))   # of the log multipliers
-    factor = np.where(np.isfinite(half), np.exp(np.minimum(half, 700.0)), math.inf)
+    factor = log_confidence(lambda z: sim.run(_scaled(drive, np.exp(z)), until), 2 * n, goal, unit)
     return {"stiffness": tuple(float(f) for f in factor[:n]), "damping": tuple(float(f) for f in factor[n:])}
 
 

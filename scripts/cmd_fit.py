@@ -14,6 +14,13 @@ A log for it comes from ``armtwin sync`` driving the rig through an excitation (
 steps, power cuts: :func:`armtwin.controllers.ident.excitation`); ``armtwin bench fit`` makes
 one on a simulated rig.
 
+``--model hinge`` and ``--model articulation`` (with ``--robot``) fit a joint model's drive to a run
+log of ``armtwin run --log`` instead (:mod:`armtwin.envs.hinge_fit`,
+:mod:`armtwin.envs.articulation_fit`): the hinge model's stiffness and damping per joint, or the
+articulation model's two gains and per joint its damping and force limit. The run is simulated again
+with the tool its flange carried (the log's first tool, looked up in ``--tools`` or the built-in
+table). Values the log cannot tell are reported as not identifiable and keep the data file's value.
+
 Exit codes: 0 fitted; 2 bad input (not a twin log, too short, an unknown joint, bad options).
 Needs the ``fit`` extra (SciPy, Numba).
 """
@@ -25,8 +32,11 @@ import math
 import sys
 from pathlib import Path
 
-from ..envs.hinge_fit import Target
+from ..envs.drive_fit import Target
 from .cli import CliError, add_json_flag, missing_extra, output_file, print_json
+
+#: the joint models whose drive is fitted to a run log
+JOINT_MODELS = ("hinge", "articulation")
 
 _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb": ("mN·m", 1e3),
           "motor_constant": ("mV·s/rad", 1e3), "dead_band": ("V", 1.0), "delay_down": ("ms", 1e3),
@@ -34,19 +44,24 @@ _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb
 
 
 def register(sub) -> None:
-    p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log, or the hinge model's gains to a "
+    p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log, or a joint model's drive to a "
                                    "run log; report on a held-out part")
     p.add_argument("log", help="twin log (.csv) from `armtwin sync --log` (--model motor) or run log from "
-                               "`armtwin run --log` (--model hinge)")
-    p.add_argument("--model", choices=["motor", "hinge"], default="motor",
-                   help="what to fit: motor (the rig's DC motor, H-bridge and link delays, from a twin log; default) "
-                        "or hinge (the hinge joint model's stiffness and damping per joint, from a run log)")
-    p.add_argument("--robot", help="--model hinge: the robot of the run log (required)")
+                               "`armtwin run --log` (--model hinge|articulation)")
+    p.add_argument("--model", choices=["motor", *JOINT_MODELS], default="motor",
+                   help="what to fit: motor (the rig's DC motor, H-bridge and link delays, from a twin log; default), "
+                        "hinge (the hinge joint model's stiffness and damping per joint, from a run log) or "
+                        "articulation (the articulation model's position and velocity gains, and per joint its damping "
+                        "and force limit, from a run log)")
+    p.add_argument("--robot", help="--model hinge|articulation: the robot of the run log (required)")
+    p.add_argument("--tools", metavar="FILE.toml",
+                   help="--model hinge|articulation: the tool table of the run (its first tool's mass is simulated; "
+                        "default the built-in table)")
     p.add_argument("--target", choices=[t.value for t in Target], default=Target.MEASURED.value,
-                   help="--model hinge: follow the run's joints (measured: e.g. a run of the articulation model; "
+                   help="--model hinge|articulation: follow the run's joints (measured: e.g. a run of the articulation model; "
                         "default) or its commanded trajectory (commanded: the reference)")
     p.add_argument("--max-fit-seconds", type=float, default=6.0, metavar="S",
-                   help="--model hinge: fit at most the log's first S seconds (1 to 60, default 6; every candidate "
+                   help="--model hinge|articulation: fit at most the log's first S seconds (1 to 60, default 6; every candidate "
                         "is simulated)")
     p.add_argument("--joints", metavar="J1,J2", help="joint labels of the log to fit (default: all), e.g. j1,j2")
     p.add_argument("--fit-fraction", type=float, default=0.7, metavar="F",
@@ -54,9 +69,10 @@ def register(sub) -> None:
     p.add_argument("--generations", type=int, default=60, metavar="N",
                    help="generations of the derivative-free search (0 to 500; 0: least squares only; default 60)")
     p.add_argument("--save", metavar="FILE.toml", help="write the fitted motor (per joint: FILE_<joint>.toml with "
-                                                         "several), or the fitted hinge gains with the robot's "
-                                                         "name and their 95 %% confidence factors (for run "
-                                                         "--hinge-gains and randomize={\"fitted\": FILE})")
+                                                         "several), or the fitted hinge gains or articulation "
+                                                         "drive with the robot's name and their 95 %% confidence "
+                                                         "factors (for run --hinge-gains / --articulation-drive; "
+                                                         "hinge gains also for randomize={\"fitted\": FILE})")
     p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles")
     add_json_flag(p)
     p.set_defaults(func=run)
@@ -76,12 +92,12 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.save, "--save", (".toml",))
     if args.plot:
         output_file(args.plot, "--plot", (".png",))
-    if args.model == "hinge":
-        return _run_hinge(args)
+    if args.model in JOINT_MODELS:
+        return _run_joint_model(args)
     for opt, given in (("--robot", args.robot), ("--target", args.target != Target.MEASURED.value),
-                       ("--max-fit-seconds", args.max_fit_seconds != 6.0)):
+                       ("--max-fit-seconds", args.max_fit_seconds != 6.0), ("--tools", args.tools)):
         if given:
-            raise CliError(f"{opt} belongs to --model hinge")
+            raise CliError(f"{opt} belongs to --model hinge or articulation")
     try:
         import numba  # noqa: F401
         import scipy  # noqa: F401
@@ -188,11 +204,12 @@ def _plot(path: str, traces, reports, simulate_loop) -> None:
 
 # ----- --model hinge ------------------------------------------------------------------------------
 
-def _run_hinge(args: argparse.Namespace) -> int:
-    """``armtwin fit RUN.csv --model hinge --robot R``: the hinge gains fitted to a run log."""
+def _run_joint_model(args: argparse.Namespace) -> int:
+    """``armtwin fit RUN.csv --model hinge|articulation --robot R``: a joint model's drive fitted to a run log."""
     from .cli import get_robot
+    model = args.model
     if not args.robot:
-        raise CliError("--model hinge needs --robot (the robot of the run log)")
+        raise CliError(f"--model {model} needs --robot (the robot of the run log)")
     if not (1.0 <= args.max_fit_seconds <= 60.0):
         raise CliError(f"--max-fit-seconds {args.max_fit_seconds:g}: must be from 1 to 60")
     for opt, given in (("--joints", args.joints), ("--plot", args.plot), ("--generations", args.generations != 60)):
@@ -203,31 +220,62 @@ def _run_hinge(args: argparse.Namespace) -> int:
         import scipy  # noqa: F401
     except ModuleNotFoundError as exc:
         raise missing_extra(exc.name or "scipy", "fit") from None
-    from ..envs.hinge_fit import fit_hinge, read_run_log, write_hinge_gains
+    from ..envs.drive_fit import read_run_log
     try:
         trace = read_run_log(args.log, spec)
     except OSError as exc:
         raise CliError(f"{args.log}: cannot read it: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    tool = _run_tool(args, trace.tool)
     if not args.json:
-        print(f"fitting the hinge gains of {spec.name} to {args.log} ({args.target} joints) …", file=sys.stderr, flush=True)
+        print(f"fitting the {model} model's drive of {spec.name} to {args.log} ({args.target} joints"
+              f"{f', T{tool.number} on the flange' if tool is not None else ''}) …", file=sys.stderr, flush=True)
+    fit, write, as_dict, show = _JOINT_MODEL_FITS[model]()
     try:
-        rep = fit_hinge(spec, trace, target=args.target, fit_fraction=args.fit_fraction,
-                        max_fit_seconds=args.max_fit_seconds)
+        rep = fit(spec, trace, target=args.target, fit_fraction=args.fit_fraction,
+                  max_fit_seconds=args.max_fit_seconds, tool=tool)
     except ValueError as exc:
         raise CliError(f"{args.log}: {exc}") from None
     if args.save:
-        write_hinge_gains(args.save, rep.fitted, comment=f"hinge gains of {spec.name} fitted by armtwin fit to "
-                                                         f"{args.log} ({args.target} joints)",
-                          robot=spec.name, ci95_factor=rep.ci95_factor)
+        write(args.save, rep.fitted, comment=f"{model} drive of {spec.name} fitted by armtwin fit to "
+                                             f"{args.log} ({args.target} joints)",
+              robot=spec.name, ci95_factor=rep.ci95_factor)
     if args.json:
-        print_json({"log": args.log, "model": "hinge", "robot": spec.name, **hinge_dict(rep), "saved": args.save})
+        print_json({"log": args.log, "model": model, "robot": spec.name, "tool": 0 if tool is None else tool.number,
+                    **as_dict(rep), "saved": args.save})
         return 0
-    _print_hinge(spec, rep)
+    show(spec, rep)
     if args.save:
         print(f"wrote {args.save}")
     return 0
+
+
+def _run_tool(args: argparse.Namespace, number: int):
+    """The tool of the run log's flange (``number``, 0: none) from ``--tools`` or the built-in table."""
+    if number == 0:
+        if args.tools:
+            raise CliError(f"--tools: the run log's flange carried no tool ({args.log})")
+        return None
+    from .options import tool_settings
+    tools = tool_settings(argparse.Namespace(tools=args.tools, tool=0))["tools"]
+    if number not in tools:
+        raise CliError(f"{args.log}: the run's flange carried T{number}, which the tool table ({tools.source}) does "
+                       f"not hold; give the run's table with --tools")
+    return tools[number]
+
+
+def _hinge_fit():
+    from ..envs.hinge_fit import fit_hinge, write_hinge_gains
+    return fit_hinge, write_hinge_gains, hinge_dict, _print_hinge
+
+
+def _articulation_fit():
+    from ..envs.articulation_fit import fit_articulation, write_articulation_drive
+    return fit_articulation, write_articulation_drive, articulation_dict, _print_articulation
+
+
+_JOINT_MODEL_FITS = {"hinge": _hinge_fit, "articulation": _articulation_fit}
 
 
 def hinge_dict(rep) -> dict:
@@ -266,3 +314,49 @@ def _pm(v: float) -> str:
     (the log cannot tell the gain)."""
     from ..envs.hinge_fit import FIT_RANGE
     return "—" if math.isnan(v) else ("open" if v >= FIT_RANGE ** 2 else f"{v:.3g}")
+
+
+def _finite(a) -> list:
+    return [None if not math.isfinite(float(v)) else float(v) for v in a]
+
+
+def articulation_dict(rep) -> dict:
+    """An :class:`~armtwin.envs.articulation_fit.ArticulationFitReport` as JSON data (a factor that is
+    not finite, a value the log cannot tell, is null and named in ``not_identifiable``)."""
+    from ..envs.articulation_fit import DRIVE_KEYS
+
+    def values(d) -> dict:
+        return {k: (getattr(d, k) if k in ("position_gain", "velocity_gain") else list(getattr(d, k))) for k in DRIVE_KEYS}
+
+    return {"target": rep.target.value, "split_time_s": rep.split_time, "fit_seconds": rep.seconds,
+            "simulations": rep.simulations, "improved": rep.improved,
+            "nominal": values(rep.nominal), "fitted": values(rep.fitted),
+            "ci95_factor": {k: _finite(v) for k, v in rep.ci95_factor.items()},
+            "not_identifiable": rep.not_identifiable,
+            "rms_fit_part": {"nominal": _finite(rep.rms_nominal), "fitted": _finite(rep.rms_fit)},
+            "rms_held_out": {"nominal": _finite(rep.rms_nominal_held), "fitted": _finite(rep.rms_fit_held)},
+            "max_held_out": {"nominal": rep.max_nominal_held, "fitted": rep.max_fit_held}}
+
+
+def _print_articulation(spec, rep) -> None:
+    ci = rep.ci95_factor
+    print(f"{spec.name}: articulation drive fitted to the {rep.target.value} joints on t <= {rep.split_time:.2f} s in "
+          f"{rep.seconds:.1f} s ({rep.simulations} simulations)"
+          + ("" if rep.improved else " — no better than the data file's: its drive is kept"))
+    for key in ("position_gain", "velocity_gain"):
+        print(f"  {key:13s} {getattr(rep.nominal, key):9.4g} -> {getattr(rep.fitted, key):9.4g}  {_ni(ci[key][0])}")
+    print(f"  {'joint':5s} {'damping':>9s} {'fitted':>9s} {'×/÷ 95 %':>17s} {'force lim':>9s} {'fitted':>9s} "
+          f"{'×/÷ 95 %':>17s}   {'RMS fitted part':>17s}   {'RMS held out':>17s}   (deg; mm prismatic)")
+    for j in range(spec.dof):
+        print(f"  J{j + 1:<4d} {rep.nominal.joint_damping[j]:9.4g} {rep.fitted.joint_damping[j]:9.4g} "
+              f"{_ni(ci['joint_damping'][j]):>17s} {rep.nominal.effort[j]:9.4g} {rep.fitted.effort[j]:9.4g} "
+              f"{_ni(ci['effort'][j]):>17s}   {rep.rms_nominal[j]:7.4f} -> {rep.rms_fit[j]:7.4f}   "
+              f"{rep.rms_nominal_held[j]:7.4f} -> {rep.rms_fit_held[j]:7.4f}")
+    print(f"  held out (t > {rep.split_time:.2f} s), all joints: max {rep.max_nominal_held:.4f} -> {rep.max_fit_held:.4f}")
+    if rep.not_identifiable:
+        print(f"  not identifiable from this log (kept at the data file's value): {', '.join(rep.not_identifiable)}")
+
+
+def _ni(factor: float) -> str:
+    """A 95 % factor, or *not identifiable*."""
+    return f"{factor:.3g}" if math.isfinite(factor) else "not identifiable"

@@ -53,6 +53,9 @@ def register(sub) -> None:
     p.add_argument("--hinge-gains", metavar="FILE.toml",
                    help="with --joint-mode hinge: the hinge gains of this file (`armtwin fit RUN.csv --model hinge "
                         "--save FILE.toml`) instead of the robot's")
+    p.add_argument("--articulation-drive", metavar="FILE.toml",
+                   help="with --joint-mode articulation: the drive of this file (gains, joint damping, force limits: "
+                        "`armtwin fit RUN.csv --model articulation --save FILE.toml`) instead of the robot's")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -125,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.log, "--log", LOG_SUFFIXES)
         if args.log.lower().endswith(".mcap"):
             require_telemetry()
+    drive = _drive_file(args, mode)     # before the preflight: a bad file is one line, nothing checked
     spec, machine, rep = check(args, quiet=args.json)
     if not rep.clean():
         if args.json:
@@ -136,18 +140,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAULTY
     if rep.plan is None or rep.samples is None:
         raise CliError(f"{args.program}: the program does not move the robot")
-    drive = None
-    if args.hinge_gains:
-        from ..envs.config import JointMode
-        from ..envs.hinge_fit import read_hinge_gains
-        if mode is not JointMode.HINGE:
-            raise CliError(f"--hinge-gains: the gains are the hinge model's; add --joint-mode hinge (not {mode.value})")
-        try:
-            drive = read_hinge_gains(args.hinge_gains, spec)
-        except OSError as exc:
-            raise CliError(f"--hinge-gains {args.hinge_gains}: cannot read it: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise CliError(f"--hinge-gains {exc}") from None
     try:
         cfg = RunConfig(mode=mode, video_fps=video.fps, video_size=video.size, camera=video.camera.value, drive=drive,
                         log_compression=args.log_compression)
@@ -217,3 +209,28 @@ def run(args: argparse.Namespace) -> int:
     if res.interrupted:
         return signals.exit_code
     return 0 if res.stable else EXIT_FAULTY
+
+
+def _drive_file(args: argparse.Namespace, mode):
+    """The drive of ``--hinge-gains`` or ``--articulation-drive`` (for its joint model and ``--robot``), or None."""
+    from ..envs.articulation_fit import read_articulation_drive
+    from ..envs.config import JointMode
+    from ..envs.hinge_fit import read_hinge_gains
+    given = [(opt, path, model, read) for opt, path, model, read in
+             (("--hinge-gains", args.hinge_gains, JointMode.HINGE, read_hinge_gains),
+              ("--articulation-drive", args.articulation_drive, JointMode.ARTICULATION, read_articulation_drive)) if path]
+    if len(given) > 1:
+        raise CliError("--hinge-gains and --articulation-drive belong to different joint models; give one")
+    if not given:
+        return None
+    opt, path, model, read = given[0]
+    from .cli import get_robot
+    spec = get_robot(args.robot)
+    if mode is not model:
+        raise CliError(f"{opt}: the values are the {model.value} model's; add --joint-mode {model.value} (not {mode.value})")
+    try:
+        return read(path, spec)
+    except OSError as exc:
+        raise CliError(f"{opt} {path}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(f"{opt} {exc}") from None

@@ -37,6 +37,8 @@ TYPED = [
     "envs/workpieces.py",
     "envs/gripper.py",
     "envs/hinge_fit.py",
+    "envs/drive_fit.py",
+    "envs/articulation_fit.py",
     "envs/gym_options.py",
     "envs/hyperparams.py",
     "envs/randomize.py",
