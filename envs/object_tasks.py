@@ -38,7 +38,7 @@ from .sim import JointMode
 from .tasks import FixedGoalTask, GoalSpace, RewardType, Task
 from .gym_options import vector
 
-__all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv", "PickPlaceExpert"]
+__all__ = ["PickPlace", "PickAndPlaceEnv", "PushEnv", "PickPlaceExpert", "PushExpert"]
 
 #: the vacuum cup of the built-in tool table
 VACUUM_TOOL = 4
@@ -280,7 +280,48 @@ class PickAndPlaceEnv(ArmEnv):
         return info
 
 
-class PickPlaceExpert:
+class _TableExpert:
+    """What the scripted experts of the box tasks share: Cartesian control, the box and the table,
+    and how high the tool can travel above a place (:meth:`clearance`)."""
+
+    #: m: how close a waypoint counts as reached
+    TOLERANCE = 0.002
+    #: m: travel heights above the box's top, tried from the first
+    CLEARANCES = (0.05, 0.03, 0.02, 0.012)
+
+    def __init__(self, env: "PickAndPlaceEnv", what: str) -> None:
+        if env.control is not ControlMode.CARTESIAN:
+            raise ValueError(f"the {what} expert acts in Cartesian control, the env has control={env.control.value!r}")
+        if env.action_space.shape[0] != 3 + env.extra_actions:
+            raise ValueError(f"the {what} expert moves the tool's position; the env's actions turn the tool too")
+        self.n = env.robot_spec.dof
+        self.half = env._half
+        self.step = env._tool_step
+        self.surface_z = float(env.task.surface[2])
+        self.threshold = env.task.distance_threshold
+        self._reachable = env.task.reachable
+        self._clear: dict[tuple, float] = {}
+
+    def clearance(self, p: np.ndarray) -> float:
+        """The travel height above ``p`` (a box's top, m) the tool reaches (remembered per cm)."""
+        key = tuple(np.round(p, 2))
+        if key not in self._clear:
+            # 5 mm to spare: a height at the end of a joint's range is reached, but a step along it is not
+            self._clear[key] = next((c for c in self.CLEARANCES if self._reachable(p + [0.0, 0.0, c + 0.005])), 0.0)
+        return self._clear[key]
+
+    def _split(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """The tool's position, the box's centre, the goal and whether the box is held."""
+        o = np.asarray(obs["observation"], dtype=float).reshape(-1)
+        n = self.n
+        return o[3 * n:3 * n + 3], o[-7:-4], np.asarray(obs["desired_goal"], dtype=float).reshape(-1), bool(o[-1] > 0.5)
+
+    def _toward(self, target: np.ndarray, tcp: np.ndarray) -> np.ndarray:
+        """The arm action that moves the tool towards ``target`` (a full step at most)."""
+        return np.clip((target - tcp) / self.step, -1.0, 1.0)
+
+
+class PickPlaceExpert(_TableExpert):
     """The scripted pick-and-place of :class:`PickAndPlaceEnv`: a proportional Cartesian policy that
     reads nothing but the observation, so it can act on any step of any episode (demonstrations).
 
@@ -301,44 +342,20 @@ class PickPlaceExpert:
         env: the env (Cartesian control).
     """
 
-    #: m: how close a waypoint counts as reached
-    TOLERANCE = 0.002
-    #: m: travel heights above the box's top, tried from the first
-    CLEARANCES = (0.05, 0.03, 0.02, 0.012)
-
     def __init__(self, env: "PickAndPlaceEnv") -> None:
-        if env.control is not ControlMode.CARTESIAN:
-            raise ValueError(f"the pick-and-place expert acts in Cartesian control, the env has control={env.control.value!r}")
-        if env.extra_actions != 1 or env.action_space.shape[0] != 4:
-            raise ValueError("the pick-and-place expert moves the tool's position and works the cup or the jaws; "
-                             "the env's actions turn the tool too, or work no gripper")
-        self.n = env.robot_spec.dof
-        self.half = env._half
-        self.step = env._tool_step
+        super().__init__(env, "pick-and-place")
+        if env.extra_actions != 1:
+            raise ValueError("the pick-and-place expert works the cup or the jaws; the env's actions work no gripper")
         self.jaws = env._moves_jaws()
-        self.surface_z = float(env.task.surface[2])
-        self.threshold = env.task.distance_threshold
-        self._reachable = env.task.reachable
-        self._clear: dict[tuple, float] = {}
         #: steps to stand still once the box is caught (the jaws squeeze, the cup's constraint settles)
         self.settle = 4 if self.jaws else 2
         self._gripping = self._released = 0
         #: the TCP less the box's centre when it is held
         self.hold = np.array([0.0, 0.0, -(self.half - 0.005) if self.jaws else self.half])
 
-    def clearance(self, p: np.ndarray) -> float:
-        """The travel height above ``p`` (a box's top, m) the tool reaches (remembered per cm)."""
-        key = tuple(np.round(p, 2))
-        if key not in self._clear:
-            # 5 mm to spare: a height at the end of a joint's range is reached, but a step along it is not
-            self._clear[key] = next((c for c in self.CLEARANCES if self._reachable(p + [0.0, 0.0, c + 0.005])), 0.0)
-        return self._clear[key]
-
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        o = np.asarray(obs["observation"], dtype=float).reshape(-1)
-        goal = np.asarray(obs["desired_goal"], dtype=float).reshape(-1)
-        n, tol = self.n, self.TOLERANCE
-        tcp, box, held = o[3 * n:3 * n + 3], o[-7:-4], o[-1] > 0.5
+        tcp, box, goal, held = self._split(obs)
+        tol = self.TOLERANCE
         if held and self._gripping < self.settle:      # just caught: let the grip settle before lifting
             self._gripping += 1
             return np.r_[np.zeros(3), 1.0].astype(np.float32)
@@ -351,7 +368,7 @@ class PickPlaceExpert:
             up = np.r_[tcp[:2], box[2] + self.half + self.clearance(box + top)]
             if self.jaws or self._released <= self.settle:     # the cup lets go first; open jaws stay around it
                 up = tcp
-            return np.r_[np.clip((up - tcp) / self.step, -1.0, 1.0), -1.0].astype(np.float32)
+            return np.r_[self._toward(up, tcp), -1.0].astype(np.float32)
         else:
             at, over, travel = box + self.hold - [0.0, 0.0, 0.0 if self.jaws else 0.0005], box, box + top
         height = travel[2] + self.clearance(travel)
@@ -364,7 +381,65 @@ class PickPlaceExpert:
         grip = held and not (on_table and arrived) or (not held and arrived)
         self._gripping = self._gripping if held else 0
         self._released = 0
-        return np.r_[np.clip((target - tcp) / self.step, -1.0, 1.0), 1.0 if grip else -1.0].astype(np.float32)
+        return np.r_[self._toward(target, tcp), 1.0 if grip else -1.0].astype(np.float32)
+
+
+class PushExpert(_TableExpert):
+    """The scripted push of :class:`PushEnv`: a Cartesian policy that reads nothing but the
+    observation, so it can act on any step of any episode (demonstrations).
+
+    The push line runs through the box's centre to the goal. When the tool stands behind the box on
+    that line (within :attr:`LINE` of it, behind the box's back face) at the box's centre height, it
+    pushes along the line, at most :attr:`PUSH_STEP` a step, steering back onto the line, until
+    the tool is where it stands when the box is at the goal. Otherwise it gets there: up to the
+    travel height (as :class:`PickPlaceExpert`'s, so it clears the box), over the place
+    :attr:`BACKOFF` behind the box's back face, down to the box's centre height. A box within the
+    quarter of the success distance from the goal is left where it is (no motion). No state: a box pushed off the
+    line is approached again from behind.
+
+    Args:
+        env: the env (Cartesian control).
+    """
+
+    #: m: the tool descends this far behind the box's back face
+    BACKOFF = 0.025
+    #: m: the tool counts as on the push line within this distance of it
+    LINE = 0.004
+    #: m: the longest push step (slow enough that the box moves with the tool instead of jumping)
+    PUSH_STEP = 0.005
+    #: m: where the push ends: the tool this far behind the back face of a box at the goal
+    CONTACT = 0.016
+    #: the push stops with the box within this fraction of the success distance of the goal
+    DONE = 0.25
+
+    def __init__(self, env: "PushEnv") -> None:
+        super().__init__(env, "push")
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        tcp, box, goal, _ = self._split(obs)
+        tol, half = self.TOLERANCE, self.half
+        d = goal[:2] - box[:2]
+        dist = float(np.linalg.norm(d))
+        if dist < self.DONE * self.threshold:
+            return np.zeros(3, dtype=np.float32)
+        u = d / dist
+        rel = tcp[:2] - box[:2]
+        along = float(rel @ u)
+        side = rel - along * u
+        behind = np.r_[box[:2] - u * (half + self.BACKOFF), box[2]]
+        if float(np.linalg.norm(side)) < self.LINE and along < -(half + 0.005) and abs(tcp[2] - box[2]) < 0.01:
+            end = np.r_[goal[:2] - u * (half + self.CONTACT), goal[2]]
+            move = end - tcp
+            move[:2] -= side                                  # back onto the line
+            length = float(np.linalg.norm(move))
+            target = tcp + move * min(1.0, self.PUSH_STEP / max(length, 1e-9))
+        elif np.linalg.norm(tcp[:2] - behind[:2]) < 2 * tol:   # behind it: down to the push height
+            target = behind
+        else:                                                 # up clear of the box, then over the place
+            top = box + [0.0, 0.0, half]
+            height = top[2] + self.clearance(top)
+            target = np.r_[tcp[:2], height] if tcp[2] < height - tol else np.r_[behind[:2], height]
+        return self._toward(target, tcp).astype(np.float32)
 
 
 class PushEnv(PickAndPlaceEnv):
@@ -379,8 +454,6 @@ class PushEnv(PickAndPlaceEnv):
     """
 
     extra_actions = 0
-    #: no scripted expert (``armtwin train``'s ``expert_steps`` refuses the Push ids)
-    expert = None
 
     def __init__(self, robot: str | RobotSpec = "irb120", **kwargs: Any) -> None:
         if kwargs.get("in_air"):
@@ -390,6 +463,10 @@ class PushEnv(PickAndPlaceEnv):
                              "arm jumps from step to step and throws the box instead of pushing it")
         kwargs["in_air"] = 0.0
         super().__init__(robot, **kwargs)
+
+    def expert(self) -> "PushExpert":  # type: ignore[override]
+        """The scripted push of this task (:class:`PushExpert`): demonstrations, a reference."""
+        return PushExpert(self)
 
     def _check_tool(self, tool: Any) -> None:
         opt.tool("tool", tool)          # any tool pushes (checked as any tool= option)

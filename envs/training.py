@@ -439,7 +439,7 @@ def train_run(settings: TrainSettings, seed: int, out: Path, *, stop: Callable[[
             make_expert = getattr(base.envs[0].unwrapped, "expert", None)
             if make_expert is None:
                 raise ValueError(f"expert_steps: {settings.env_id} has no scripted expert to demonstrate with "
-                                 f"(the PickAndPlace ids have one); set expert_steps = 0")
+                                 f"(the PickAndPlace and Push ids have one); set expert_steps = 0")
             expert = make_expert()
         model = _make_model(settings, env, seed, goal_env, expert)
         t0, c0 = time.perf_counter(), time.process_time()

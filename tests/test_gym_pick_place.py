@@ -95,53 +95,46 @@ def test_bad_options_are_one_value_error(kwargs, words):
         PickAndPlaceEnv("irb120", **kwargs)
 
 
-#: how high above the box the pusher travels to its place behind it (the SCARA's quill has 20 mm)
-CLEAR = {"scara": 0.012, "irb120": 0.05, "aubo_i5": 0.05}
-
-
-def scripted_push(env, seed: int):
-    """Stand behind the box (opposite the goal), low, and push it along the line at most 5 mm a step
-    until the tool stands where the box's back face would be at the goal. Returns (success, steps)."""
+def expert_push(env, seed: int):
+    """One episode of the env's scripted push (PushExpert). Returns (success, [(reward, info, obs)])."""
     obs, _ = env.reset(seed=seed)
-    n, half, step = env.robot_spec.dof, env._half, env._tool_step
-    clear = CLEAR[env.robot_spec.name]
-    goal = obs["desired_goal"].astype(float)
-    phase, out = 0, []
+    expert, out = env.expert(), []
     for _ in range(env.task.episode_steps()):
-        o = obs["observation"].astype(float)
-        tcp, box = o[3 * n:3 * n + 3], o[-7:-4]
-        d = goal[:2] - box[:2]
-        u = d / max(float(np.linalg.norm(d)), 1e-9)
-        behind = box[:2] - u * (half + 0.025)
-        if phase < 2:
-            target = np.r_[behind, box[2] + half + clear] if phase == 0 else np.r_[behind, goal[2]]
-            phase += np.linalg.norm(target - tcp) < 0.002
-        else:
-            move = np.r_[goal[:2] - u * (half + 0.016), goal[2]] - tcp
-            move[:2] += (behind - tcp[:2]) - np.dot(behind - tcp[:2], u) * u     # back onto the line
-            target = tcp + move * min(1.0, 0.005 / max(float(np.linalg.norm(move)), 1e-9))
-        obs, r, term, trunc, info = env.step(np.clip((target - tcp) / step, -1, 1).astype(np.float32))
+        obs, r, term, trunc, info = env.step(expert(obs))
         out.append((r, info, obs))
-        if info["is_success"] or term or trunc:
+        if term or trunc:
             break
     return bool(out[-1][1]["is_success"]), out
 
 
 @pytest.mark.parametrize("robot", ["scara", "irb120", "aubo_i5"])
-def test_a_scripted_push_moves_the_box_to_the_goal_through_the_physics(robot):
+def test_the_push_expert_moves_the_box_to_the_goal_through_the_physics(robot):
+    """The scripted push (PushExpert, from the observation alone) in the articulation model: the box
+    ends at the goal in 5 of 6 seeds or more per robot (measured: 10 of 10 for each robot, the box 2-4 mm
+    from the goal), closer than it started every time, never held, and each reward is compute_reward's."""
     from armtwin.envs.object_tasks import PushEnv
-    env = PushEnv(robot, episode_steps=150)
+    env = PushEnv(robot)
     try:
         wins = 0
-        for seed in range(4):
-            ok, steps = scripted_push(env, seed)
+        for seed in range(6):
+            ok, steps = expert_push(env, seed)
             first, last = steps[0][1]["distance"], steps[-1][1]["distance"]
             assert last < first, (seed, first, last)          # pushed towards the goal every time
             assert not any(info["held"] for _, info, _ in steps)
             for r, info, obs in steps:
                 assert r == float(env.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
             wins += ok
-        assert wins >= 2, wins                               # measured: 5-7 of 8 seeds (docs)
+        assert wins >= 5, wins
+    finally:
+        env.close()
+
+
+def test_the_push_expert_refuses_joint_control():
+    from armtwin.envs.object_tasks import PushEnv
+    env = PushEnv("irb120", control="joint")
+    try:
+        with pytest.raises(ValueError, match="Cartesian control"):
+            env.expert()
     finally:
         env.close()
 

@@ -323,6 +323,14 @@ def test_expert_steps_put_the_scripted_pick_and_place_into_the_replay_buffer(tmp
         obs, *_ = env.step(a)
     env.close()
     assert np.mean(errors["trained"]) < 0.5 * np.mean(errors["fresh"]), errors
+    # Push has an expert too (PushExpert): its demonstrations succeed in the monitor as well
+    code = main(["train", "armtwin/IRB120Push-v0", "--steps", "260", "--learning-starts", "250",
+                 "--hp", "expert_steps=200", "--hp", "batch_size=32", "--eval-episodes", "1",
+                 "--video-episodes", "0", "--out", str(tmp_path / "push"), "--json"])
+    assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    steps, _, success = read_monitor(tmp_path / "push" / "monitor.csv")
+    assert success is not None and (steps <= 200).sum() == 2 and success[steps <= 200].all()
     code = main(["train", "armtwin/IRB120Reach-v0", "--steps", "200", "--hp", "expert_steps=100",
                  "--out", str(tmp_path / "reach")])
     err = capsys.readouterr().err
