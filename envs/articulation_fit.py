@@ -53,6 +53,7 @@ from ..robots.spec import DriveGains, RobotSpec
 from .drive_fit import ModelSim, RunTrace, Target, fit_frame, compared_errors, log_confidence
 
 __all__ = ["ArticulationFitReport", "fit_articulation", "write_articulation_drive", "read_articulation_drive",
+           "read_articulation_file", "ArticulationDriveFile", "is_articulation_file",
            "DRIVE_KEYS", "GAIN_RANGE", "JOINT_RANGE"]
 
 #: the fitted values: two shared gains, then per joint the damping and the force limit
@@ -262,14 +263,52 @@ def write_articulation_drive(path, drive: DriveGains, *, robot: str, comment: st
         fh.write("\n".join(lines) + "\n")
 
 
-def read_articulation_drive(path, spec: RobotSpec) -> DriveGains:
-    """``spec``'s drive with the articulation values of a file :func:`write_articulation_drive` wrote.
+@dataclass(frozen=True)
+class ArticulationDriveFile:
+    """What an articulation drive file holds (:func:`read_articulation_file`).
+
+    Attributes:
+        path: the file, as given.
+        robot: the robot it was fitted for.
+        values: per key of :data:`DRIVE_KEYS`: a number for the gains, one value per joint otherwise.
+        ci95_factor: per key of :data:`DRIVE_KEYS`, the 95 % factors (one for a gain; ``inf``: not
+            identifiable), or None (a file without them).
+    """
+
+    path: str
+    robot: str
+    values: Mapping[str, tuple[float, ...]]
+    ci95_factor: Mapping[str, tuple[float, ...]] | None
+
+    @property
+    def dof(self) -> int:
+        return len(self.values["effort"])
+
+    def drive(self, spec: RobotSpec) -> DriveGains:
+        """``spec``'s drive with this file's values."""
+        v = self.values
+        return replace(spec.drive, position_gain=v["position_gain"][0], velocity_gain=v["velocity_gain"][0],
+                       joint_damping=v["joint_damping"], effort=v["effort"])
+
+
+def is_articulation_file(path) -> bool:
+    """Whether ``path`` reads as TOML holding ``position_gain`` (an articulation drive file, good or not)."""
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            return "position_gain" in tomllib.load(f)
+    except (OSError, ValueError):
+        return False
+
+
+def read_articulation_file(path) -> ArticulationDriveFile:
+    """Read a file :func:`write_articulation_drive` wrote, without a robot to check it against.
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: not such a file (not TOML, a key missing or unknown, a value out of range: gains
-            in (0, 2] and [0, 2], damping >= 0, force limits > 0, factors >= 1 or inf), fitted for
-            another robot, or not ``spec.dof`` values per joint (the message names the file).
+        ValueError: not such a file: not TOML, a key missing or unknown, a value out of range (gains
+            in (0, 2] and [0, 2], damping >= 0, force limits > 0, factors >= 1 or inf, one factor per
+            value), lists of different lengths. The message names the file.
     """
     import tomllib
     try:
@@ -279,31 +318,59 @@ def read_articulation_drive(path, spec: RobotSpec) -> DriveGains:
         raise ValueError(f"{path}: not an articulation drive file ({exc})") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path}: not an articulation drive file (not text)") from None
-    ci_keys = {f"{k}_ci95_factor" for k in DRIVE_KEYS}
+    ci_keys = [f"{k}_ci95_factor" for k in DRIVE_KEYS]
     missing = [k for k in ("robot", *DRIVE_KEYS) if k not in data]
-    unknown = sorted(set(data) - set(DRIVE_KEYS) - ci_keys - {"robot"})
+    unknown = sorted(set(data) - set(DRIVE_KEYS) - set(ci_keys) - {"robot"})
     if missing or unknown:
         raise ValueError(f"{path}: an articulation drive file has robot, {', '.join(DRIVE_KEYS)} (and their "
                          f"_ci95_factor); it has {', '.join(sorted(data)) or 'nothing'}")
-    if data["robot"] != spec.name:
-        raise ValueError(f"{path}: an articulation drive fitted for {data['robot']!r}, not for {spec.name}")
+    robot = data["robot"]
+    if not isinstance(robot, str) or not robot:
+        raise ValueError(f"{path}: robot must be a robot's name, got {robot!r}")
 
     def number(x) -> bool:
         return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
-    def joints(key: str, positive: bool) -> tuple[float, ...]:
-        v = data[key]
-        if not (isinstance(v, list) and len(v) == spec.dof and all(number(x) and (x > 0 if positive else x >= 0) for x in v)):
-            raise ValueError(f"{path}: {key} must be {spec.dof} finite values {'> 0' if positive else '>= 0'}, "
-                             f"one per joint of {spec.name}")
-        return tuple(float(x) for x in v)
-
     pg, vg = data["position_gain"], data["velocity_gain"]
     if not (number(pg) and 0 < pg <= GAIN_LIMIT and number(vg) and 0 <= vg <= GAIN_LIMIT):
         raise ValueError(f"{path}: position_gain must be in (0, 2] and velocity_gain in [0, 2], got {pg!r}, {vg!r}")
-    for key in sorted(ci_keys & set(data)):
-        v = data[key] if isinstance(data[key], list) else [data[key]]
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 1 for x in v):
-            raise ValueError(f"{path}: {key} must be factors >= 1 (inf: not identifiable)")
-    return replace(spec.drive, position_gain=float(pg), velocity_gain=float(vg),
-                   joint_damping=joints("joint_damping", False), effort=joints("effort", True))
+    n = len(data["effort"]) if isinstance(data["effort"], list) else 0
+
+    def joints(key: str, positive: bool) -> tuple[float, ...]:
+        v = data[key]
+        if not (isinstance(v, list) and len(v) == n > 0 and all(number(x) and (x > 0 if positive else x >= 0) for x in v)):
+            raise ValueError(f"{path}: {key} must be {n or 'a list of'} finite values {'> 0' if positive else '>= 0'}, "
+                             f"one per joint")
+        return tuple(float(x) for x in v)
+
+    values = {"position_gain": (float(pg),), "velocity_gain": (float(vg),),
+              "joint_damping": joints("joint_damping", False), "effort": joints("effort", True)}
+    given = [k for k in ci_keys if k in data]
+    if given and len(given) != len(ci_keys):
+        raise ValueError(f"{path}: the confidence factors are {', '.join(ci_keys)} together; it has only {', '.join(given)}")
+    factors = None
+    if given:
+        factors = {}
+        for key, ck in zip(DRIVE_KEYS, ci_keys):
+            v = data[ck] if isinstance(data[ck], list) else [data[ck]]
+            if len(v) != len(values[key]) or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 1 for x in v):
+                raise ValueError(f"{path}: {ck} must be {len(values[key])} factor(s) >= 1 (inf: not identifiable)")
+            factors[key] = tuple(float(x) for x in v)
+    return ArticulationDriveFile(str(path), robot, values, factors)
+
+
+def read_articulation_drive(path, spec: RobotSpec) -> DriveGains:
+    """``spec``'s drive with the articulation values of a file :func:`write_articulation_drive` wrote.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: not such a file (:func:`read_articulation_file`), fitted for another robot, or
+            not ``spec.dof`` values per joint (the message names the file).
+    """
+    f = read_articulation_file(path)
+    if f.robot != spec.name:
+        raise ValueError(f"{path}: an articulation drive fitted for {f.robot!r}, not for {spec.name}")
+    if f.dof != spec.dof:
+        raise ValueError(f"{path}: {f.dof} joints' values; {spec.name} has {spec.dof}")
+    return f.drive(spec)

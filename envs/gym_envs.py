@@ -168,8 +168,9 @@ class ArmEnv(gym.Env, EzPickle):
         obs_type: ``state``, ``rgb``, ``rgbd`` or ``both`` (:class:`~armtwin.envs.gym_options.ObsType`).
         image_size: pixels per side of image observations.
         randomize: per-episode domain randomisation (:class:`~armtwin.envs.randomize.Randomization`
-            or a dict of its fields); None: off. Its ``fitted`` gains file must be this robot's and
-            needs ``joint_mode="hinge"`` (ValueError otherwise).
+            or a dict of its fields); None: off. Its ``fitted`` file must be this robot's and needs
+            the joint model it was fitted for: ``joint_mode="hinge"`` for hinge gains,
+            ``"articulation"`` for an articulation drive (ValueError otherwise).
         tool: the tool on the flange, whose TCP is the controlled point
             (:func:`~armtwin.envs.gym_options.tool`): None or 0 the bare flange; a number (``2``,
             ``"T2"``), name or kind (``"spindle"``) of the built-in tool table; a
@@ -225,7 +226,7 @@ class ArmEnv(gym.Env, EzPickle):
         self.obs_type = ObsType.parse(obs_type)
         self.image_size = opt.whole("image_size", image_size, opt.IMAGE_SIZE)
         self.randomization = Randomization.of(randomize)
-        # randomize.fitted: gains fitted for this robot, in the hinge model (else a ValueError), ready to draw
+        # randomize.fitted: a drive fitted for this robot, in its joint model (else a ValueError), ready to draw
         self._fitted_twin = None if self.randomization is None else self.randomization.fitted_twin(spec, self.joint_mode)
         #: the tool on the flange (None: the bare flange) and the kinematics of its TCP
         self.tool = opt.tool("tool", tool)
@@ -685,10 +686,11 @@ class ReachEnv(ArmEnv):
     ``randomize`` (default None: off) draws a new twin at every reset — drive gains and force
     limits, friction, joint damping, link masses and inertias, payload, action latency,
     observation noise — from the env's seeded generator; ``info["randomization"]`` reports the
-    draw (:mod:`armtwin.envs.randomize`). In the hinge model, ``randomize={"fitted": FILE}`` makes
-    the hinge gains fitted to the rig (``armtwin fit --model hinge --save FILE``) the nominal drive
-    and draws each joint's stiffness and damping within their confidence intervals
-    (``fitted_sigma`` of them wide, default 1).
+    draw (:mod:`armtwin.envs.randomize`). ``randomize={"fitted": FILE}`` makes the drive fitted to
+    the rig the nominal drive — the hinge gains of ``armtwin fit --model hinge --save FILE`` in the
+    hinge model, the articulation drive of ``--model articulation`` in the articulation model — and
+    draws each fitted value within its confidence interval (``fitted_sigma`` of them wide,
+    default 1).
 
     ## Rewards
     ``reward="sparse"`` (default): 0 when the position error is below

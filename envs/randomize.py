@@ -21,11 +21,11 @@ field               what varies                                                 
 ``latency``         whole control steps between an action and its effect         steps (ints)
 ``obs_noise``       Gaussian noise added to the ``observation`` vector (its      std, in the
                     scaled units); the goals — the reward's truth — stay exact   vector's units
-``fitted``          the hinge gains fitted to the rig (``armtwin fit RUN.csv     a gains file
-                    --model hinge --robot R --save FILE.toml``) replace the
-                    robot's as the nominal drive, and each episode draws every
-                    joint's stiffness and damping around its fitted value
-                    within its confidence interval (below)
+``fitted``          the hinge gains or the articulation drive fitted to the rig  a gains or
+                    (``armtwin fit RUN.csv --model hinge|articulation --robot    drive file
+                    R --save FILE.toml``) replace the robot's as the nominal
+                    drive, and each episode draws every fitted value around
+                    itself within its confidence interval (below)
 ``fitted_sigma``    how wide ``fitted`` draws, in confidence-interval units      (default 1)
                     (0: the fitted gains in every episode)
 ==================  ===========================================================  ================
@@ -63,10 +63,23 @@ on it (the fit projects its candidates onto it, and often ends there), the draws
 it are shortened and the stiffer gains' mean lies below the fitted. Fit a log that moves every
 joint to narrow the intervals.
 
-Decided: ``fitted`` needs the hinge joint model — the gains are the hinge model's spring and
-damper; the kinematic model has no drive and the articulation model's is another one (its
-position and velocity gains), so ``joint_mode="kinematic"`` or ``"articulation"`` with ``fitted``
-is a ValueError, as ``armtwin run --hinge-gains`` refuses them. A file fitted for another robot is
+An articulation drive file (``fit --model articulation --save``, :mod:`armtwin.envs.articulation_fit`:
+the two gains, and per joint the joint damping and the force limit, each with its 95 % factor) is
+drawn the same way — each value's logarithm normal around the fitted one, ``fitted_sigma × ln f /
+1.96`` wide, clipped to ``fitted_sigma`` intervals, the gains to PyBullet's limit of 2 (and then,
+as every articulation drive here, to 1) — with one difference: a value the log could not tell
+(``inf``) is not drawn at all but keeps the file's value, which the fit left at the data file's. Its
+force limits are the ones that are not identifiable whenever the drive never saturated, and a limit
+drawn from 1/20 to 20 times the rated one would give twins that cannot hold their own arm up.
+There is no stability margin to keep: the articulation drive is implicit (stable for every gain).
+The draw is reported as ``info["randomization"]["fitted"]`` (``position_gain``, ``velocity_gain``,
+``joint_damping``, ``effort``, SI); the factors ``gains``, ``effort`` and ``joint_damping``, when
+given, still multiply them.
+
+Decided: ``fitted`` needs the joint model its file is for — hinge gains the hinge model, an
+articulation drive the articulation model; the kinematic model has no drive — so another
+``joint_mode`` is a ValueError, as ``armtwin run --hinge-gains`` and ``--articulation-drive``
+refuse them. A file fitted for another robot is
 a ValueError naming both robots. A missing or unreadable file, one that is not a hinge gains file
 (a motor parameter file of ``fit --model motor`` describes the servo rig's DC motor, which the
 PyBullet twin does not simulate), or one without the robot's name or the confidence factors
@@ -87,6 +100,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..robots.spec import RobotSpec
+    from .articulation_fit import ArticulationDriveFile
     from .config import JointMode
     from .hinge_fit import HingeGainsFile
 
@@ -128,8 +142,9 @@ class Randomization:
         payload: (low, high) kg at the flange.
         latency: (low, high) whole control steps of action delay.
         obs_noise: standard deviation of the noise on the ``observation`` vector (scaled units).
-        fitted: a hinge gains file of ``armtwin fit --model hinge --save``: the nominal drive,
-            drawn within its confidence intervals (module docstring); None: the robot's own drive.
+        fitted: a hinge gains file or an articulation drive file of ``armtwin fit --model
+            hinge|articulation --save``: the nominal drive, drawn within its confidence intervals
+            (module docstring); None: the robot's own drive.
         fitted_sigma: the width of those draws in confidence-interval units, 0 to
             :data:`MAX_FITTED_SIGMA` (None: 1; only with ``fitted``).
         fitted_gains: the file's contents, read when the Randomization is made.
@@ -145,7 +160,8 @@ class Randomization:
     obs_noise: float = 0.0
     fitted: str | None = None
     fitted_sigma: float | None = None
-    fitted_gains: "HingeGainsFile | None" = field(default=None, init=False, repr=False, compare=False)
+    fitted_gains: "HingeGainsFile | ArticulationDriveFile | None" = field(default=None, init=False, repr=False,
+                                                                          compare=False)
 
     def __post_init__(self) -> None:
         for name in ("gains", "effort", "friction", "joint_damping", "mass"):
@@ -160,10 +176,11 @@ class Randomization:
         if self.fitted is None:
             if sigma is not None:
                 raise ValueError("randomize.fitted_sigma widens the draws around fitted gains: give randomize.fitted "
-                                 "(the gains file of armtwin fit --model hinge --save) too")
+                                 "(the file of armtwin fit --model hinge|articulation --save) too")
             return
         if not isinstance(self.fitted, (str, os.PathLike)) or not os.fspath(self.fitted):
-            raise ValueError(f"randomize.fitted must be the path of a hinge gains file, got {self.fitted!r}")
+            raise ValueError(f"randomize.fitted must be the path of a hinge gains or articulation drive file, "
+                             f"got {self.fitted!r}")
         if sigma is None:
             sigma = 1.0
         if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (
@@ -193,24 +210,29 @@ class Randomization:
         return any(getattr(self, n) is not None
                    for n in ("gains", "effort", "friction", "joint_damping", "mass", "payload", "fitted"))
 
-    def fitted_twin(self, spec: "RobotSpec", joint_mode: "JointMode") -> "FittedTwin | None":
-        """The ``fitted`` gains made ready to draw for ``spec`` (None without ``fitted``); a ValueError
-        for a file fitted for another robot or a joint model other than the hinge model (module
-        docstring)."""
+    def fitted_twin(self, spec: "RobotSpec", joint_mode: "JointMode") -> "FittedTwin | FittedDrive | None":
+        """The ``fitted`` file made ready to draw for ``spec`` (None without ``fitted``); a ValueError
+        for a file fitted for another robot or a joint model other than the file's (module docstring)."""
+        from .articulation_fit import ArticulationDriveFile
         from .config import JointMode
         f = self.fitted_gains
         if f is None:
             return None
+        articulation = isinstance(f, ArticulationDriveFile)
+        what = "an articulation drive" if articulation else "hinge gains"
         if f.robot != spec.name or f.dof != spec.dof:
-            raise ValueError(f"randomize.fitted: {f.path} holds hinge gains fitted for {f.robot} ({f.dof} joints); "
+            raise ValueError(f"randomize.fitted: {f.path} holds {what} fitted for {f.robot} ({f.dof} joints); "
                              f"this env's robot is {spec.name} ({spec.dof} joints)")
-        mode = JointMode.parse(joint_mode)
-        if mode is not JointMode.HINGE:
-            raise ValueError(f"randomize.fitted: {f.path} holds the hinge model's gains, which act only in the hinge "
-                             f"joint model; this env's joint model is {mode.value} (use joint_mode='hinge')")
+        mode, want = JointMode.parse(joint_mode), (JointMode.ARTICULATION if articulation else JointMode.HINGE)
+        if mode is not want:
+            raise ValueError(f"randomize.fitted: {f.path} holds {what}, which act only in the {want.value} joint "
+                             f"model; this env's joint model is {mode.value} (use joint_mode='{want.value}')")
+        if isinstance(f, ArticulationDriveFile):
+            return FittedDrive(f)
         return FittedTwin(f, spec)
 
-    def sample(self, rng: np.random.Generator, links: int, fitted: "FittedTwin | None" = None) -> "RandomizationSample":
+    def sample(self, rng: np.random.Generator, links: int,
+               fitted: "FittedTwin | FittedDrive | None" = None) -> "RandomizationSample":
         """One episode's twin: every field drawn from ``rng`` in field order (``links`` mass factors); the
         ``fitted`` gains last, by ``fitted`` (:meth:`fitted_twin`), which they need."""
         def u(r: Range | None) -> float:
@@ -229,26 +251,29 @@ class Randomization:
                                    self.obs_noise, drawn)
 
 
-def _read_fitted(path: str) -> "HingeGainsFile":
-    """The gains file of ``randomize.fitted``, with the robot's name and the confidence factors, or one
-    ValueError naming the file and why."""
+def _read_fitted(path: str) -> "HingeGainsFile | ArticulationDriveFile":
+    """The file of ``randomize.fitted`` — hinge gains or an articulation drive — with the robot's name
+    and the confidence factors, or one ValueError naming the file and why."""
+    from .articulation_fit import is_articulation_file, read_articulation_file
     from .hinge_fit import read_hinge_file
+    articulation = is_articulation_file(path)
+    model = "articulation" if articulation else "hinge"
     try:
-        f = read_hinge_file(path)
+        f = read_articulation_file(path) if articulation else read_hinge_file(path)
     except OSError as exc:
         raise ValueError(f"randomize.fitted: {path}: cannot read it: {exc.strerror or exc}") from None
     except ValueError as exc:
         if _is_motor_file(path):
             raise ValueError(f"randomize.fitted: {path} is a motor parameter file (armtwin fit --model motor): the servo "
-                             f"rig's DC motor, which the PyBullet twin does not simulate; give the hinge gains of "
-                             f"armtwin fit --model hinge --save") from None
+                             f"rig's DC motor, which the PyBullet twin does not simulate; give the file of "
+                             f"armtwin fit --model hinge|articulation --save") from None
         raise ValueError(f"randomize.fitted: {exc}") from None
     if f.robot is None:
         raise ValueError(f"randomize.fitted: {path} names no robot (saved before armtwin fit wrote it): refit it with "
                          f"armtwin fit RUN.csv --model hinge --robot R --save")
     if f.ci95_factor is None:
-        raise ValueError(f"randomize.fitted: {path} has no confidence intervals (stiffness_ci95_factor, "
-                         f"damping_ci95_factor) to draw within: refit it with armtwin fit --model hinge --save")
+        raise ValueError(f"randomize.fitted: {path} has no confidence intervals (its _ci95_factor keys) to draw "
+                         f"within: refit it with armtwin fit --model {model} --save")
     return f
 
 
@@ -353,6 +378,38 @@ class FittedTwin:
         return {k: np.where(t < 1, fitted[k] + t * (drawn[k] - fitted[k]), drawn[k]) for k in drawn}
 
 
+class FittedDrive:
+    """Draws a robot's articulation drive around the fitted one of a drive file (module docstring).
+
+    Attributes:
+        file: the drive file's contents.
+    """
+
+    def __init__(self, file: "ArticulationDriveFile") -> None:
+        self.file = file
+
+    def draw(self, rng: np.random.Generator, sigma: float) -> dict[str, Any]:
+        """One twin's articulation drive, ``sigma`` confidence intervals wide: ``position_gain``,
+        ``velocity_gain`` (numbers), ``joint_damping``, ``effort`` (one per joint). Always takes
+        2 + 2n numbers from ``rng`` (n joints), whatever the widths."""
+        from .articulation_fit import DRIVE_KEYS, GAIN_LIMIT
+        f = self.file
+        assert f.ci95_factor is not None
+        out: dict[str, Any] = {}
+        for key in DRIVE_KEYS:
+            value = np.asarray(f.values[key], dtype=float)
+            normal = rng.standard_normal(len(value))
+            with np.errstate(invalid="ignore", over="ignore"):
+                c = sigma * np.log(np.asarray(f.ci95_factor[key], dtype=float)) if sigma > 0 else np.zeros(len(value))
+                y = np.where(np.isfinite(c), np.clip(normal * c / 1.96, -c, c), 0.0)     # not identifiable: kept
+            drawn = value * np.exp(y)
+            if key in ("position_gain", "velocity_gain"):
+                out[key] = float(min(drawn[0], GAIN_LIMIT))
+            else:
+                out[key] = tuple(float(v) for v in drawn)
+        return out
+
+
 @dataclass(frozen=True)
 class RandomizationSample:
     """One episode's draw (what ``info["randomization"]`` reports, as a dict).
@@ -364,7 +421,8 @@ class RandomizationSample:
         latency: control steps of action delay.
         obs_noise: std of the observation noise.
         fitted: with ``Randomization.fitted``, the drawn hinge gains (``stiffness``, ``damping``,
-            ``joint_damping``: one value per joint, SI) the episode's drive starts from; else None.
+            ``joint_damping``: one value per joint, SI) or articulation drive (``position_gain``,
+            ``velocity_gain``, ``joint_damping``, ``effort``) the episode's drive starts from; else None.
     """
 
     gains: float
@@ -375,7 +433,7 @@ class RandomizationSample:
     payload: float
     latency: int
     obs_noise: float
-    fitted: dict[str, tuple[float, ...]] | None = None
+    fitted: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

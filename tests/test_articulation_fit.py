@@ -127,3 +127,68 @@ def test_cli_refuses_bad_articulation_input_in_one_line(logs, tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and msg in err[0], (argv, err)
+
+
+# ----- randomised twins around the fitted drive ------------------------------------------------------
+
+def _drive_file(tmp_path, robot: str = "irb120"):
+    """A drive file with known values and factors: the position gain known to ×/÷ 1.2, the velocity gain
+    not identifiable, every joint's damping to ×/÷ 1.5, J3's force limit to ×/÷ 1.1 and the others not."""
+    from dataclasses import replace
+    spec = robots.get(robot)
+    n = spec.dof
+    drive = replace(spec.drive, position_gain=0.2, velocity_gain=0.8,
+                    effort=tuple(7.5 if j == 2 else float(spec.joints[j].effort) for j in range(n)))
+    ci = {"position_gain": (1.2,), "velocity_gain": (math.inf,), "joint_damping": (1.5,) * n,
+          "effort": tuple(1.1 if j == 2 else math.inf for j in range(n))}
+    path = tmp_path / "drive.toml"
+    write_articulation_drive(path, drive, robot=robot, ci95_factor=ci)
+    return path, drive
+
+
+def test_an_articulation_env_draws_its_drive_around_the_fitted_one(tmp_path):
+    """``randomize={"fitted": FILE}`` with an articulation drive file: every episode's drive is drawn
+    within the file's intervals (log-normal, clipped at ``fitted_sigma`` of them); the values the log
+    could not tell keep the file's value; the robot drives with exactly the drawn (and reported) values;
+    the same seed draws the same twin."""
+    from armtwin.envs.gym_envs import ReachEnv
+    path, drive = _drive_file(tmp_path)
+    env = ReachEnv("irb120", randomize={"fitted": str(path), "fitted_sigma": 1.0})
+    try:
+        gains, efforts, damping = [], [], []
+        for seed in range(40):
+            _, info = env.reset(seed=seed)
+            drawn = info["randomization"]["fitted"]
+            d = env.robot.drive
+            assert d.position_gain == pytest.approx(min(1.0, drawn["position_gain"]))
+            assert d.velocity_gain == drawn["velocity_gain"] == drive.velocity_gain     # not identifiable: kept
+            assert tuple(d.effort) == drawn["effort"] and tuple(d.joint_damping) == drawn["joint_damping"]
+            for j in (0, 1, 3, 4, 5):
+                assert drawn["effort"][j] == drive.effort[j]                           # not identifiable: kept
+            gains.append(drawn["position_gain"])
+            efforts.append(drawn["effort"][2])
+            damping.append(drawn["joint_damping"][1])
+        g, e = np.log(np.array(gains) / 0.2), np.log(np.array(efforts) / 7.5)
+        assert np.abs(g).max() <= math.log(1.2) + 1e-9 and np.abs(e).max() <= math.log(1.1) + 1e-9
+        assert np.ptp(g) > 0.5 * math.log(1.2) and np.ptp(e) > 0.5 * math.log(1.1)     # the episodes differ
+        assert abs(np.mean(g)) < 0.4 * math.log(1.2)                                    # centred on the fitted
+        assert np.ptp(np.log(damping)) > 0.3
+        first = env.reset(seed=3)[1]["randomization"]
+        assert env.reset(seed=3)[1]["randomization"] == first
+    finally:
+        env.close()
+
+
+def test_an_articulation_drive_file_needs_the_articulation_model_and_its_robot(tmp_path):
+    from armtwin.envs.gym_envs import ReachEnv
+    from armtwin.envs.randomize import Randomization
+    path, _ = _drive_file(tmp_path)
+    for mode in ("hinge", "kinematic"):
+        with pytest.raises(ValueError, match=f"only in the articulation joint model; this env's joint model is {mode}"):
+            ReachEnv("irb120", joint_mode=mode, randomize={"fitted": str(path)})
+    with pytest.raises(ValueError, match=r"articulation drive fitted for irb120 \(6 joints\); this env's robot is scara"):
+        ReachEnv("scara", randomize={"fitted": str(path)})
+    no_ci = tmp_path / "no_ci.toml"
+    write_articulation_drive(no_ci, read_articulation_drive(path, robots.get("irb120")), robot="irb120")
+    with pytest.raises(ValueError, match="no confidence intervals.*--model articulation --save"):
+        Randomization.of({"fitted": str(no_ci)})

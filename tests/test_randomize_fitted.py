@@ -248,7 +248,7 @@ def test_a_bad_or_missing_file_is_one_value_error_naming_it_and_why(tmp_path):
         assert "\n" not in str(e.value)
     for value, match in (({"fitted_sigma": 1.0}, "give randomize.fitted"),
                          ({"fitted": str(no_ci), "fitted_sigma": -1}, "fitted_sigma must be from 0"),
-                         ({"fitted": 3}, "path of a hinge gains file"), ({"fitted_gains": None}, "unknown field")):
+                         ({"fitted": 3}, "path of a hinge gains or articulation drive file"), ({"fitted_gains": None}, "unknown field")):
         with pytest.raises(ValueError, match=match):
             Randomization.of(value)
 
