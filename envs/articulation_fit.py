@@ -26,7 +26,8 @@ drive, and the tracking errors reported on the fitted part and on the rest; a fi
 the data file's drive on the fitted part returns it unchanged.
 
 Every fitted value has a 95 % confidence factor (:func:`~armtwin.envs.drive_fit.log_confidence`):
-``inf`` where the log cannot tell it — a force limit the drive never reached, the damping of a
+``inf`` where the log cannot tell it (also where the factor is :data:`OPEN_FACTOR` or wider: the
+interval spans the whole search range) — a force limit the drive never reached, the damping of a
 joint a rigid drive overrides, the gains of a drive the log shows as rigid. Those values are
 reported as *not identifiable* (:attr:`ArticulationFitReport.not_identifiable`) and keep the
 value the fit ended at, which is the data file's.
@@ -64,6 +65,9 @@ GAIN_RANGE = 100.0
 GAIN_LIMIT = 2.0
 #: per joint damping and force limits are searched from 1/JOINT_RANGE to JOINT_RANGE times the data file's
 JOINT_RANGE = 20.0
+#: a 95 % factor at least this wide (the interval spans the search range of the joint values) counts
+#: as not identifiable
+OPEN_FACTOR = JOINT_RANGE ** 2
 #: the coarse grid of (position, velocity) gains the search starts from
 GRID = (8, 5)
 #: a velocity gain of 0 in a data file is searched from this value
@@ -229,6 +233,7 @@ def fit_articulation(spec: RobotSpec, trace: RunTrace, *, target: Target | str =
             return None if d is None else sim.run(d, split)
 
         f = log_confidence(stepped, 2 + 2 * n, goal[:split], unit)
+        f = np.where(f < OPEN_FACTOR, f, math.inf)        # an interval wider than the search range: not known
         z_fit = np.where(np.isfinite(f), z_fit, 0.0)    # what the log cannot tell keeps the data file's value
         factors = params.factors(f)
         fitted = params.drive(z_fit)

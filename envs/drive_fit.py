@@ -32,7 +32,8 @@ import numpy as np
 from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
 
-__all__ = ["Target", "RunTrace", "read_run_log", "ModelSim", "log_confidence", "tracking_errors", "fit_frame", "compared_errors", "CI_STEP", "NULL_RATIO"]
+__all__ = ["Target", "RunTrace", "read_run_log", "is_twin_log", "run_trace_of_twin", "ModelSim", "log_confidence",
+           "tracking_errors", "fit_frame", "compared_errors", "CI_STEP", "NULL_RATIO"]
 
 #: log step of the confidence intervals' forward differences
 CI_STEP = 0.01
@@ -59,12 +60,15 @@ class RunTrace:
         q: (K, n) the joints the run's model reached, rad / m.
         tool: the number of the first tool the run's flange carried (the log's ``tool`` column:
             the body a run simulates), 0 for none or a log without the column.
+        measured: (n,) which joints' ``q`` are measurements a fit should follow (None: all; a twin
+            log has only the joints the rig stands for).
     """
 
     t: np.ndarray
     q_cmd: np.ndarray
     q: np.ndarray
     tool: int = 0
+    measured: tuple[bool, ...] | None = None
 
     @property
     def period(self) -> float:
@@ -113,6 +117,71 @@ def read_run_log(path, spec: RobotSpec) -> RunTrace:
         raise ValueError(f"{path}: the times do not advance at a fixed control period")
     scale = np.where(spec.prismatic, 1e-3, math.pi / 180.0)    # mm, deg -> m, rad
     return RunTrace(t, data[:, 1:1 + n] * scale, data[:, 1 + n:] * scale, tool)
+
+
+def is_twin_log(path) -> bool:
+    """Whether ``path`` is a servo rig's twin log (``armtwin sync --log``: a ``.mcap`` file, or a CSV
+    whose header starts with ``STT,Time``) rather than a run log."""
+    if str(path).lower().endswith(".mcap"):
+        return True
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith("STT,Time,")
+    except OSError:
+        return False
+
+
+def run_trace_of_twin(log, spec: RobotSpec, *, min_samples: int = 25) -> tuple[RunTrace, float]:
+    """A servo rig's twin log (:func:`armtwin.envs.rig.read_twin_log`) as a run of ``spec``: what a
+    joint model fitted to it should do is what the rig did.
+
+    The commanded joints are the log's ``Virtual_jN`` and the reached ones its ``Servo_jN`` (robot
+    joint N, deg); the joints the rig does not stand for stay at the robot's home pose. The joint
+    model cannot follow a rig without power or without a link, so the longest stretch of rows whose
+    ``Fault`` is ``OK`` (every servo angle known) is taken, and resampled onto a fixed period (the
+    median of its steps) by linear interpolation, since a run is replayed on a fixed control period.
+
+    Returns:
+        The trace (its times from 0) and the log time where the stretch starts, s.
+
+    Raises:
+        ValueError: a joint label that is not one of the robot's joints, or no stretch of
+            ``min_samples`` fault-free rows.
+    """
+    joints = []
+    for label in log.labels:
+        k = int(label[1:]) - 1 if label[:1] == "j" and label[1:].isdigit() else -1
+        if not 0 <= k < spec.dof:
+            raise ValueError(f"the twin log's joint {label} is not one of {spec.name}'s j1..j{spec.dof}")
+        joints.append((label, k))
+    t = np.asarray(log["Time"], dtype=float)
+    ok = np.array([str(f) == "OK" for f in log["Fault"]], dtype=bool)
+    for label, _ in joints:
+        ok &= np.isfinite(np.asarray(log[f"Servo_{label}"], dtype=float))
+    ok &= np.r_[True, np.diff(t) > 0]
+    best, start, run = (0, 0), 0, 0          # the longest run of good rows: (length, first row)
+    for i, good in enumerate(ok):
+        run = run + 1 if good else 0
+        start = i - run + 1 if good else start
+        if run > best[0]:
+            best = (run, start)
+    length, first = best
+    if length < min_samples:
+        raise ValueError(f"the twin log has no stretch of {min_samples} rows without a fault (power cut, link down) "
+                         f"to fit a joint model to; its longest has {length}")
+    rows = slice(first, first + length)
+    tt = t[rows]
+    period = float(np.median(np.diff(tt)))
+    grid = tt[0] + period * np.arange(int(np.floor((tt[-1] - tt[0]) / period + 1e-9)) + 1)
+    home = np.asarray(spec.home, dtype=float)
+    q_cmd = np.tile(home, (len(grid), 1))
+    q = q_cmd.copy()
+    for label, k in joints:
+        scale = 1e-3 if spec.prismatic[k] else math.pi / 180.0
+        q_cmd[:, k] = np.interp(grid, tt, np.asarray(log[f"Virtual_{label}"], dtype=float)[rows]) * scale
+        q[:, k] = np.interp(grid, tt, np.asarray(log[f"Servo_{label}"], dtype=float)[rows]) * scale
+    measured = tuple(any(k == j for _, k in joints) for j in range(spec.dof))
+    return RunTrace(grid - grid[0], q_cmd, q, 0, measured), float(tt[0])
 
 
 class ModelSim:
@@ -212,7 +281,8 @@ def fit_frame(spec: RobotSpec, trace: RunTrace, target: "Target | str", fit_frac
               max_fit_seconds: float) -> tuple[Target, int, np.ndarray, np.ndarray]:
     """What a fit follows and on which rows: the target, how many of the log's first samples are
     fitted (``fit_fraction`` of them, at most ``max_fit_seconds``; the rest is held out), the goal
-    (K, n) — the run's joints or its commands — and the factors (n,) to the log's units (deg, mm).
+    (K, n) — the run's joints or its commands — and the factors (n,) to the log's units (deg, mm):
+    0 for a joint the log did not measure (``RunTrace.measured``), which no residual counts.
 
     Raises:
         ValueError: a bad target, a fraction outside [0.1, 1), or too few samples to fit (20) or
@@ -226,7 +296,10 @@ def fit_frame(spec: RobotSpec, trace: RunTrace, target: "Target | str", fit_frac
     if split < 20 or K - split < 5:
         raise ValueError(f"the run log is too short to fit ({split} samples) and check ({K - split}); run a longer program")
     goal = trace.q if target is Target.MEASURED else trace.q_cmd
-    return target, split, goal, np.where(spec.prismatic, 1e3, 180.0 / math.pi)
+    unit = np.where(spec.prismatic, 1e3, 180.0 / math.pi)
+    if trace.measured is not None:
+        unit = np.where(np.asarray(trace.measured, dtype=bool), unit, 0.0)
+    return target, split, goal, unit
 
 
 def compared_errors(before: np.ndarray | None, after: np.ndarray | None, goal: np.ndarray, unit: np.ndarray,
@@ -243,11 +316,13 @@ def compared_errors(before: np.ndarray | None, after: np.ndarray | None, goal: n
 
 def tracking_errors(q: np.ndarray | None, goal: np.ndarray, unit: np.ndarray, rows: slice) -> tuple[np.ndarray, float]:
     """Per joint RMS and the largest error over all joints of ``q`` against ``goal`` on ``rows``, in
-    the log's units; inf for an unstable run (None), NaN for no rows."""
+    the log's units; inf for an unstable run (None), NaN for no rows and for the joints not measured
+    (``unit`` 0)."""
     n = goal.shape[1]
+    seen = unit != 0
     if q is None:
-        return np.full(n, math.inf), math.inf
+        return np.where(seen, math.inf, math.nan), math.inf
     e = np.abs((q[rows] - goal[rows]) * unit)
     if e.size == 0:
         return np.full(n, math.nan), math.nan
-    return np.sqrt(np.mean(e * e, axis=0)), float(e.max())
+    return np.where(seen, np.sqrt(np.mean(e * e, axis=0)), math.nan), float(e[:, seen].max())

@@ -184,13 +184,23 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
                 return np.full(split * n, 1e3)
             return ((q - goal[:split]) * unit).ravel()
 
+        # the joints the log measured (all of a run log; a twin log's rig joints): the others keep the rule's
+        free = np.flatnonzero(np.tile(unit != 0, 2))
         z0 = np.zeros(2 * n)
+
+        def part(x: np.ndarray) -> np.ndarray:
+            z = z0.copy()
+            z[free] = x
+            return residuals(z)
+
         r0 = residuals(z0)
         wide = math.log(FIT_RANGE)
-        sol = least_squares(residuals, z0, bounds=(np.full(2 * n, -wide), np.full(2 * n, wide)),
-                            diff_step=0.05, max_nfev=max(1, max_evaluations // (2 * n + 1)), xtol=1e-3, ftol=1e-4)
+        sol = least_squares(part, z0[free], bounds=(np.full(len(free), -wide), np.full(len(free), wide)),
+                            diff_step=0.05, max_nfev=max(1, max_evaluations // (len(free) + 1)), xtol=1e-3, ftol=1e-4)
         improved = bool(sol.cost < 0.5 * float(r0 @ r0) * (1 - 1e-6))
-        fitted = _gains(rule, sol.x, margin) if improved else rule
+        z_fit = z0.copy()
+        z_fit[free] = sol.x
+        fitted = _gains(rule, z_fit, margin) if improved else rule
         full_rule, full_fit = sim.run(rule, K), sim.run(fitted, K)
         factors = _confidence(sim, fitted, goal[:split], unit)
         sims = sim.count

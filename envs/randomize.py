@@ -66,8 +66,9 @@ joint to narrow the intervals.
 An articulation drive file (``fit --model articulation --save``, :mod:`armtwin.envs.articulation_fit`:
 the two gains, and per joint the joint damping and the force limit, each with its 95 % factor) is
 drawn the same way — each value's logarithm normal around the fitted one, ``fitted_sigma × ln f /
-1.96`` wide, clipped to ``fitted_sigma`` intervals, the gains to PyBullet's limit of 2 (and then,
-as every articulation drive here, to 1) — with one difference: a value the log could not tell
+1.96`` wide, clipped to ``fitted_sigma`` intervals and to the fit's search range (gains from 1/100 of
+the data file's to PyBullet's limit of 2, and then, as every articulation drive here, to 1; joint
+damping and force limits 1/20 to 20 times the data file's) — with one difference: a value the log could not tell
 (``inf``) is not drawn at all but keeps the file's value, which the fit left at the data file's. Its
 force limits are the ones that are not identifiable whenever the drive never saturated, and a limit
 drawn from 1/20 to 20 times the rated one would give twins that cannot hold their own arm up.
@@ -228,7 +229,7 @@ class Randomization:
             raise ValueError(f"randomize.fitted: {f.path} holds {what}, which act only in the {want.value} joint "
                              f"model; this env's joint model is {mode.value} (use joint_mode='{want.value}')")
         if isinstance(f, ArticulationDriveFile):
-            return FittedDrive(f)
+            return FittedDrive(f, spec)
         return FittedTwin(f, spec)
 
     def sample(self, rng: np.random.Generator, links: int,
@@ -383,16 +384,25 @@ class FittedDrive:
 
     Attributes:
         file: the drive file's contents.
+        low, high: per key of the file's values, the fit's search range (about the robot's data file's
+            drive: gains from 1/100 of it to 2, joint damping and force limits 1/20 to 20 times it),
+            which no draw leaves.
     """
 
-    def __init__(self, file: "ArticulationDriveFile") -> None:
+    def __init__(self, file: "ArticulationDriveFile", spec: "RobotSpec") -> None:
+        from .articulation_fit import GAIN_LIMIT, GAIN_RANGE, JOINT_RANGE
         self.file = file
+        d = spec.drive
+        base = {"position_gain": np.array([d.position_gain]), "velocity_gain": np.array([d.velocity_gain]),
+                "joint_damping": np.asarray(d.joint_damping, dtype=float), "effort": np.asarray(spec.max_effort, dtype=float)}
+        self.low = {k: v / (GAIN_RANGE if k.endswith("gain") else JOINT_RANGE) for k, v in base.items()}
+        self.high = {k: (np.full_like(v, GAIN_LIMIT) if k.endswith("gain") else v * JOINT_RANGE) for k, v in base.items()}
 
     def draw(self, rng: np.random.Generator, sigma: float) -> dict[str, Any]:
         """One twin's articulation drive, ``sigma`` confidence intervals wide: ``position_gain``,
         ``velocity_gain`` (numbers), ``joint_damping``, ``effort`` (one per joint). Always takes
         2 + 2n numbers from ``rng`` (n joints), whatever the widths."""
-        from .articulation_fit import DRIVE_KEYS, GAIN_LIMIT
+        from .articulation_fit import DRIVE_KEYS
         f = self.file
         assert f.ci95_factor is not None
         out: dict[str, Any] = {}
@@ -402,11 +412,9 @@ class FittedDrive:
             with np.errstate(invalid="ignore", over="ignore"):
                 c = sigma * np.log(np.asarray(f.ci95_factor[key], dtype=float)) if sigma > 0 else np.zeros(len(value))
                 y = np.where(np.isfinite(c), np.clip(normal * c / 1.96, -c, c), 0.0)     # not identifiable: kept
-            drawn = value * np.exp(y)
-            if key in ("position_gain", "velocity_gain"):
-                out[key] = float(min(drawn[0], GAIN_LIMIT))
-            else:
-                out[key] = tuple(float(v) for v in drawn)
+            drawn = value * np.exp(np.minimum(y, 700.0))
+            inside = np.clip(drawn, np.minimum(self.low[key], value), np.maximum(self.high[key], value))
+            out[key] = float(inside[0]) if key.endswith("gain") else tuple(float(v) for v in inside)
         return out
 
 

@@ -14,12 +14,15 @@ A log for it comes from ``armtwin sync`` driving the rig through an excitation (
 steps, power cuts: :func:`armtwin.controllers.ident.excitation`); ``armtwin bench fit`` makes
 one on a simulated rig.
 
-``--model hinge`` and ``--model articulation`` (with ``--robot``) fit a joint model's drive to a run
-log of ``armtwin run --log`` instead (:mod:`armtwin.envs.hinge_fit`,
-:mod:`armtwin.envs.articulation_fit`): the hinge model's stiffness and damping per joint, or the
-articulation model's two gains and per joint its damping and force limit. The run is simulated again
-with the tool its flange carried (the log's first tool, looked up in ``--tools`` or the built-in
-table). Values the log cannot tell are reported as not identifiable and keep the data file's value.
+``--model hinge`` and ``--model articulation`` (with ``--robot``) fit a joint model's drive instead
+(:mod:`armtwin.envs.hinge_fit`, :mod:`armtwin.envs.articulation_fit`): the hinge model's stiffness
+and damping per joint, or the articulation model's two gains and per joint its damping and force
+limit, to a run log of ``armtwin run --log`` (simulated again with the tool its flange carried: the
+log's first tool, looked up in ``--tools`` or the built-in table) or to the servo rig's twin log
+(``armtwin sync --log``: the model commanded with the log's virtual joints follows the rig's measured
+ones, over the log's longest stretch without a fault; the joints the rig does not stand for stay at
+home). Values the log cannot tell are reported as not identifiable and keep the data file's value; a
+fit that predicts the held-out part worse than the unfitted model is flagged.
 
 Exit codes: 0 fitted; 2 bad input (not a twin log, too short, an unknown joint, bad options).
 Needs the ``fit`` extra (SciPy, Numba).
@@ -46,7 +49,7 @@ _UNITS = {"inertia": ("kg·m²", 1.0), "viscous": ("N·m·s/rad", 1.0), "coulomb
 def register(sub) -> None:
     p = sub.add_parser("fit", help="fit the servo rig's motor model to a twin log, or a joint model's drive to a "
                                    "run log; report on a held-out part")
-    p.add_argument("log", help="twin log (.csv) from `armtwin sync --log` (--model motor) or run log from "
+    p.add_argument("log", help="twin log (.csv, .mcap) from `armtwin sync --log` (every --model) or run log from "
                                "`armtwin run --log` (--model hinge|articulation)")
     p.add_argument("--model", choices=["motor", *JOINT_MODELS], default="motor",
                    help="what to fit: motor (the rig's DC motor, H-bridge and link delays, from a twin log; default), "
@@ -220,17 +223,21 @@ def _run_joint_model(args: argparse.Namespace) -> int:
         import scipy  # noqa: F401
     except ModuleNotFoundError as exc:
         raise missing_extra(exc.name or "scipy", "fit") from None
-    from ..envs.drive_fit import read_run_log
+    from ..envs.drive_fit import is_twin_log, read_run_log
+    twin = is_twin_log(args.log)
     try:
-        trace = read_run_log(args.log, spec)
+        trace, stretch = _twin_trace(args.log, spec) if twin else (read_run_log(args.log, spec), None)
     except OSError as exc:
         raise CliError(f"{args.log}: cannot read it: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if twin and args.tools:
+        raise CliError("--tools: a twin log is the servo rig's, which carries no tool")
     tool = _run_tool(args, trace.tool)
     if not args.json:
-        print(f"fitting the {model} model's drive of {spec.name} to {args.log} ({args.target} joints"
-              f"{f', T{tool.number} on the flange' if tool is not None else ''}) …", file=sys.stderr, flush=True)
+        what = (f"the rig's joints from t = {stretch:.2f} s ({trace.t[-1]:.1f} s without a fault)" if twin
+                else f"{args.target} joints" + (f", T{tool.number} on the flange" if tool is not None else ""))
+        print(f"fitting the {model} model's drive of {spec.name} to {args.log} ({what}) …", file=sys.stderr, flush=True)
     fit, write, as_dict, show = _JOINT_MODEL_FITS[model]()
     try:
         rep = fit(spec, trace, target=args.target, fit_fraction=args.fit_fraction,
@@ -243,12 +250,38 @@ def _run_joint_model(args: argparse.Namespace) -> int:
               robot=spec.name, ci95_factor=rep.ci95_factor)
     if args.json:
         print_json({"log": args.log, "model": model, "robot": spec.name, "tool": 0 if tool is None else tool.number,
-                    **as_dict(rep), "saved": args.save})
+                    "twin_log_from_s": stretch, **as_dict(rep), "saved": args.save})
         return 0
     show(spec, rep)
+    if rep.improved and _held_worse(rep):
+        print(f"  warning: the fitted drive predicts the held-out part worse than the {model} model's own; fit a "
+              f"longer part of the log (--max-fit-seconds) before using it")
     if args.save:
         print(f"wrote {args.save}")
     return 0
+
+
+def _twin_trace(path: str, spec):
+    """A servo rig's twin log as a run of ``spec`` (:func:`~armtwin.envs.drive_fit.run_trace_of_twin`)
+    and the log time its fault-free stretch starts at."""
+    from ..envs.drive_fit import run_trace_of_twin
+    from ..envs.rig import TwinLogError, read_twin_log
+    try:
+        log = read_twin_log(path)
+    except TwinLogError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        return run_trace_of_twin(log, spec)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _held_worse(rep) -> bool:
+    """Whether a fit's held-out RMS error over all joints is above the unfitted model's."""
+    after = rep.rms_fit_held
+    before = getattr(rep, "rms_nominal_held", getattr(rep, "rms_rule_held", None))
+    total = lambda e: math.sqrt(sum(float(v) ** 2 for v in e if math.isfinite(float(v))))  # noqa: E731
+    return before is not None and total(after) > total(before)
 
 
 def _run_tool(args: argparse.Namespace, number: int):
