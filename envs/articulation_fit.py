@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
@@ -91,6 +91,8 @@ class ArticulationFitReport:
         improved: the fitted drive beats the data file's on the fitted part.
         ci95_factor: per key of :data:`DRIVE_KEYS`, the 95 % confidence factors (one for each gain,
             one per joint for the others; ``inf``: the log cannot tell that value).
+        predicted: the whole log's joints (K, n) run with the data file's and with the fitted drive,
+            rad / m (None: unstable).
     """
 
     nominal: DriveGains
@@ -107,6 +109,7 @@ class ArticulationFitReport:
     simulations: int
     improved: bool
     ci95_factor: Mapping[str, tuple[float, ...]]
+    predicted: tuple[np.ndarray | None, np.ndarray | None] = field(default=(None, None), repr=False, compare=False)
 
     @property
     def not_identifiable(self) -> list[str]:
@@ -244,7 +247,7 @@ def fit_articulation(spec: RobotSpec, trace: RunTrace, *, target: Target | str =
         sim.close()
     errors = compared_errors(full_nominal, full_fit, goal, unit, split)
     return ArticulationFitReport(params.nominal, fitted, target, float(trace.t[split]), *errors,
-                                 time.perf_counter() - t0, sims, improved, factors)
+                                 time.perf_counter() - t0, sims, improved, factors, (full_nominal, full_fit))
 
 
 def write_articulation_drive(path, drive: DriveGains, *, robot: str, comment: str = "",

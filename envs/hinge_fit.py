@@ -87,6 +87,8 @@ class HingeFitReport:
         improved: the fitted gains beat the rule on the fitted part.
         ci95_factor: per key of :data:`FIT_KEYS`, (n,) factors ``f`` of the fitted gains' 95 %
             confidence intervals ``[value / f, value × f]`` (``inf``: the log cannot tell that gain).
+        predicted: the whole log's joints (K, n) run with the rule's and with the fitted gains, rad / m
+            (None: unstable).
     """
 
     rule: DriveGains
@@ -105,6 +107,7 @@ class HingeFitReport:
     simulations: int
     improved: bool
     ci95_factor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    predicted: tuple[np.ndarray | None, np.ndarray | None] = field(default=(None, None), repr=False, compare=False)
 
 
 class StabilityMargin:
@@ -209,7 +212,8 @@ def fit_hinge(spec: RobotSpec, trace: RunTrace, *, target: Target | str = Target
 
     errors = compared_errors(full_rule, full_fit, goal, unit, split)
     return HingeFitReport(rule, fitted, target, float(trace.t[split]), *errors, margin.eigenvalue(rule),
-                          margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved, factors)
+                          margin.eigenvalue(fitted), time.perf_counter() - t0, sims, improved, factors,
+                          (full_rule, full_fit))
 
 
 def _scaled(drive: DriveGains, f: np.ndarray) -> DriveGains:

@@ -76,7 +76,8 @@ def register(sub) -> None:
                                                          "drive with the robot's name and their 95 %% confidence "
                                                          "factors (for run --hinge-gains / --articulation-drive; "
                                                          "hinge gains also for randomize={\"fitted\": FILE})")
-    p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles")
+    p.add_argument("--plot", metavar="FILE.png", help="plot measured and predicted servo angles (--model motor) or "
+                                                      "joints (--model hinge|articulation)")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -215,7 +216,7 @@ def _run_joint_model(args: argparse.Namespace) -> int:
         raise CliError(f"--model {model} needs --robot (the robot of the run log)")
     if not (1.0 <= args.max_fit_seconds <= 60.0):
         raise CliError(f"--max-fit-seconds {args.max_fit_seconds:g}: must be from 1 to 60")
-    for opt, given in (("--joints", args.joints), ("--plot", args.plot), ("--generations", args.generations != 60)):
+    for opt, given in (("--joints", args.joints), ("--generations", args.generations != 60)):
         if given:
             raise CliError(f"{opt} belongs to --model motor")
     spec = get_robot(args.robot)
@@ -248,9 +249,11 @@ def _run_joint_model(args: argparse.Namespace) -> int:
         write(args.save, rep.fitted, comment=f"{model} drive of {spec.name} fitted by armtwin fit to "
                                              f"{args.log} ({args.target} joints)",
               robot=spec.name, ci95_factor=rep.ci95_factor)
+    if args.plot:
+        _plot_joint_model(args.plot, spec, trace, rep, model, twin)
     if args.json:
         print_json({"log": args.log, "model": model, "robot": spec.name, "tool": 0 if tool is None else tool.number,
-                    "twin_log_from_s": stretch, **as_dict(rep), "saved": args.save})
+                    "twin_log_from_s": stretch, **as_dict(rep), "saved": args.save, "plot": args.plot})
         return 0
     show(spec, rep)
     if rep.improved and _held_worse(rep):
@@ -258,7 +261,46 @@ def _run_joint_model(args: argparse.Namespace) -> int:
               f"longer part of the log (--max-fit-seconds) before using it")
     if args.save:
         print(f"wrote {args.save}")
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
+
+
+def _plot_joint_model(path: str, spec, trace, rep, model: str, twin: bool) -> None:
+    """Per joint the log measured and moved: the commanded, measured and fitted model's joint over time,
+    and the unfitted and fitted model's error against the measured one; the fit/held-out split dotted."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    unit = np.where(spec.prismatic, 1e3, 180.0 / math.pi)
+    goal = trace.q if rep.target.value == "measured" else trace.q_cmd
+    seen = np.ones(spec.dof, dtype=bool) if trace.measured is None else np.asarray(trace.measured, dtype=bool)
+    rows = [j for j in range(spec.dof) if seen[j] and np.ptp(trace.q_cmd[:, j]) > 1e-9] or [int(np.argmax(seen))]
+    before, after = rep.predicted
+    fig, axes = plt.subplots(len(rows), 2, figsize=(12, 2.6 * len(rows) + 0.6), sharex=True, squeeze=False)
+    names = ("the data file's", "fitted") if model == "articulation" else ("the rule's", "fitted")
+    for r, j in enumerate(rows):
+        a, b = axes[r]
+        u, what = unit[j], ("mm" if spec.prismatic[j] else "deg")
+        a.plot(trace.t, trace.q_cmd[:, j] * u, color="0.6", lw=0.8, label="commanded")
+        a.plot(trace.t, goal[:, j] * u, color="k", lw=1.0, label="rig (measured)" if twin else rep.target.value)
+        if after is not None:
+            a.plot(trace.t, after[:, j] * u, color="tab:red", lw=0.8, ls="--", label=f"{model} model, fitted")
+        a.set_ylabel(f"J{j + 1} ({what})")
+        for q, name, color in ((before, names[0], "tab:blue"), (after, names[1], "tab:red")):
+            if q is not None:
+                b.plot(trace.t, (q[:, j] - goal[:, j]) * u, color=color, lw=0.6, label=f"{name} drive")
+        b.set_ylabel(f"model − {rep.target.value} ({what})")
+        for ax in (a, b):
+            ax.axvline(rep.split_time, color="k", ls=":", lw=1)
+            ax.legend(loc="upper right", fontsize=7)
+    axes[0, 0].set_title(f"{spec.name}, {model} model: fitted left of the dotted line, checked right of it")
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _twin_trace(path: str, spec):

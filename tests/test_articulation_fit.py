@@ -112,8 +112,8 @@ def test_cli_refuses_bad_articulation_input_in_one_line(logs, tmp_path, capsys):
     soft = str(logs["dir"] / "soft.toml")
     cases = ((["fit", logs["soft"], "--model", "articulation"], "--model articulation needs --robot"),
              (["fit", logs["soft"], "--model", "articulation", "--robot", "scara"], "scara has 4"),
-             (["fit", logs["soft"], "--model", "articulation", "--robot", "irb120", "--plot", str(tmp_path / "p.png")],
-              "--plot belongs to --model motor"),
+             (["fit", logs["soft"], "--model", "articulation", "--robot", "irb120", "--joints", "j1"],
+              "--joints belongs to --model motor"),
              (["fit", logs["soft"], "--tools", "x.toml"], "--tools belongs to --model hinge or articulation"),
              (["run", PROGRAM, "--robot", "irb120", "--joint-mode", "hinge", "--articulation-drive", soft],
               "add --joint-mode articulation"),
@@ -212,7 +212,7 @@ def twin_log(tmp_path_factory):
     return path, tr
 
 
-def test_a_joint_model_fitted_to_the_rigs_twin_log_predicts_the_rig(twin_log, capsys):
+def test_a_joint_model_fitted_to_the_rigs_twin_log_predicts_the_rig(twin_log, capsys, tmp_path):
     """``fit TWIN.csv --model articulation``: the model commanded with the log's virtual J2 follows the
     rig's measured J2 over the longest stretch without a power cut; only J2 counts (the other joints
     are not measured: no error, their values not identifiable), and the held-out prediction error
@@ -226,10 +226,12 @@ def test_a_joint_model_fitted_to_the_rigs_twin_log_predicts_the_rig(twin_log, ca
     assert trace.measured == (False, True, False, False, False, False)
     assert start == 0.0 and trace.t[-1] < tr.t[cut[0]]                   # the stretch before the first power cut
     assert np.all(trace.q_cmd[:, 0] == spec.home[0]) and np.all(trace.q[:, 2:] == np.asarray(spec.home)[2:])
+    png = path.with_suffix(".png")
     assert main(["fit", str(path), "--model", "articulation", "--robot", "irb120", "--max-fit-seconds", "3",
-                 "--json"]) == 0
+                 "--plot", str(png), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["twin_log_from_s"] == 0.0 and out["improved"]
+    assert out["twin_log_from_s"] == 0.0 and out["improved"] and out["plot"] == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     held = out["rms_held_out"]
     assert held["fitted"][1] < 0.5 * held["nominal"][1], held
     assert all(held[k][j] is None for k in ("fitted", "nominal") for j in (0, 2, 3, 4, 5))     # not measured
