@@ -85,8 +85,11 @@ def read_run_log(path, spec: RobotSpec) -> RunTrace:
     """
     n = spec.dof
     want = [f"j{i + 1}_cmd" for i in range(n)] + [f"j{i + 1}" for i in range(n)]
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error):
+        raise ValueError(f"{path}: not a run log (not a text CSV file)") from None
     if not rows or rows[0][:1] != ["time_s"]:
         raise ValueError(f"{path}: not a run log (`armtwin run --log`: the header starts with time_s)")
     head = rows[0]

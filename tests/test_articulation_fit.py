@@ -110,7 +110,10 @@ def test_cli_refuses_bad_articulation_input_in_one_line(logs, tmp_path, capsys):
     broken.write_text('robot = "irb120"\nposition_gain = 3.0\nvelocity_gain = 1.0\n'
                       'joint_damping = [0, 0, 0, 0, 0, 0]\neffort = [1, 1, 1, 1, 1, 1]\n')
     soft = str(logs["dir"] / "soft.toml")
-    cases = ((["fit", logs["soft"], "--model", "articulation"], "--model articulation needs --robot"),
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 4)
+    cases = ((["fit", str(binary), "--model", "articulation", "--robot", "irb120"], "binary.csv: not a run log"),
+             (["fit", logs["soft"], "--model", "articulation"], "--model articulation needs --robot"),
              (["fit", logs["soft"], "--model", "articulation", "--robot", "scara"], "scara has 4"),
              (["fit", logs["soft"], "--model", "articulation", "--robot", "irb120", "--joints", "j1"],
               "--joints belongs to --model motor"),
