@@ -51,7 +51,7 @@ from typing import Mapping
 import numpy as np
 
 from ..robots.spec import DriveGains, RobotSpec
-from .drive_fit import ModelSim, RunTrace, Target, fit_frame, compared_errors, log_confidence
+from .drive_fit import ModelSim, RunTrace, Target, compared_errors, fit_frame, load_toml, log_confidence, toml_has
 
 __all__ = ["ArticulationFitReport", "fit_articulation", "write_articulation_drive", "read_articulation_drive",
            "read_articulation_file", "ArticulationDriveFile", "is_articulation_file",
@@ -195,8 +195,8 @@ def fit_articulation(spec: RobotSpec, trace: RunTrace, *, target: Target | str =
     n = spec.dof
     sim = ModelSim(spec, trace, physics_step, JointMode.ARTICULATION, tool)
     try:
-        def residuals(z: np.ndarray) -> np.ndarray:
-            d = params.drive(np.clip(z, params.lower, params.upper))
+        def residuals(z: np.ndarray) -> np.ndarray:     # every z searched lies within the bounds
+            d = params.drive(z)
             q = None if d is None else sim.run(d, split)
             if q is None:
                 return np.full(split * n, 1e3)
@@ -301,12 +301,7 @@ class ArticulationDriveFile:
 
 def is_articulation_file(path) -> bool:
     """Whether ``path`` reads as TOML holding ``position_gain`` (an articulation drive file, good or not)."""
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            return "position_gain" in tomllib.load(f)
-    except (OSError, ValueError):
-        return False
+    return toml_has(path, "position_gain")
 
 
 def read_articulation_file(path) -> ArticulationDriveFile:
@@ -318,14 +313,7 @@ def read_articulation_file(path) -> ArticulationDriveFile:
             in (0, 2] and [0, 2], damping >= 0, force limits > 0, factors >= 1 or inf, one factor per
             value), lists of different lengths. The message names the file.
     """
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not an articulation drive file ({exc})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not an articulation drive file (not text)") from None
+    data = load_toml(path, "an articulation drive file")
     ci_keys = [f"{k}_ci95_factor" for k in DRIVE_KEYS]
     missing = [k for k in ("robot", *DRIVE_KEYS) if k not in data]
     unknown = sorted(set(data) - set(DRIVE_KEYS) - set(ci_keys) - {"robot"})

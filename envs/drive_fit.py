@@ -33,7 +33,7 @@ from ..controllers.choices import Choice
 from ..robots.spec import DriveGains, RobotSpec
 
 __all__ = ["Target", "RunTrace", "read_run_log", "is_twin_log", "run_trace_of_twin", "ModelSim", "log_confidence",
-           "tracking_errors", "fit_frame", "compared_errors", "CI_STEP", "NULL_RATIO"]
+           "tracking_errors", "fit_frame", "compared_errors", "load_toml", "toml_has", "CI_STEP", "NULL_RATIO"]
 
 #: log step of the confidence intervals' forward differences
 CI_STEP = 0.01
@@ -185,6 +185,27 @@ def run_trace_of_twin(log, spec: RobotSpec, *, min_samples: int = 25) -> tuple[R
         q[:, k] = np.interp(grid, tt, np.asarray(log[f"Servo_{label}"], dtype=float)[rows]) * scale
     measured = tuple(any(k == j for _, k in joints) for j in range(spec.dof))
     return RunTrace(grid - grid[0], q_cmd, q, 0, measured), float(tt[0])
+
+
+def load_toml(path, what: str) -> dict:
+    """A drive file's TOML as a dict; ValueError ``"{path}: not {what} (…)"`` for a file that is not
+    TOML text. OSError when it cannot be read."""
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not {what} ({exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not {what} (not text)") from None
+
+
+def toml_has(path, key: str) -> bool:
+    """Whether ``path`` reads as TOML with a top-level ``key`` (False for anything unreadable)."""
+    try:
+        return key in load_toml(path, "TOML")
+    except (OSError, ValueError):
+        return False
 
 
 class ModelSim:

@@ -53,7 +53,8 @@ from typing import Mapping
 import numpy as np
 
 from ..robots.spec import DriveGains, RobotSpec
-from .drive_fit import ModelSim, RunTrace, Target, fit_frame, compared_errors, log_confidence, read_run_log
+from .drive_fit import (ModelSim, RunTrace, Target, compared_errors, fit_frame, load_toml, log_confidence,
+                        read_run_log)
 
 __all__ = ["RunTrace", "HingeFitReport", "read_run_log", "fit_hinge", "Target", "project_to_margin",
            "write_hinge_gains", "read_hinge_gains", "HingeGainsFile", "read_hinge_file", "FIT_RANGE", "FIT_KEYS",
@@ -283,14 +284,7 @@ def read_hinge_file(path) -> HingeGainsFile:
             not finite and >= 0 (stiffness > 0), lists of different lengths, confidence factors
             not both there or not >= 1 (``inf`` allowed). The message names the file.
     """
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not a hinge gains file ({exc})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a hinge gains file (not text)") from None
+    data = load_toml(path, "a hinge gains file")
     missing = [k for k in GAIN_KEYS if k not in data]
     unknown = sorted(set(data) - set(GAIN_KEYS) - set(CI_KEYS) - {"robot"})
     if missing or unknown:

@@ -280,12 +280,8 @@ def _read_fitted(path: str) -> "HingeGainsFile | ArticulationDriveFile":
 
 def _is_motor_file(path: str) -> bool:
     """Whether ``path`` is a motor parameter file (``controllers.ident.write_params_file``'s keys)."""
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            return "rotor_inertia" in tomllib.load(f)
-    except (OSError, ValueError):
-        return False
+    from .drive_fit import toml_has
+    return toml_has(path, "rotor_inertia")
 
 
 class FittedTwin:

@@ -213,18 +213,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _drive_file(args: argparse.Namespace, mode):
     """The drive of ``--hinge-gains`` or ``--articulation-drive`` (for its joint model and ``--robot``), or None."""
-    from ..envs.articulation_fit import read_articulation_drive
     from ..envs.config import JointMode
-    from ..envs.hinge_fit import read_hinge_gains
-    given = [(opt, path, model, read) for opt, path, model, read in
-             (("--hinge-gains", args.hinge_gains, JointMode.HINGE, read_hinge_gains),
-              ("--articulation-drive", args.articulation_drive, JointMode.ARTICULATION, read_articulation_drive)) if path]
+    given = [(opt, path, model) for opt, path, model in
+             (("--hinge-gains", args.hinge_gains, JointMode.HINGE),
+              ("--articulation-drive", args.articulation_drive, JointMode.ARTICULATION)) if path]
     if len(given) > 1:
         raise CliError("--hinge-gains and --articulation-drive belong to different joint models; give one")
     if not given:
         return None
-    opt, path, model, read = given[0]
+    opt, path, model = given[0]
+    from ..envs.articulation_fit import read_articulation_drive
+    from ..envs.hinge_fit import read_hinge_gains
     from .cli import get_robot
+    read = read_hinge_gains if model is JointMode.HINGE else read_articulation_drive
     spec = get_robot(args.robot)
     if mode is not model:
         raise CliError(f"{opt}: the values are the {model.value} model's; add --joint-mode {model.value} (not {mode.value})")
