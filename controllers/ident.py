@@ -57,7 +57,8 @@ from .servo import PWM_MAX, RIG_MOTOR, SUPPLY_V, MotorParams
 
 __all__ = ["correlation_length", "LoopConfig", "MotorFit", "Trace", "FitParam", "FitReport", "PARAMETERS", "simulate_loop", "fit_motor",
            "prediction_error", "NULL_RATIO", "read_params_file", "read_motor_fit", "write_params_file", "Excitation", "excitation",
-           "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES", "dead_band_step", "rig_clock_times", "firmware_ints", "firmware_duty",
+           "virtual_rig_log", "NOMINAL", "MAX_RELATIVE_CI", "traces_of", "RANGES", "dead_band_step", "rig_clock_times",
+           "rig_time_base", "firmware_ints", "firmware_duty",
            "target_velocities_q20"]
 
 #: a singular value of the scaled Jacobian below this fraction of the largest marks a direction
@@ -171,7 +172,7 @@ class MotorFit:
 
 
 #: the Trace fields with one value per sample besides ``t`` (None where not known)
-_PER_SAMPLE = ("virtual", "servo", "powered", "power_sent", "t_taken", "sent")
+_PER_SAMPLE = ("virtual", "servo", "powered", "power_sent", "t_taken", "sent", "t_apply")
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,11 @@ class Trace:
             ``armtwin rig identify`` does). With it the model
             ticks on the rig's own tick grid and reads the tick each state was taken at
             (``delay_up`` is then only the host's least read latency, near 0).
+        t_apply: (K,) timed targets (firmware 2.1, MODE flag TIMED): the time each sample's target
+            was stamped for, s on ``t``'s clock (the rig's clock mapped as for ``t_taken``). The rig
+            applies it at its first tick from then — or at its arrival, ``delay_down`` after the
+            sample, when that is later — and extrapolates it from that time. NaN, or None: the
+            target applies at its arrival and is extrapolated from it (untimed).
     """
 
     t: np.ndarray
@@ -208,6 +214,7 @@ class Trace:
     power_lead: float = 0.0
     t_taken: np.ndarray | None = None
     sent: np.ndarray | None = None
+    t_apply: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         k = len(self.t)
@@ -233,7 +240,7 @@ def _kernel():
 
     @numba.njit(cache=True, fastmath=False, parallel=True)
     def run(t, tgt, vel, powered_log, P, R, rad_per_pulse, h, ticks, kp, ki, kd, dtau, lim, ilim, ff, ff_static,
-            supply, half_step, extrap, exact, half_log, velq, fw, by_cmd, power_lead, t_state, tick0, tt, out):
+            supply, half_step, extrap, exact, half_log, velq, fw, by_cmd, power_lead, t_state, tick0, tt, tap, out):
         n_sets = P.shape[0]
         K = t.shape[0]
         KT = tt.shape[0]
@@ -319,9 +326,11 @@ def _kernel():
                     out[q, n] = theta
                     meas = theta / rad_per_pulse - 0.5
                 # the newest target that has arrived (above), extrapolated
-                while idx + 1 < KT and tt[idx + 1] + down <= s:
+                # (a timed target, tap not NaN: at its time or its arrival, whichever is later, and
+                # extrapolated from its time; else at its arrival, from its arrival)
+                while idx + 1 < KT and max(tt[idx + 1] + down, tap[idx + 1] - 1e-7 if tap[idx + 1] == tap[idx + 1] else 0.0) <= s:
                     idx += 1
-                    rx_us = np.int64(np.floor((tt[idx] + down) * 1e6 + 0.5))
+                    rx_us = np.int64(np.floor(((tap[idx] if tap[idx] == tap[idx] else tt[idx] + down)) * 1e6 + 0.5))
                 if idx < 0 or not powered:
                     volts = 0.0
                     integ = 0.0
@@ -336,7 +345,7 @@ def _kernel():
                     ei = np.int64(tgt[idx]) + ((vq * min(ts_us, fw[10])) >> 20) - np.int64(meas)
                     volts = duty(pid, ei, vq, fw) * 2.0 * half_step
                     continue
-                since = s - tt[idx] - down
+                since = s - (tap[idx] if tap[idx] == tap[idx] else tt[idx] + down)
                 if since > extrap:
                     since = extrap
                 sp = tgt[idx] + vel[idx] * since - (0.5 if vel[idx] != 0.0 else 0.0)  # the firmware floors it
@@ -509,12 +518,19 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     # the targets the rig received: every sample's, or those the link sent
     tt = t if trace.sent is None else np.ascontiguousarray(t[np.asarray(trace.sent, dtype=bool)])
     tgt = np.rint((trace.virtual if trace.sent is None else trace.virtual[np.asarray(trace.sent, dtype=bool)]) * ppd)
-    gap = np.diff(tt)
-    vel = np.zeros_like(tgt)
-    vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / np.maximum(gap, 1e-12), 0.0)
+    # timed targets: the time each was stamped for (NaN: untimed); their velocities come from those
+    # times, as the firmware takes them from the frames' time fields
+    tap = np.full(len(tt), np.nan)
+    if trace.t_apply is not None:
+        ap = np.asarray(trace.t_apply, dtype=float) - trace.t[0]
+        tap = np.ascontiguousarray(ap if trace.sent is None else ap[np.asarray(trace.sent, dtype=bool)])
     by_cmd = trace.power_sent is not None
     powered = np.ascontiguousarray(trace.power_sent if by_cmd else trace.powered, dtype=np.bool_)
-    velq = target_velocities_q20(tt, tgt, loop)
+    t_vel = np.where(np.isfinite(tap), tap, tt)
+    gap = np.diff(t_vel)
+    vel = np.zeros_like(tgt)
+    vel[1:] = np.where(gap < loop.target_gap_max_s, np.diff(tgt) / np.maximum(gap, 1e-12), 0.0)
+    velq = target_velocities_q20(t_vel, tgt, loop)
     known = trace.servo[np.isfinite(trace.servo)]
     theta0 = (known[0] if len(known) else trace.virtual[0]) * ppd * rad_per_pulse + 0.5 * rad_per_pulse
     ilim = g.output_limit if g.integral_limit is None else g.integral_limit
@@ -531,13 +547,20 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
         ticks += 1
     out = np.empty((len(P), ticks))
     out[:, 0] = theta0
-    _RUN(t, tgt, vel, powered, P, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
+    # a state whose tick is known has no read delay: delay_up enters nothing (also not where the log's
+    # POWER flags place a power cut)
+    PK = P.copy() if on_grid else P
+    if on_grid:
+        PK[:, 6] = 0.0
+    _RUN(t, tgt, vel, powered, PK, base.resistance, rad_per_pulse, h, ticks, g.kp, g.ki, g.kd, g.derivative_tau,
          g.output_limit, ilim, loop.ff_pulses_per_s_per_volt, loop.ff_static_v, loop.supply,
          0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), velq,
-         firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, tt, out)
-    # the logged angle: the rig's at t_read − delay_up (linear between ticks; a state taken at a tick
-    # reads that tick, within 1 µs), less the half pulse the encoder's floor loses on average
-    when = (t_read[None, :] - P[:, 6:7] - tick0) / h + (1e-3 if on_grid else 0.0)
+         firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, tt, tap, out)
+    # the logged angle: the rig's at t_read − delay_up (linear between ticks), less the half pulse the
+    # encoder's floor loses on average; a state whose tick is known (on the grid) reads that tick:
+    # no read delay (delay_up does not enter)
+    up = np.zeros((len(P), 1)) if on_grid else P[:, 6:7]
+    when = (t_read[None, :] - up - tick0) / h + (1e-3 if on_grid else 0.0)
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]
@@ -643,6 +666,7 @@ _DE_SPREAD = np.array([0.6, 1.5, 0.3, 0.1, 0.0, 0.0, 0.0])
 #: parameters' 0), and a second one costs what the first does (26 s per two-joint log each).
 SEARCHES = 2
 
+
 #: where a fit starts: the data sheet motor, a 0.1 V dead band, 1 ms each way
 NOMINAL = MotorFit.of(RIG_MOTOR, dead_band=0.1, delay_down=0.001, delay_up=0.001)
 
@@ -723,6 +747,12 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
     if generations > 0:
         d_lo = np.where(rel, np.log(np.maximum(bounds[:, 0], 1e-300)), bounds[:, 0])
         d_hi = np.where(rel, np.log(bounds[:, 1]), bounds[:, 1])
+        # a delay that does not enter is not searched (a dimension the search would spend its
+        # population on): the read delay when the states' ticks are known — it is then the states'
+        # mean age at the samples, for a virtual rig that reads at the samples' times. (The link's
+        # delay still enters when every target was timed: a POWER frame is not, nor a late target.)
+        for i, value in _fixed_delays(trace).items():
+            d_lo[i] = d_hi[i] = x[i] = value
 
         def to_x(Z: np.ndarray) -> np.ndarray:
             X = np.empty_like(Z)
@@ -792,8 +822,18 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
                         float(x0[i_d] + x0[i_u]), sum_known),
                FitParam("resistance", start.resistance, None, start.resistance, False, fixed=True))
     why = []
-    if blind.any():
-        names = ", ".join(n for n, b in zip(PARAMETERS, blind) if b)
+    # the link's delays that do not enter at all, and why (the rig's clock in the trace)
+    on_grid = trace.t_taken is not None and bool(np.isfinite(trace.t_taken).any())
+    timed = trace.t_apply is not None and bool(np.isfinite(trace.t_apply).any())
+    known_why = {}
+    if on_grid and blind[i_u]:
+        known_why["delay_up"] = "the states carry the rig's clock: the tick each angle was taken at is known"
+    if timed and blind[i_d]:
+        known_why["delay_down"] = "the targets were timed (each applied at its stamp) and no POWER frame went out"
+    for n, reason in known_why.items():
+        why.append(f"{n}: does not enter ({reason})")
+    if any(b and n not in known_why for n, b in zip(PARAMETERS, blind)):
+        names = ", ".join(n for n, b in zip(PARAMETERS, blind) if b and n not in known_why)
         why.append(f"{names}: the log determines only combinations of them (a power cut that lets the motor "
                    f"coast separates inertia, friction and motor constant)")
     if vague.any():
@@ -802,6 +842,16 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
         why.append(f"{names}: the log leaves them open by more than ±{100 * MAX_RELATIVE_CI:.0f} % (95 %)")
     return FitReport(trace.label, params, fitted, float(split), rb, mb, ra, ma, rf, time.perf_counter() - t0,
                      count[0], "; ".join(why))
+
+
+def _fixed_delays(trace: Trace) -> dict[int, float]:
+    """The delays the trace leaves nothing to fit for, by their index in :data:`PARAMETERS`, with the
+    value to keep (:func:`fit_motor`)."""
+    out = {}
+    if trace.t_taken is not None and np.isfinite(trace.t_taken).any():
+        age = trace.t - trace.t_taken
+        out[PARAMETERS.index("delay_up")] = float(min(max(np.nanmean(age), 0.0), RANGES[6][1]))
+    return out
 
 
 def _search(cost, z_ls: np.ndarray, x: np.ndarray, d_lo: np.ndarray, d_hi: np.ndarray, generations: int, seed: int):
@@ -1053,7 +1103,7 @@ def excitation(seconds: float = 60.0, *, rate_hz: float = 500.0, amplitude_deg: 
 
 def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_band: float = 0.0,
                     delay_down: float = 0.0015, delay_up: float = 0.0015, loop: LoopConfig = LoopConfig(),
-                    label: str = "j1") -> Trace:
+                    label: str = "j1", lead: float | None = None) -> Trace:
     """The twin log a rig would give for ``exc``: a plain, firmware-faithful loop (no smoothing).
 
     The host sends whole-pulse targets (and the excitation's power cuts) at the excitation's
@@ -1063,8 +1113,9 @@ def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_ban
     the host logs the encoder count it had ``delay_up`` s earlier, and ``POWER`` while the supply
     is cut — :class:`~armtwin.controllers.virtual_rig.VirtualServo` fed sample by sample, its motor
     starting in the middle of a count. The trace knows the power commands (``power_sent``), as
-    ``armtwin rig identify`` does. A separate implementation of :func:`simulate_loop`'s exact
-    form (sample by sample instead of vectorised), so it can check it.
+    ``armtwin rig identify`` does. ``lead``: timed targets (MODE flag TIMED), each stamped for its
+    sample's time + ``lead`` (the trace's ``t_apply``). A separate implementation of
+    :func:`simulate_loop`'s exact form (sample by sample instead of vectorised), so it can check it.
     """
     from .virtual_rig import VirtualServo
     servo = VirtualServo(MotorFit.of(motor, dead_band=dead_band, delay_down=delay_down, delay_up=delay_up), loop,
@@ -1075,13 +1126,14 @@ def virtual_rig_log(exc: Excitation, motor: MotorParams = RIG_MOTOR, *, dead_ban
     for k, t in enumerate(exc.t):
         if k in exc.power:
             servo.power(exc.power[k], float(t))
-        servo.target(tgt[k], float(t))
+        servo.target(tgt[k], float(t), lead)
         angle[k] = servo.angle_at(float(t))
         powered[k] = servo.powered
     sent = np.ones(len(exc.t), dtype=bool)
     for k in sorted(exc.power):
         sent[k:] = exc.power[k]
-    return Trace(exc.t.copy(), exc.angle.copy(), angle, powered, label, power_sent=sent)
+    return Trace(exc.t.copy(), exc.angle.copy(), angle, powered, label, power_sent=sent,
+                 t_apply=None if lead is None else exc.t + lead)
 
 
 def rig_clock_times(arrival: np.ndarray, rig_us: np.ndarray, *, wire_s: float = 0.0, windows: int = 20) -> np.ndarray:
@@ -1107,24 +1159,80 @@ def rig_clock_times(arrival: np.ndarray, rig_us: np.ndarray, *, wire_s: float = 
         itself when fewer than 4 states per window are known or the rig's clock ran backwards (it
         rebooted).
     """
+    got = _rig_clock_line(arrival, rig_us, wire_s, windows)
+    if got is None:
+        return np.asarray(arrival, dtype=float)
+    ok, r, offset, drift = got
+    out = np.full(len(ok), np.nan)
+    out[ok] = r + offset + drift * r
+    return out
+
+
+def _rig_clock_line(arrival, rig_us, wire_s: float, windows: int):
+    """:func:`rig_clock_times`' map: (which states are known, their unwrapped rig times in s, offset,
+    drift), host = r + offset + drift·r; None when it cannot be made."""
     arrival = np.asarray(arrival, dtype=float)
     rig = np.asarray(rig_us, dtype=float)
     ok = np.isfinite(arrival) & np.isfinite(rig)
     if ok.sum() < 4 * windows:
-        return arrival
+        return None
     r = rig[ok]
     step = np.diff(r)
     step = np.where(step < -2.0 ** 31, step + 2.0 ** 32, step)  # the counter wrapped
     if np.any(step < 0):
-        return arrival
+        return None
     r = (r[0] + np.r_[0.0, np.cumsum(step)]) * 1e-6
     d = arrival[ok] - r
     lows = [int(k[np.argmin(d[k])]) for k in np.array_split(np.arange(len(r)), windows)]
     drift, offset = np.polyfit(r[lows], d[lows], 1)
     offset += float(np.min(d - (offset + drift * r))) - wire_s
-    out = np.full(len(arrival), np.nan)
-    out[ok] = r + offset + drift * r
-    return out
+    return ok, r, float(offset), float(drift)
+
+
+def rig_time_base(t: np.ndarray, arrival: np.ndarray, rig_us: np.ndarray, stamp_us: np.ndarray | None = None, *,
+                  wire_s: float = 0.0, windows: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """A run's times on the rig's own clock, s: the clock the model should tick on.
+
+    The firmware acts on its clock alone — it ticks every 1/control_hz of it, stamps each state
+    with the tick it was taken at, and applies a timed target at the tick at or after its stamp,
+    extrapolated by the µs between the two — so on that clock the model's ticks, the states' reads
+    and the targets' times are exact. Mapped onto the host's clock instead (:func:`rig_clock_times`),
+    a drift estimate wrong by 1 ppm moves them 60 µs against the model's ticks over a minute: a
+    target then applies a tick off, or is extrapolated 60 µs wrong. Only the host's own times (the
+    samples: an untimed target's arrival, a power command) need the map, host → rig: the lower
+    envelope of :func:`rig_clock_times`, inverted.
+
+    Args:
+        t: (K,) the samples' times on the host's clock, s.
+        arrival, rig_us: (K,) per sample, when its state reached the host (s) and its ``t_us``.
+        stamp_us: (K,) per sample, the rig-clock time its timed target was stamped for, µs (NaN:
+            none), or None.
+        wire_s, windows: as :func:`rig_clock_times`.
+
+    Returns:
+        (the samples' times, the states' times (NaN: none), the stamps' times or None), s on the
+        rig's clock (unwrapped: the counter wraps every 71.6 min); None when the map cannot be made
+        (too few states, a rig clock that went back).
+    """
+    got = _rig_clock_line(arrival, rig_us, wire_s, windows)
+    if got is None:
+        return None
+    ok, r, offset, drift = got
+    t_rig = (np.asarray(t, dtype=float) - offset) / (1.0 + drift)
+    taken = np.full(len(ok), np.nan)
+    taken[ok] = r
+    if stamp_us is None:
+        return t_rig, taken, None
+    # each stamp unwrapped against its own sample's state, or the newest before it (within ±35 min)
+    stamp = np.asarray(stamp_us, dtype=float)
+    rig = np.asarray(rig_us, dtype=float)
+    idx = np.maximum.accumulate(np.where(ok, np.arange(len(ok)), -1))
+    idx[idx < 0] = int(np.flatnonzero(ok)[0])
+    has = np.isfinite(stamp)
+    d = np.mod(stamp[has] - rig[idx[has]] + 2.0 ** 31, 2.0 ** 32) - 2.0 ** 31
+    apply = np.full(len(stamp), np.nan)
+    apply[has] = taken[idx[has]] + d * 1e-6
+    return t_rig, taken, apply
 
 
 def traces_of(log, labels=None) -> list[Trace]:

@@ -156,7 +156,10 @@ class ModeMsg:
         mode: IDLE, VIRTUAL_TO_REAL or REAL_TO_VIRTUAL.
         stream_hz: in REAL_TO_VIRTUAL the rig streams JOINT_STATES at this rate, Hz.
         flags: bit 0 LOCAL_DEMO: in REAL_TO_VIRTUAL the rig moves its motors along a built-in
-            slow sine (else the motors are released so they can be turned by hand).
+            slow sine (else the motors are released so they can be turned by hand). Bit 1 TIMED
+            (firmware >= 2.1): in VIRTUAL_TO_REAL each JOINT_TARGETS' time field is the time on the
+            rig's clock at which it applies; the rig holds it until then and extrapolates it from
+            then, so the link's jitter does not reach the motion.
     """
 
     mode: Mode = Mode.IDLE
@@ -165,6 +168,9 @@ class ModeMsg:
     TYPE = MsgType.MODE
     FMT = "<BHB"
     LOCAL_DEMO = 0x01
+    TIMED = 0x02
+    #: the first firmware (major · 256 + minor, from HELLO) that honours TIMED
+    TIMED_FIRMWARE = 0x0201
 
     def pack(self) -> bytes:
         return struct.pack(self.FMT, int(self.mode), self.stream_hz, self.flags)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import collections
 import enum
+import threading
 
-__all__ = ["Arrival", "SeqTracker"]
+__all__ = ["Arrival", "SeqTracker", "RigClock"]
 
 
 class Arrival(enum.Enum):
@@ -133,3 +134,107 @@ class SeqTracker:
         floor = hi - self.window
         while self._order and self._order[0] <= floor:
             self._missing.discard(self._order.popleft())
+
+
+class RigClock:
+    """The rig's clock seen from the host, online: what timed targets are stamped with
+    (docs/PROTOCOL.md, MODE flag TIMED).
+
+    Every state carries the rig's clock (``t_us``: µs, a 32-bit counter that wraps) and reaches the
+    host no earlier than a state frame's wire time after it was taken, so the lower envelope of
+    ``arrival − wire − rig time`` is the clocks' offset (plus the host's least read latency, tens of
+    µs) and its slope the crystals' drift. The lowest point of each ``window_s`` of rig time is kept
+    for the last ``windows`` windows; a line through them (its slope from four windows on, 0 before)
+    is lowered under all of them. :meth:`rig_us` maps a host time onto the rig's clock; between two
+    calls its answer moves at most ``slew_s`` away from where the previous one and the elapsed time
+    put it, so a better estimate never jumps a target's time (the firmware takes a target's velocity
+    from two stamps: a 20 µs step bends it by 1 % for one 2 ms frame). A rig clock that goes back
+    (a reboot) starts the map afresh. Thread-safe (the link's reader observes, a sampler maps).
+
+    Args:
+        wire_s: a state frame's time on the wire, s.
+        window_s: rig time per envelope window, s.
+        windows: windows kept.
+        min_states: states needed before :attr:`ready`.
+        slew_s: the largest correction of one answer, s.
+    """
+
+    def __init__(self, wire_s: float, *, window_s: float = 0.5, windows: int = 40, min_states: int = 8,
+                 slew_s: float = 20e-6) -> None:
+        self.wire_s = float(wire_s)
+        self.window_s = float(window_s)
+        self.windows = int(windows)
+        self.min_states = int(min_states)
+        self.slew_s = float(slew_s)
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (a rebooted rig, a reconnected port)."""
+        with self._lock:
+            self._lows: collections.OrderedDict[int, tuple[float, float]] = collections.OrderedDict()
+            self._base = 0          # the counter's wraps so far, µs
+            self._last_raw: int | None = None
+            self._n = 0
+            self._line: tuple[float, float] | None = None  # (offset, drift): host = r + offset + drift·r
+            self._prev: tuple[float, float] | None = None  # the previous answer (host s, rig s)
+
+    @property
+    def ready(self) -> bool:
+        """Enough states seen to map host times."""
+        return self._n >= self.min_states
+
+    def observe(self, host_t: float, rig_us: int) -> None:
+        """One state: its arrival on the host's clock (s) and its ``t_us``."""
+        raw = int(rig_us) & 0xFFFFFFFF
+        with self._lock:
+            if self._last_raw is not None:
+                back = (self._last_raw - raw) & 0xFFFFFFFF
+                if raw < self._last_raw and back < 2 ** 31:  # went back, not a wrap: the rig restarted its clock
+                    self._lows.clear()
+                    self._base, self._n, self._line, self._prev = 0, 0, None, None
+                elif raw < self._last_raw:
+                    self._base += 1 << 32
+            self._last_raw = raw
+            r = (raw + self._base) * 1e-6
+            e = host_t - self.wire_s - r
+            w = int(r // self.window_s)
+            low = self._lows.get(w)
+            if low is None or e < low[1]:
+                self._lows[w] = (r, e)
+                while len(self._lows) > self.windows:
+                    self._lows.popitem(last=False)
+                self._line = None
+            self._n += 1
+
+    def _fit(self) -> tuple[float, float]:
+        if self._line is None:
+            pts = list(self._lows.values())
+            r = [p[0] for p in pts]
+            e = [p[1] for p in pts]
+            drift = 0.0
+            if len(pts) >= 4:
+                mr, me = sum(r) / len(r), sum(e) / len(e)
+                var = sum((x - mr) ** 2 for x in r)
+                drift = sum((x - mr) * (y - me) for x, y in zip(r, e)) / var if var > 0 else 0.0
+            offset = min(y - drift * x for x, y in zip(r, e))
+            self._line = (offset, drift)
+        return self._line
+
+    def rig_us(self, host_t: float) -> int:
+        """The rig's clock at host time ``host_t`` (s), µs as the rig counts (wrapping at 2^32).
+
+        Raises:
+            RuntimeError: not :attr:`ready`.
+        """
+        with self._lock:
+            if self._n < self.min_states:
+                raise RuntimeError("the rig's clock is not known yet (too few states)")
+            offset, drift = self._fit()
+            r = (host_t - offset) / (1.0 + drift)
+            if self._prev is not None:
+                expect = self._prev[1] + (host_t - self._prev[0]) / (1.0 + drift)
+                r = min(max(r, expect - self.slew_s), expect + self.slew_s)
+            self._prev = (host_t, r)
+            return int(round(r * 1e6)) & 0xFFFFFFFF
+

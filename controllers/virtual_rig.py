@@ -13,7 +13,9 @@ commands, it says what angle the rig will report: with an identified motor
 sync --motor-params`` runs one per mapped joint beside the real rig.
 
 The link's delays are part of it: a target sent at host time ``t`` acts from ``t + delay_down``,
-and the angle reported at ``t`` is the rig's at ``t − delay_up``.
+extrapolated from then, and the angle reported at ``t`` is the rig's at ``t − delay_up``. A timed
+target (``lead``: MODE flag TIMED, firmware 2.1) acts from ``t + lead`` instead, extrapolated from
+then — or from its arrival, when that is later.
 :func:`armtwin.controllers.ident.virtual_rig_log` makes a whole twin log with it.
 
 Pure Python and numpy. Units: s, V, encoder pulses on the wire, degrees out.
@@ -55,19 +57,24 @@ class VirtualServo:
         self._h = 1.0 / loop.control_hz
         self._t0 = float(t0)
         self._tick = 0                      # the next control tick to run (tick n at t0 + n·h)
-        self._targets: deque = deque()      # (arrival time, pulses, host time)
+        self._targets: deque = deque()      # (time it applies, pulses, its stamp, time extrapolated from)
         self._powers: deque = deque()       # (arrival time, on)
         self._target: int | None = None     # pulses
         self._target_vel = 0                # Q20 pulses/µs, as the firmware keeps it
         self._t_host = -math.inf            # host time of the newest target
-        self._rx_us = 0                     # its arrival, µs
+        self._rx_us = 0                     # the time it is extrapolated from, µs
         self._powered = True
         self._volts = 0.0
         self._pos = self.motor.pulses       # the encoder count after the newest tick
 
-    def target(self, pulses: float, t: float) -> None:
-        """A target (encoder pulses) the host sends at time ``t`` (non-decreasing)."""
-        self._targets.append((t + self.fit.delay_down, int(round(pulses)), t))
+    def target(self, pulses: float, t: float, lead: float | None = None) -> None:
+        """A target (encoder pulses) the host sends at time ``t`` (non-decreasing); ``lead``: timed,
+        stamped for ``t + lead``."""
+        arrival = t + self.fit.delay_down
+        if lead is None:
+            self._targets.append((arrival, int(round(pulses)), t, arrival))
+        else:
+            self._targets.append((max(arrival, t + lead), int(round(pulses)), t + lead, t + lead))
 
     def power(self, on: bool, t: float) -> None:
         """The host switches the motor supply at time ``t``."""
@@ -95,12 +102,12 @@ class VirtualServo:
         m.set_power(self._powered)
         m.step(0.0 if abs(self._volts) < self.fit.dead_band else self._volts, self._h)
         self._pos = m.pulses
-        while self._targets and self._targets[0][0] <= s:
-            arrival, value, t_host = self._targets.popleft()
+        while self._targets and self._targets[0][0] <= s + 1e-7:
+            _, value, t_host, ref = self._targets.popleft()
             self._target_vel = (0 if self._target is None else
                                 int(target_velocities_q20(np.array([self._t_host, t_host]), np.array([self._target, value]),
                                                           loop)[1]))
-            self._target, self._t_host, self._rx_us = value, t_host, math.floor(arrival * 1e6 + 0.5)
+            self._target, self._t_host, self._rx_us = value, t_host, math.floor(ref * 1e6 + 0.5)
         if self._target is None or not self._powered:
             self._pid[:] = 0
             self._volts = 0.0
@@ -143,10 +150,11 @@ class VirtualRig:
         self.servos = [VirtualServo(f, self.loop, start_deg=float(a) + 0.5 / ppd, t0=t)
                        for f, a in zip(self.fits, measured_deg)]
 
-    def targets(self, pulses, t: float) -> None:
-        """The targets (pulses, one per motor) the host sends at ``t`` (ignored before :meth:`start`)."""
+    def targets(self, pulses, t: float, lead: float | None = None) -> None:
+        """The targets (pulses, one per motor) the host sends at ``t`` (ignored before :meth:`start`);
+        ``lead``: timed, for ``t + lead``."""
         for s, p in zip(self.servos, pulses):
-            s.target(p, t)
+            s.target(p, t, lead)
 
     def power(self, on: bool, t: float) -> None:
         """The host switches the rig's supply at ``t``."""

@@ -307,7 +307,9 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
         received: list[float] = []
         rig_us: list[float] = []
         sent: list[bool] = []
+        stamps: list[float] = []
         skipped = [link.stats.targets_skipped]
+        link.last_target_stamp_us = None
 
         def on_sample(s) -> None:
             st = s.rig_state
@@ -315,12 +317,16 @@ def drive(link, spec, joints, settings: Settings, log, *, stop: threading.Event 
             rig_us.append(math.nan if st is None else float(st.t_us))
             sent.append(link.stats.targets_skipped == skipped[0])  # the link skipped this sample's targets?
             skipped[0] = link.stats.targets_skipped
+            stamp = link.last_target_stamp_us  # this sample's timed target (None: none sent, or untimed)
+            stamps.append(math.nan if stamp is None else float(stamp))
+            link.last_target_stamp_us = None
 
         rep = sync.run(settings.seconds, source=source, stop=stop, source_power=power,
                        on_ramp=lambda r: say(r.describe()), on_sample=on_sample)
     from ..controllers import rigproto as rp
     wire = rp.wire_bytes(rp.MsgType.JOINT_STATES) * 10.0 / link.config.baudrate
-    return plans, rep, RunTimes(np.array(received), np.array(rig_us), wire, np.array(sent, dtype=bool))
+    stamp_us = np.array(stamps) if np.isfinite(stamps).any() else None
+    return plans, rep, RunTimes(np.array(received), np.array(rig_us), wire, np.array(sent, dtype=bool), stamp_us)
 
 
 @dataclass(frozen=True)
@@ -334,12 +340,15 @@ class RunTimes:
         state_wire_s: a state frame's time on the wire, s.
         sent: whether each sample's targets went out (the link skips targets while its wire is still
             busy after a host stall; the log keeps every sample's row).
+        stamp_us: timed targets (firmware 2.1): the time on the rig's clock each sample's target
+            was stamped for, µs (NaN: not sent, or untimed); None: untimed run.
     """
 
     received: np.ndarray
     rig_us: np.ndarray
     state_wire_s: float
     sent: np.ndarray
+    stamp_us: np.ndarray | None = None
 
 
 #: a run whose states' age at the samples varies by more than this (s, standard deviation) had its
@@ -397,10 +406,10 @@ def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTi
             say=lambda msg: None) -> list:
     """Fit every joint of an identification run's log from the ramp on (before it no target went
     out): the excitation's first pass fitted, the second checked. ``times`` (from :func:`drive`)
-    tells the fit when each servo angle was taken (the rig's clock on the host's,
-    :func:`~armtwin.controllers.ident.rig_clock_times`, instead of the sample's time: a state can be
-    up to a state period older than the sample, and its arrival jitters); the model then ticks on
-    the rig's own tick grid.
+    puts the run on the rig's own clock (:func:`~armtwin.controllers.ident.rig_time_base`): the
+    tick each servo angle was taken at (a state can be up to a state period older than its sample,
+    and its arrival jitters), the time each timed target applied at, and the samples mapped onto
+    it; the model then ticks on the rig's own ticks.
 
     Returns:
         One :class:`~armtwin.controllers.ident.FitReport` per joint.
@@ -412,14 +421,21 @@ def fit_log(log_path, rep, settings: Settings, generations: int, *, times: RunTi
 
     import numpy as np
 
-    from ..controllers.ident import fit_motor, rig_clock_times, traces_of
+    from ..controllers.ident import fit_motor, rig_time_base, traces_of
     from ..envs.rig import read_twin_log
     start = rep.ramp.stt if rep.ramp is not None else 0
     log = read_twin_log(log_path)
     traces = traces_of(log)
     if times is not None and len(times.received) == len(log["Time"]) == len(traces[0].t):
-        taken = rig_clock_times(times.received, times.rig_us, wire_s=times.state_wire_s)
-        traces = [replace(tr, t_taken=taken, sent=times.sent) for tr in traces]
+        # the model ticks on the rig's clock: the states' and timed targets' own times, the samples mapped
+        base = rig_time_base(traces[0].t, times.received, times.rig_us, times.stamp_us, wire_s=times.state_wire_s)
+        if base is None:
+            traces = [replace(tr, sent=times.sent) for tr in traces]
+        else:
+            t_rig, taken, apply = base
+            # timed: a sample without a stamp sent no target (before the rig's first state)
+            sent = times.sent if apply is None else times.sent & np.isfinite(apply)
+            traces = [replace(tr, t=t_rig, t_taken=taken, sent=sent, t_apply=apply) for tr in traces]
     traces = [tr.cut(int(start), len(tr.t)) for tr in traces]
     ramp_s = rep.ramp.duration_s if rep.ramp is not None else 0.0
     reports = []

@@ -205,14 +205,15 @@ def test_cli_fit_bad_input_is_one_line_and_exit_2(argv, msg, tmp_path, capsys):
     assert len(err) == 1 and msg in err[0]
 
 
-def _loop_trace(exe, path, exc, down: float, power_lead: float) -> np.ndarray:
+def _loop_trace(exe, path, exc, down: float, power_lead: float, timed: float | None = None) -> np.ndarray:
     """rig_emulator --loop-trace on an excitation (both motors the same targets): (ticks, 5) rows of
-    tick, pos1, pos2, pwm1, pwm2."""
+    tick, pos1, pos2, pwm1, pwm2. ``timed``: timed targets, each stamped for its time + ``timed``."""
     powered = _powered(exc)
     tgt = np.rint(exc.angle * LoopConfig().pulses_per_deg).astype(int)
     lines = "".join(f"{t:.6f} {p} {p} {int(on)}\n" for t, p, on in zip(exc.t, tgt, powered))
-    out = subprocess.run([exe, "--motor-params", str(path), "--loop-trace", repr(down), repr(power_lead)], input=lines,
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    opt = [] if timed is None else ["--timed", repr(timed)]
+    out = subprocess.run([exe, "--motor-params", str(path), *opt, "--loop-trace", repr(down), repr(power_lead)],
+                         input=lines, capture_output=True, text=True, timeout=60, check=True).stdout
     return np.array([[int(x) for x in line.split()] for line in out.splitlines() if line.strip()])
 
 
@@ -224,6 +225,20 @@ def _powered(exc) -> np.ndarray:
     return out
 
 
+def _parity_case(tmp_path, seed: int, power_cuts: int):
+    """A motor drawn from ``seed`` (its file written for the emulator) and a 20 s excitation: (the
+    motor's MotorFit, its link delay, the file, the excitation, the servo column that only starts
+    the model, pulses per degree, each sample's control tick)."""
+    motor, dead, down, _ = _drawn(seed)
+    truth = MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=0.0)
+    path = tmp_path / "motor.toml"
+    write_params_file(path, truth)
+    exc = excitation(20.0, amplitude_deg=45.0, max_speed_deg_s=250.0, power_cuts=power_cuts)
+    start = np.r_[0.0, np.full(len(exc.t) - 1, np.nan)]
+    tick = np.rint(exc.t * LoopConfig().control_hz).astype(int)
+    return truth, down, path, exc, start, LoopConfig().pulses_per_deg, tick
+
+
 @pytest.mark.parametrize("seed", [2026, 5])
 def test_the_exact_loop_model_is_the_firmware_bit_for_bit(exe, tmp_path, seed):
     """simulate_loop(exact) against the firmware's own RigCore (the fixed-point PID, the target
@@ -232,14 +247,7 @@ def test_the_exact_loop_model_is_the_firmware_bit_for_bit(exe, tmp_path, seed):
     through a 20 s excitation with power cuts, for motors drawn ±30 % — the supply switched as a log
     shows it and as the host commands it. (A float PID in its place first differed by 14 pulses:
     its derivative saw the extrapolated target ramp where the firmware's moves in whole pulses.)"""
-    motor, dead, down, _ = _drawn(seed)
-    truth = MotorFit.of(motor, dead_band=dead, delay_down=down, delay_up=0.0)
-    path = tmp_path / "motor.toml"
-    write_params_file(path, truth)
-    exc = excitation(20.0, amplitude_deg=45.0, max_speed_deg_s=250.0, power_cuts=2)
-    start = np.r_[0.0, np.full(len(exc.t) - 1, np.nan)]
-    ppd = LoopConfig().pulses_per_deg
-    tick = np.rint(exc.t * LoopConfig().control_hz).astype(int)
+    truth, down, path, exc, start, ppd, tick = _parity_case(tmp_path, seed, power_cuts=2)
     # the supply from the log's flags: a change counts from half a sample period before its sample
     tr = Trace(exc.t, exc.angle, start, _powered(exc))
     py = simulate_loop(tr, truth.vector()[None], truth, exact=True)[0] * ppd
@@ -251,6 +259,24 @@ def test_the_exact_loop_model_is_the_firmware_bit_for_bit(exe, tmp_path, seed):
     py = simulate_loop(tr, truth.vector()[None], truth, exact=True)[0] * ppd
     fw = _loop_trace(exe, path, exc, down, 0.0004 - down)
     np.testing.assert_array_equal(np.rint(py).astype(int), fw[tick, 1])
+
+
+@pytest.mark.parametrize("lead", [0.004, 0.0007])
+def test_the_exact_loop_model_is_the_firmware_bit_for_bit_with_timed_targets(exe, tmp_path, lead):
+    """Timed targets (MODE flag TIMED): each frame stamped for its sample's time + ``lead`` on the
+    rig's clock. The rig holds a target until then — or applies it at its arrival (``delay_down``
+    after the sample) when that is later, a late target — and extrapolates it from its stamp; the
+    model given the stamps (``Trace.t_apply``) meets RigCore count for count either way. A model
+    that takes them as untimed does not."""
+    truth, down, path, exc, start, ppd, tick = _parity_case(tmp_path, 2026, power_cuts=1)
+    assert (lead > down) == (lead == 0.004)  # one run on time, one with every target late
+    tr = Trace(exc.t, exc.angle, start, _powered(exc), t_apply=exc.t + lead)
+    py = simulate_loop(tr, truth.vector()[None], truth, exact=True)[0] * ppd
+    fw = _loop_trace(exe, path, exc, down, 0.5 * float(np.median(np.diff(exc.t))), timed=lead)
+    assert np.abs(fw[:, 3]).max() > 100
+    np.testing.assert_array_equal(np.rint(py).astype(int), fw[tick, 1])
+    untimed = simulate_loop(dataclasses.replace(tr, t_apply=None), truth.vector()[None], truth, exact=True)[0] * ppd
+    assert np.count_nonzero(np.rint(untimed).astype(int) != fw[tick, 1]) > len(tick) // 10
 
 
 def test_rig_clock_times_map_the_rigs_clock_through_drift_jitter_and_a_wrap():

@@ -37,12 +37,81 @@ def wait_echo(link, seq, timeout=10.0):
 def test_hello_and_mode_are_answered_by_the_firmware_core(emu):
     with RigLink(emu.device) as link:
         h = link.request_hello(timeout=2.0)
-        assert h == rp.Hello(role=1, n_motors=2, control_hz=1000, pulses_per_deg_milli=37500, firmware=0x0200,
+        assert h == rp.Hello(role=1, n_motors=2, control_hz=1000, pulses_per_deg_milli=37500, firmware=0x0201,
                              boot_id=h.boot_id)
         assert link.boot_id == h.boot_id
         link.set_mode(rp.Mode.VIRTUAL_TO_REAL, 250, 0)
         assert wait_for(lambda: link.mode_ack is not None)
         assert link.mode_ack == rp.ModeMsg(rp.Mode.VIRTUAL_TO_REAL, 250, 0)
+
+
+def test_timed_targets_are_stamped_on_the_rigs_clock_and_held_until_their_time(emu):
+    """set_mode(timed=True) against firmware 2.1: once the rig's clock is known the MODE carries
+    TIMED and targets are stamped on the rig's clock, target_lead_s after their sample; a target
+    stamped 40 ms ahead is held — the motor does not move for it — and applied at its time; none was
+    late (the emulator counts them)."""
+    with RigLink(emu.device) as link:
+        assert link.request_hello(timeout=5.0) is not None
+        assert link.wait_clock(5.0)
+        link.set_mode(rp.Mode.VIRTUAL_TO_REAL, timed=True)
+        assert wait_for(lambda: link.mode_ack is not None, timeout=10.0)
+        assert link.timed and link.mode_ack.flags & rp.ModeMsg.TIMED
+        # the clocks' offset from 0.3 s of states: the fastest one's arrival, less its wire time
+        states, end = [], time.monotonic() + 0.3
+        while time.monotonic() < end:
+            s = link.wait_state(link.latest().t, 0.05)
+            if s is not None:
+                states.append(s)
+        offset = min(s.t - link.clock.wire_s - s.t_us * 1e-6 for s in states if s.t_us > states[0].t_us)
+        while True:                                             # (a HELLO on the wire skips a target)
+            now = time.monotonic()
+            if link.send_targets((0, 0), stamp=now) is not None:
+                break
+            time.sleep(0.003)
+        # the stamp: the rig's clock at the sample + the lead (within the host's least read latency)
+        expect = (now - offset + link.config.target_lead_s) * 1e6
+        assert abs(((link.last_target_stamp_us - expect + 2 ** 31) % 2 ** 32) - 2 ** 31) < 500
+        time.sleep(0.05)
+        at = link.clock.rig_us(time.monotonic()) + 40_000          # 40 ms ahead on the rig's clock
+        t_sent = time.monotonic()
+        held = []
+        while time.monotonic() - t_sent < 0.12:                   # the same target again and again: a
+            if link.clock.rig_us(time.monotonic()) < at - 3000:       # state answers each (from 3 ms before
+                link.send(rp.JointTargets((int(30 * 37.5), 0)), t_us=at)  # its time on, stamped as usual)
+            else:
+                link.send_targets((int(30 * 37.5), 0))
+            s = link.wait_state(link.latest().t, 0.05)
+            if s is not None:
+                held.append((s.t_us - at, s.pwm[0]))
+        held = np.array([h for h in held if abs(h[0]) < 2 ** 31])
+        before, after = held[held[:, 0] < -3000], held[held[:, 0] > 3000]  # clear of the host's error
+        assert len(before) > 5 and len(after) > 5
+        assert np.all(before[:, 1] == 0)                         # held: the motor holds still
+        assert np.abs(after[:, 1]).max() > 50                    # applied: it drives toward 30°
+    emu.stop()
+    assert emu.stats.get("late_targets") == 0
+
+
+def test_a_rig_without_timed_targets_gets_untimed_ones():
+    """Firmware 2.0 (the fake rig) does not know TIMED: set_mode(timed=True) sends the mode without
+    it, and targets carry the host's time."""
+    import serial
+    link = RigLink("loop://")
+    link._port = serial.serial_for_url("loop://", timeout=0.5)
+    try:
+        link.hello = rp.Hello(role=1, firmware=0x0200)
+        for k in range(10):
+            link.clock.observe(1.0 + 0.002 * k, 2000 * k)
+        assert link.clock.ready
+        link.set_mode(rp.Mode.VIRTUAL_TO_REAL, timed=True)
+        assert not link.timed
+        link.hello = rp.Hello(role=1, firmware=0x0201)
+        link.set_mode(rp.Mode.VIRTUAL_TO_REAL, timed=True)
+        assert link.timed
+        link.set_mode(rp.Mode.REAL_TO_VIRTUAL, timed=True)       # only a mode that follows targets is timed
+        assert not link.timed
+    finally:
+        link._port.close()
 
 
 def test_targets_drive_the_emulated_motors_and_states_echo_commands(emu):

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from armtwin.controllers import rigproto as rp
-from armtwin.controllers.rigstream import Arrival, SeqTracker
+from armtwin.controllers.rigstream import Arrival, RigClock, SeqTracker
 from armtwin.envs.rig import LinkConfig, RigLink
 
 from rig_fakes import FakeRig, Mangler, positions_of
@@ -281,3 +281,57 @@ def test_the_twin_follows_only_fresh_states_real_to_virtual():
         if q is not None:
             want = np.clip(np.array(positions_of(q, 0)) / 37.5, lo, hi)
             np.testing.assert_allclose(s.virtual_deg, want, atol=1e-9)
+
+
+def _clock_states(seed: int, n: int = 5000, ppm: float = 80.0):
+    """States every 2 ms of a rig whose crystal runs ``ppm`` fast and whose µs counter wraps during
+    the run, arriving after a 1.9 ms frame, 50 µs and an exponential 0.5 ms, with 15 ms stalls: (host
+    times the states were taken, their t_us, their arrivals)."""
+    rng = np.random.default_rng(seed)
+    taken = 100.0 + np.arange(n) * 0.002
+    rig_us = np.mod(np.floor(((taken - 100.0) * (1 + ppm * 1e-6) + 4289.967) * 1e6), 2.0 ** 32)  # wraps after 5 s
+    late = 0.0019 + 0.00005 + rng.exponential(0.0005, n)
+    late[rng.choice(n, 10, replace=False)] += 0.015
+    return taken, rig_us, taken + late
+
+
+def test_rig_clock_maps_host_times_onto_a_drifting_wrapping_rig_clock():
+    """After a few states the map is usable; after 10 s of them a host time maps onto the rig's
+    clock within 0.15 ms (the host's least read latency and the envelope's error), through the
+    counter's wrap and a crystal 80 ppm fast (8 ms over the run if the drift were ignored)."""
+    taken, rig_us, arrival = _clock_states(1)
+    assert np.any(np.diff(rig_us) < 0)                       # the counter wrapped
+    clock = RigClock(0.0019)
+    with pytest.raises(RuntimeError):
+        clock.rig_us(arrival[0])
+    errs = []
+    for k, (a, r) in enumerate(zip(arrival, rig_us)):
+        clock.observe(float(a), int(r))
+        if k >= 5000 - 500:                                   # the last second: 9 s of states seen
+            q = taken[k] + 0.0007                              # a host time between two states
+            truth = np.mod(((q - 100.0) * (1 + 80e-6) + 4289.967) * 1e6, 2.0 ** 32)
+            d = (clock.rig_us(q) - truth + 2 ** 31) % 2 ** 32 - 2 ** 31
+            errs.append(d)
+    assert clock.ready
+    errs = np.abs(errs)
+    assert errs.max() < 150, errs.max()                       # µs
+
+
+def test_rig_clock_answers_never_jump_and_a_rig_clock_that_goes_back_starts_afresh():
+    """Successive answers move by the elapsed time and at most ``slew_s`` more — also when the
+    estimate jumps (a first arrival 3 ms late, then a fast one) — so a target's time never jumps; a
+    rig clock that goes back (a reboot) makes the map unknown until enough states came again."""
+    clock = RigClock(0.0019, min_states=2, slew_s=20e-6)
+    clock.observe(10.003, 1_000_000)                          # late: offset 3 ms too high
+    clock.observe(10.005, 1_002_000)
+    first = clock.rig_us(10.006)
+    clock.observe(10.0059, 1_004_000)                         # a fast one: the estimate moves 1.1 ms
+    answers = [first] + [clock.rig_us(10.006 + 0.002 * k) for k in range(1, 200)]
+    steps = np.diff(answers)
+    assert first == 1_004_900
+    assert np.all(np.abs(steps - 2000) <= 20 + 1)             # never more than the slew off the clock's pace
+    assert np.all(steps[:50] >= 2019)                         # catching up 20 µs a time …
+    assert answers[-1] == round((10.006 + 0.002 * 199 - (10.0059 - 0.0019 - 1.004)) * 1e6)  # … all the way
+    clock.observe(10.5, 5_000)                               # the rig's clock went back: it rebooted
+    assert not clock.ready
+

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from ...controllers import rigproto as rp
-from ...controllers.rigstream import Arrival, SeqTracker
+from ...controllers.rigstream import Arrival, RigClock, SeqTracker
 from ...controllers.servo import PULSES_PER_DEG
 
 __all__ = ["RigLinkError", "LinkConfig", "RigState", "LatencyWindow", "LinkStats", "RigLink"]
@@ -49,6 +49,11 @@ class LinkConfig:
             rig's clock.
         hello_s: send a HELLO this often, s: the rig's answer carries its boot id, so a reboot
             whose own announcement was lost is still seen within this time.
+        target_lead_s: timed targets (:meth:`RigLink.set_mode` with ``timed``) apply this long
+            after the time they belong to: longer than a target's way to the rig (its 1.4 ms on
+            the wire at 115 200 bit/s, the host's write and the adapter), so the rig holds each
+            until then and the link's jitter does not move it. A target that arrives later is
+            applied at once (the emulator counts ``late_targets``).
     """
 
     baudrate: int = 115200
@@ -58,9 +63,11 @@ class LinkConfig:
     read_timeout_s: float = 0.002
     keep_states: int = 0
     hello_s: float = 1.0
+    target_lead_s: float = 0.004
 
     def __post_init__(self) -> None:
-        for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s", "hello_s"):
+        for name in ("baudrate", "heartbeat_s", "link_timeout_s", "reconnect_s", "read_timeout_s", "hello_s",
+                     "target_lead_s"):
             if not (getattr(self, name) > 0):
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.keep_states < 0:
@@ -210,6 +217,11 @@ class RigLink:
         self._thread: threading.Thread | None = None
         self._latest: RigState | None = None
         self._rx_seq = SeqTracker()  # the rig's sequence numbers: new, late, repeated, stray
+        #: the rig's clock on the host's, from the states' times (timed targets are stamped with it)
+        self.clock = RigClock(rp.wire_bytes(rp.MsgType.JOINT_STATES) * 10.0 / self.config.baudrate)
+        self._timed_wanted = False
+        #: the rig-clock time (µs) the newest JOINT_TARGETS was stamped for, when timed (else None)
+        self.last_target_stamp_us: int | None = None
         self.boot_id: int | None = None  # the rig's boot id, from its HELLO
         self._hello_sent = 0.0
         self._mode: rp.ModeMsg | None = None
@@ -287,17 +299,18 @@ class RigLink:
     def _now_us(self, t: float | None = None) -> int:
         return int(((time.monotonic() if t is None else t) - self._t0) * 1e6) & 0xFFFFFFFF
 
-    def send(self, msg: rp.Message, *, stamp: float | None = None) -> int | None:
+    def send(self, msg: rp.Message, *, stamp: float | None = None, t_us: int | None = None) -> int | None:
         """Send one message; returns its seq, or None when the port is gone (never raises).
 
-        ``stamp``: the host time (``time.monotonic()``) the frame's time field says, default now.
+        ``stamp``: the host time (``time.monotonic()``) the frame's time field says, default now;
+        ``t_us``: the time field itself (a time on the rig's clock), instead.
         """
         with self._lock:
             port = self._port
             if port is None:
                 return None
             seq = self._seq
-            frame = rp.encode_frame(msg, seq, self._now_us(stamp))
+            frame = rp.encode_frame(msg, seq, self._now_us(stamp) if t_us is None else int(t_us) & 0xFFFFFFFF)
             t = time.monotonic()
             try:
                 port.write(frame)
@@ -332,12 +345,54 @@ class RigLink:
             self.stats.targets_skipped += 1
             return None
         p = tuple(int(max(-32768, min(32767, v))) for v in pulses)
-        return self.send(rp.JointTargets(p), stamp=stamp)  # type: ignore[arg-type]
+        t_us = None
+        if self.timed:  # the rig applies it target_lead_s after its time, on the rig's clock
+            t = time.monotonic() if stamp is None else stamp
+            try:
+                t_us = (self.clock.rig_us(t) + int(round(self.config.target_lead_s * 1e6))) & 0xFFFFFFFF
+            except RuntimeError:  # the clock was forgotten this instant (a reboot): the untimed MODE follows
+                self.stats.targets_skipped += 1
+                return None
+        self.last_target_stamp_us = t_us
+        return self.send(rp.JointTargets(p), stamp=stamp, t_us=t_us)  # type: ignore[arg-type]
+
+    @property
+    def timed(self) -> bool:
+        """The mode sent last asks for timed targets (targets are then stamped on the rig's clock)."""
+        m = self._mode
+        return m is not None and bool(m.flags & rp.ModeMsg.TIMED)
+
+    def _mode_msg(self, mode: rp.Mode, stream_hz: int, flags: int) -> rp.ModeMsg:
+        """The MODE to send: with TIMED when it was asked for, the mode drives the motors from
+        targets, the rig's firmware honours it and the rig's clock is known (else without)."""
+        flags &= ~rp.ModeMsg.TIMED
+        fw = self.hello.firmware if self.hello is not None else 0
+        if self._timed_wanted and mode == rp.Mode.VIRTUAL_TO_REAL and fw >= rp.ModeMsg.TIMED_FIRMWARE \
+                and self.clock.ready:
+            flags |= rp.ModeMsg.TIMED
+        return rp.ModeMsg(mode, stream_hz, flags)
+
+    def _forget_clock(self) -> None:
+        """The rig's clock is unknown again (a reboot, a reconnected port): targets go untimed until
+        the mode is next set (a rig still in the timed mode hears the untimed MODE before them)."""
+        self.clock.reset()
+        m = self._mode
+        if m is not None and m.flags & rp.ModeMsg.TIMED:
+            self._mode = rp.ModeMsg(m.mode, m.stream_hz, m.flags & ~rp.ModeMsg.TIMED)
+            self._mode_sent = 0.0
+            self.mode_ack = None
+
+    def wait_clock(self, timeout: float) -> bool:
+        """Wait until the rig's clock is known (enough states arrived); True if it is."""
+        end = time.monotonic() + timeout
+        while not self.clock.ready and time.monotonic() < end:
+            self.wait_state(time.monotonic(), min(0.05, max(end - time.monotonic(), 0.001)))
+        return self.clock.ready
 
     #: re-send the MODE this often until the rig echoes it, s (a board may still be booting)
     MODE_RETRY_S = 0.2
 
-    def set_mode(self, mode: rp.Mode, stream_hz: int = 500, flags: int = 0) -> None:
+    def set_mode(self, mode: rp.Mode, stream_hz: int = 500, flags: int = 0, *, timed: bool = False) -> None:
         """Select the lead direction.
 
         The mode is remembered: it is re-sent every ``MODE_RETRY_S`` until the rig echoes it,
@@ -345,8 +400,13 @@ class RigLink:
         Arduino resets when its port is opened), and when a state reports WATCHDOG (the rig's
         watchdog is latched: after a stop it moves again only on a MODE). The rig takes the same MODE again without
         resetting anything, so a repeat is harmless.
+
+        ``timed``: VIRTUAL_TO_REAL with timed targets (MODE flag TIMED, docs/PROTOCOL.md) when the
+        rig's firmware has them (2.1 on) and its clock is known (:meth:`wait_clock`); otherwise
+        untimed. Each time the mode is sent again it is decided afresh (:attr:`timed` tells).
         """
-        msg = rp.ModeMsg(mode, stream_hz, flags)
+        self._timed_wanted = bool(timed)
+        msg = self._mode_msg(mode, stream_hz, flags)
         self._mode_sent = time.monotonic()  # before the reader can see the new mode (no double send)
         self.mode_ack = None
         self._mode = msg
@@ -445,6 +505,7 @@ class RigLink:
                     self._decoder.reset()  # forget a half frame from the old connection, keep the counters
                     self._rx_seq.reset()
                     self._pending.clear()
+                    self._forget_clock()
                 self.stats.reconnects += 1
                 self.mode_ack = None  # the reader re-sends the mode until the rig echoes it
                 continue
@@ -462,6 +523,8 @@ class RigLink:
                 self._handle(self._decoder.feed(data), t)
             if self._mode is not None and self.mode_ack != self._mode and t - self._mode_sent > self.MODE_RETRY_S:
                 self._mode_sent = t
+                m = self._mode
+                self._mode = self._mode_msg(m.mode, m.stream_hz, m.flags)  # TIMED decided afresh (a rebooted rig)
                 self.send(self._mode)
             if t - self._hello_sent > cfg.hello_s:
                 self._send_hello()  # the answer's boot id tells a reboot whose announcement was lost
@@ -500,12 +563,14 @@ class RigLink:
                 if self.boot_id is not None and m.boot_id != self.boot_id:
                     st.reboots += 1
                     track.reset()
+                    self._forget_clock()
                     self.mode_ack = None  # a rebooted rig is IDLE: the reader sends the mode again
                 self.boot_id = m.boot_id
             arrival = track.accept(f.seq)
             st.lost, st.late, st.repeated, st.stray = track.lost, track.late, track.repeated, track.stray
             if isinstance(m, rp.JointStates):
                 if arrival is Arrival.NEW:
+                    self.clock.observe(t, f.t_us)
                     lat = self._match_latency(m.echo, t)
                     if not math.isnan(lat):
                         st.latencies_ms.append(lat)

@@ -95,7 +95,10 @@ class TwinLog:
         if self._f.closed:
             return
         f3 = lambda v: "nan" if not np.isfinite(v) else f"{v:.4f}"  # noqa: E731
-        self._w.writerow([s.stt, f"{s.time:.6f}", *map(f3, s.error_deg), *map(f3, s.virtual_deg),
+        # the virtual joints to 1e-7°: the target the rig was sent, round(virtual × 37.5) pulses, comes
+        # back from the log (at 1e-4°, one target in a thousand came back a pulse off)
+        f7 = lambda v: "nan" if not np.isfinite(v) else f"{v:.7f}"  # noqa: E731
+        self._w.writerow([s.stt, f"{s.time:.6f}", *map(f3, s.error_deg), *map(f7, s.virtual_deg),
                           *map(f3, s.servo_deg), f"{s.latency_ms:.3f}" if np.isfinite(s.latency_ms) else "nan",
                           s.faults.names()])
         self._f.flush()

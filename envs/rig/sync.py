@@ -71,6 +71,10 @@ class SyncConfig:
             joints (and again after the rig stopped: power cut, watchdog, link lost), at this
             share of each joint's speed limit and speed / ``ramp_accel_s`` — for leaders that
             jump (sliders, jogs, policies). None: targets as the virtual joints are.
+        timed: VIRTUAL_TO_REAL: timed targets when the rig's firmware has them (2.1 on): each
+            target applies ``LinkConfig.target_lead_s`` after its sample on the rig's clock, so
+            the link's jitter reaches neither the rig's motion nor (``armtwin rig identify``) the
+            fit (docs/PROTOCOL.md, MODE flag TIMED). False: at their arrival.
     """
 
     joints: tuple[int, ...] = (0, 1)
@@ -83,6 +87,7 @@ class SyncConfig:
     ramp_speed: float = 0.25
     ramp_accel_s: float = 0.25
     limit_speed: float | None = None
+    timed: bool = True
 
     def __post_init__(self) -> None:
         if not (1 <= len(self.joints) <= rp.N_MOTORS) or len(set(self.joints)) != len(self.joints):
@@ -314,7 +319,10 @@ class TwinSync:
         """Send the MODE for the configured direction (the link re-sends it until the rig echoes it)."""
         mode = rp.Mode.VIRTUAL_TO_REAL if self.config.direction is Direction.VIRTUAL_TO_REAL else rp.Mode.REAL_TO_VIRTUAL
         flags = rp.ModeMsg.LOCAL_DEMO if self.config.local_demo else 0
-        self.link.set_mode(mode, self.config.stream_hz, flags)
+        timed = self.config.timed and mode == rp.Mode.VIRTUAL_TO_REAL
+        if timed and not self.link.clock.ready:
+            self.link.wait_clock(1.0)  # a few states (the rig sends one every 20 ms at least): then its clock is known
+        self.link.set_mode(mode, self.config.stream_hz, flags, timed=timed)
 
     def start(self) -> None:
         """Send the MODE and, the first time only, start the clock of the samples' ``time``.
@@ -399,7 +407,7 @@ class TwinSync:
                 pulses = np.rint(np.degrees(out) * PULSES_PER_DEG).astype(int).tolist()
                 self.link.send_targets(pulses + [0] * (rp.N_MOTORS - k), stamp=now)
                 if vr is not None and vr.started:
-                    vr.targets(pulses, now - self._t0)
+                    vr.targets(pulses, now - self._t0, self.link.config.target_lead_s if self.link.timed else None)
         else:
             if state is not None:
                 q_cmd, _ = self.robot.commanded

@@ -17,13 +17,15 @@
 //   ./rig_emulator --core-trace TICKS START_US  (chip/core_trace.h: prints "TRACE ticks start crc")
 //   ./rig_emulator --pid-trace fixed PERIOD_S   (the chip's fixed-point PID: "setpoint measurement" in
 //                                                integer pulses at a fixed period, prints u in volts)
-//   ./rig_emulator [--motor-params F] --loop-trace DELAY_S POWER_LEAD_S
+//   ./rig_emulator [--motor-params F] [--timed LEAD_S] --loop-trace DELAY_S POWER_LEAD_S
 //                                               (the core and the motors on "t target1 target2 powered"
-//                                                lines, no wire or clock: the fit's parity test)
+//                                                lines, no wire or clock: the fit's parity test; --timed:
+//                                                timed targets, each for its time + LEAD_S)
 //
 // On start it prints one line on stdout (flushed): "DEVICE <pty path>", or "ERROR <why>" and
 // exits with code 2. It runs until SIGINT/SIGTERM, then prints one line
-// "STATS rx_frames=… rx_dropped=… rx_overruns=… stale_targets=… mode_changes=… tx_frames=… tx_lost=…".
+// "STATS rx_frames=… rx_dropped=… rx_overruns=… stale_targets=… mode_changes=… tx_frames=… tx_lost=…
+// late_targets=…" (late_targets: timed targets that arrived after their time).
 // A POWER message cuts/restores the simulated motor supply.
 //
 // The receive side behaves like the board's UART: bytes cross the wire at 10 bits each and wait
@@ -172,6 +174,9 @@ static int pid_trace_fixed(double period_s) {
 // power_lead_s before its time (where a log shows a POWER fault; negative: after it). The core
 // and the motors (--motor-params, each starting in the middle of its first count) run control
 // ticks from t = 0 to the last line's time; printed per tick: "tick pos1 pos2 pwm1 pwm2".
+// With --timed LEAD_S (before --loop-trace): the mode has the TIMED flag and each frame is stamped
+// with its time + LEAD_S on the rig's clock (the same clock here): the rig applies it then.
+static double g_timed_lead = -1.0;
 static int loop_trace(double delay_s, double power_lead_s, int control_hz) {
   struct Line { double t; long tg[rig::N_MOTORS]; bool on; };
   std::vector<Line> in;
@@ -190,6 +195,7 @@ static int loop_trace(double delay_s, double power_lead_s, int control_hz) {
   size_t n = rig::encode_frame(rig::MSG_HELLO, seq++, 0, body, rig::HELLO_SIZE, buf);
   for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], 0);
   body[0] = rig::MODE_VIRTUAL_TO_REAL; body[1] = 500 & 0xFF; body[2] = 500 >> 8;
+  body[3] = g_timed_lead >= 0 ? rig::MODE_FLAG_TIMED : 0;
   n = rig::encode_frame(rig::MSG_MODE, seq++, 0, body, 4, buf);
   for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], 0);
   const double period = 1.0 / control_hz;
@@ -209,7 +215,8 @@ static int loop_trace(double delay_s, double power_lead_s, int control_hz) {
         body[2 * i] = (uint8_t)(in[next].tg[i] & 0xFF);
         body[2 * i + 1] = (uint8_t)((uint16_t)in[next].tg[i] >> 8);
       }
-      n = rig::encode_frame(rig::MSG_JOINT_TARGETS, seq++, (uint32_t)(uint64_t)(in[next].t * 1e6 + 0.5), body, 4, buf);
+      const double stamp = in[next].t + (g_timed_lead >= 0 ? g_timed_lead : 0.0);
+      n = rig::encode_frame(rig::MSG_JOINT_TARGETS, seq++, (uint32_t)(uint64_t)(stamp * 1e6 + 0.5), body, 4, buf);
       const uint32_t rx_us = (uint32_t)(uint64_t)((in[next].t + delay_s) * 1e6 + 0.5);  // its arrival
       for (size_t b = 0; b < n; ++b) core.on_rx_byte(buf[b], rx_us);
     }
@@ -297,6 +304,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--pid-trace") && i + 2 < argc && !strcmp(argv[i + 1], "fixed"))
       return pid_trace_fixed(atof(argv[i + 2]));
     else if (!strcmp(argv[i], "--pid-trace")) return pid_trace(i + 1 < argc && !strcmp(argv[i + 1], "published"));
+    else if (!strcmp(argv[i], "--timed") && i + 1 < argc) g_timed_lead = atof(argv[++i]);
     else if (!strcmp(argv[i], "--loop-trace") && i + 2 < argc) return loop_trace(atof(argv[i + 1]), atof(argv[i + 2]), control_hz);
     else if (!strcmp(argv[i], "--motor-trace") && i + 2 < argc) return motor_trace(atof(argv[i + 1]), atof(argv[i + 2]));
     else if (!bad_arg) bad_arg = argv[i];
@@ -447,9 +455,9 @@ int main(int argc, char** argv) {
     }
   }
   printf("STATS rx_frames=%lu rx_dropped=%lu rx_overruns=%llu stale_targets=%lu mode_changes=%lu tx_frames=%lu "
-         "tx_lost=%llu\n", (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped, rx_overruns,
-         (unsigned long)core.stale_targets, (unsigned long)core.mode_changes, (unsigned long)core.frames_sent,
-         dropped_tx);
+         "tx_lost=%llu late_targets=%lu\n", (unsigned long)core.decoder().frames, (unsigned long)core.decoder().dropped,
+         rx_overruns, (unsigned long)core.stale_targets, (unsigned long)core.mode_changes,
+         (unsigned long)core.frames_sent, dropped_tx, (unsigned long)core.late_targets);
   fflush(stdout);
   if (!quiet)
     fprintf(stderr, "rig_emulator: stopped (rx frames %lu, dropped %lu, overruns %llu, tx frames %lu, tx lost %llu)\n",

@@ -269,8 +269,9 @@ RigCore::RigCore(const RigConfig& cfg)
       faults_(0), rx_error_(false), watchdog_latched_(false), tx_seq_(0), last_rx_seq_(0), have_rx_(false),
       last_rx_us_(0), last_state_us_(0), last_tick_us_(0), state_requested_(false), ticked_(false),
       target_rx_us_(0), target_host_us_(0), have_target_(false), target_seq_(0), have_target_seq_(false),
-      power_cmd_(-1), ctrl_n_(0) {
+      timed_head_(0), timed_n_(0), have_rx_target_(false), power_cmd_(-1), ctrl_n_(0) {
   rx_overruns = 0;
+  late_targets = 0;
   stale_targets = 0;
   mode_changes = 0;
   // everything a tick needs in integers, computed once here
@@ -294,6 +295,7 @@ RigCore::RigCore(const RigConfig& cfg)
 #endif
     target_[i] = vel_q20_[i] = 0;
     vel_dp_[i] = 0;
+    last_rx_target_[i] = 0;
     pos_[i] = demo_center_[i] = stall_pos_[i] = 0;
     stall_since_us_[i] = 0;
     stall_cut_[i] = false;
@@ -347,6 +349,7 @@ void RigCore::start_mode(uint32_t now_us) {
     pid_float_[i].reset();
 #endif
     target_[i] = pos_[i];  // hold where we are until targets arrive
+    last_rx_target_[i] = pos_[i];
     vel_q20_[i] = 0;
     demo_center_[i] = pos_[i];
     stall_cut_[i] = false;
@@ -361,6 +364,8 @@ void RigCore::start_mode(uint32_t now_us) {
   vel_dth_ = 0;
   have_target_ = false;
   have_target_seq_ = false;
+  timed_n_ = 0;
+  have_rx_target_ = false;
 }
 
 void RigCore::handle(const Frame& f, uint32_t now_us) {
@@ -400,20 +405,37 @@ void RigCore::handle(const Frame& f, uint32_t now_us) {
       if (have_target_seq_ && behind >= 0 && behind < cfg_.stale_window) { ++stale_targets; break; }
       target_seq_ = f.seq;
       have_target_seq_ = true;
-      uint32_t dth = f.t_us - target_host_us_;  // the host's clock: wrap-safe difference
+      uint32_t dth = f.t_us - target_host_us_;  // the sender's clock: wrap-safe difference
       // the velocity's division (~40 µs each on the AVR) is left to the next tick: a frame's handling
       // stays short, so it never delays a tick
-      vel_dth_ = (have_target_ && dth > 0 && dth < 50000) ? dth : 0;
-      for (int i = 0; i < N_MOTORS; ++i) {
-        int32_t t = (int16_t)get_u16(f.body + 2 * i);
-        vel_dp_[i] = (int16_t)clamp32(t - target_[i], 2047);  // 2047·2^20 still fits: faster saturates anyway
-        target_[i] = t;
-      }
-      vel_dirty_ = true;
+      dth = (have_rx_target_ && dth > 0 && dth < 50000) ? dth : 0;
       target_host_us_ = f.t_us;
-      target_rx_us_ = now_us;
-      have_target_ = true;
+      have_rx_target_ = true;
       if (mode_ == MODE_VIRTUAL_TO_REAL) state_requested_ = true;
+      // Every target goes through the queue, which the next tick empties up to its time: an untimed
+      // one applies there (extrapolated from its arrival), a timed one is held until its time (the
+      // tick at or after t_us; MODE flag TIMED). A full queue drops its oldest (a newer target
+      // supersedes it: targets are latest-value data). Handling a frame stays short: it never
+      // delays a tick.
+      bool timed = mode_ == MODE_VIRTUAL_TO_REAL && (mode_flags_ & MODE_FLAG_TIMED);
+      if (timed_n_ == TIMED_QUEUE) {
+        timed_head_ = (uint8_t)((timed_head_ + 1) & (TIMED_QUEUE - 1));
+        --timed_n_;
+      }
+      Timed& e = timed_[(uint8_t)(timed_head_ + timed_n_) & (TIMED_QUEUE - 1)];
+      for (int i = 0; i < N_MOTORS; ++i) {
+        int16_t t = (int16_t)get_u16(f.body + 2 * i);
+        e.dp[i] = (int16_t)clamp32((int32_t)t - last_rx_target_[i], 2047);  // 2047·2^20 still fits: faster saturates anyway
+        e.target[i] = t;
+        last_rx_target_[i] = t;
+      }
+      e.dth = (uint16_t)dth;
+      // timed, stamped in the past: late (applied at the next tick, extrapolated from its time); too
+      // far ahead (a clock the host has wrong): applied at the next tick, from now
+      int32_t ahead = (int32_t)(f.t_us - now_us);
+      if (timed && ahead < 0) ++late_targets;
+      e.at_us = (!timed || ahead > (int32_t)TIMED_AHEAD_MAX_US) ? now_us : f.t_us;
+      ++timed_n_;
       break;
     }
     case MSG_HEARTBEAT:
@@ -438,6 +460,24 @@ int32_t RigCore::demo_setpoint(int i, int32_t& vel_q20) const {
   return demo_center_[i] + ((demo_amp_q1_[i] * sin_q15(demo_phase_)) >> 16);
 }
 
+// Apply the timed targets whose time has come (at or before now_us), oldest first: the newest of
+// them becomes the target, extrapolated from its own time.
+void RigCore::apply_timed(uint32_t now_us) {
+  while (timed_n_ && (int32_t)(now_us - timed_[timed_head_].at_us) >= 0) {
+    const Timed& e = timed_[timed_head_];
+    for (int i = 0; i < N_MOTORS; ++i) {
+      target_[i] = e.target[i];
+      vel_dp_[i] = e.dp[i];
+    }
+    vel_dth_ = e.dth;
+    vel_dirty_ = true;
+    have_target_ = true;
+    target_rx_us_ = e.at_us;
+    timed_head_ = (uint8_t)((timed_head_ + 1) & (TIMED_QUEUE - 1));
+    --timed_n_;
+  }
+}
+
 void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint32_t now_us,
                            int16_t pwm_out[N_MOTORS]) {
   // every time difference below is (uint32_t)(now - then): right across the micros() wrap
@@ -446,6 +486,7 @@ void RigCore::control_tick(const int32_t pos[N_MOTORS], uint16_t supply_mv, uint
 #endif
   ticked_ = true;
   last_tick_us_ = now_us;
+  if (timed_n_) apply_timed(now_us);  // timed targets whose time has come
   for (int i = 0; i < N_MOTORS; ++i) pos_[i] = pos[i];
   uint8_t live = 0;
   if (supply_mv < power_min_mv_) live |= FAULT_POWER;

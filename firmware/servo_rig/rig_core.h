@@ -32,7 +32,7 @@ const size_t HEADER_SIZE = 8;         // version u8, type u8, seq u16, t_us u32 
 const size_t CRC_SIZE = 2;            // CRC-16/CCITT-FALSE, MSB first
 const size_t MAX_FRAME = 64;          // longest decoded frame (header + body + crc)
 const size_t MAX_ENCODED = MAX_FRAME + 2;  // COBS-encoded, without the delimiter
-const uint16_t FIRMWARE_VERSION = 0x0200;  // 2.0 (protocol 2: boot id in HELLO)
+const uint16_t FIRMWARE_VERSION = 0x0201;  // 2.1 (protocol 2: boot id in HELLO; 2.1: timed targets, MODE flag TIMED)
 const uint8_t HELLO_SIZE = 12;        // role, n_motors, control_hz, ppd_milli, firmware, boot_id
 
 enum MsgType : uint8_t {
@@ -46,6 +46,13 @@ enum MsgType : uint8_t {
 
 enum Mode : uint8_t { MODE_IDLE = 0, MODE_VIRTUAL_TO_REAL = 1, MODE_REAL_TO_VIRTUAL = 2 };
 const uint8_t MODE_FLAG_LOCAL_DEMO = 0x01;
+// VIRTUAL_TO_REAL: each JOINT_TARGETS' t_us is the time on the rig's clock at which the target
+// applies (the host maps its clock onto the rig's from the states' t_us). The rig holds a target
+// until then and extrapolates it from that time, so the link's jitter enters neither the moment a
+// target takes over nor the setpoint (firmware >= 2.1; without it: at arrival, from the arrival).
+const uint8_t MODE_FLAG_TIMED = 0x02;
+const uint8_t TIMED_QUEUE = 4;             // targets held for their time (a power of 2; a full queue drops the oldest)
+const uint32_t TIMED_AHEAD_MAX_US = 50000;  // a target stamped further ahead than this applies at once
 
 enum FaultBits : uint8_t {
   FAULT_POWER = 0x01,     // motor supply below POWER_MIN_V
@@ -253,6 +260,7 @@ class RigCore {
   uint32_t rx_overruns;     // bytes the platform dropped before the decoder saw them
   uint32_t stale_targets;   // JOINT_TARGETS ignored: repeated or older than the newest (reordered)
   uint32_t mode_changes;    // MODE messages that changed the mode (a repeated MODE changes nothing)
+  uint32_t late_targets;    // timed JOINT_TARGETS that arrived after their time (applied at once)
  private:
   void queue_hello();
   void on_rx_result(Decoder::Result r, uint32_t now_us);
@@ -289,10 +297,23 @@ class RigCore {
   uint32_t vel_dth_;            // host µs between the two newest targets (0: no velocity)
   bool vel_dirty_;
   uint32_t last_stream_us_;     // the REAL_TO_VIRTUAL stream's clock (a fixed grid of stream_period_us_)
-  uint32_t target_rx_us_, target_host_us_;
+  uint32_t target_rx_us_, target_host_us_;  // the newest target: the time it is extrapolated from, its t_us
   bool have_target_;
   uint16_t target_seq_;     // seq of the newest JOINT_TARGETS taken
   bool have_target_seq_;
+  // targets waiting for their time (timed; an untimed one waits for nothing), oldest first: targets, the step from the target before
+  // (pulses) and the host-time gap to it (µs), their time on the rig's clock
+  struct Timed {
+    int16_t target[N_MOTORS];
+    int16_t dp[N_MOTORS];
+    uint16_t dth;   // < 50 000 µs, or 0: no velocity
+    uint32_t at_us;
+  };
+  Timed timed_[TIMED_QUEUE];
+  uint8_t timed_head_, timed_n_;
+  bool have_rx_target_;  // a target was received in this mode (the next one's step and gap are known)
+  int32_t last_rx_target_[N_MOTORS];  // the newest target received (timed: maybe not yet applied)
+  void apply_timed(uint32_t now_us);
   int32_t pos_[N_MOTORS], demo_center_[N_MOTORS], stall_pos_[N_MOTORS];
   uint32_t stall_since_us_[N_MOTORS];
   int16_t pwm_[N_MOTORS];
