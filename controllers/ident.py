@@ -226,6 +226,11 @@ class Trace:
         if k < 2 or not np.all(np.diff(self.t) > 0):
             raise ValueError("a trace needs at least two samples at increasing times")
 
+    @property
+    def on_rig_ticks(self) -> bool:
+        """The tick each servo angle was taken at is known (``t_taken``): no read delay."""
+        return self.t_taken is not None and bool(np.isfinite(self.t_taken).any())
+
     def cut(self, a: int, b: int) -> "Trace":
         """Samples a..b-1."""
         cols: dict[str, Any] = {n: None if getattr(self, n) is None else getattr(self, n)[a:b] for n in _PER_SAMPLE}
@@ -258,6 +263,7 @@ def _kernel():
             # the firmware's integers (exact): PIDFixed's state, the time a target arrived (µs)
             pid = np.zeros(4, dtype=np.int64)
             rx_us = np.int64(0)
+            t_ref = 0.0  # the newest target's time it is extrapolated from
             thresh = DB if (DB > half_step or exact) else half_step
             a_pow = (KM * KM / R + B) / J
             a_off = B / J
@@ -330,7 +336,8 @@ def _kernel():
                 # extrapolated from its time; else at its arrival, from its arrival)
                 while idx + 1 < KT and max(tt[idx + 1] + down, tap[idx + 1] - 1e-7 if tap[idx + 1] == tap[idx + 1] else 0.0) <= s:
                     idx += 1
-                    rx_us = np.int64(np.floor(((tap[idx] if tap[idx] == tap[idx] else tt[idx] + down)) * 1e6 + 0.5))
+                    t_ref = tap[idx] if tap[idx] == tap[idx] else tt[idx] + down
+                    rx_us = np.int64(np.floor(t_ref * 1e6 + 0.5))
                 if idx < 0 or not powered:
                     volts = 0.0
                     integ = 0.0
@@ -345,7 +352,7 @@ def _kernel():
                     ei = np.int64(tgt[idx]) + ((vq * min(ts_us, fw[10])) >> 20) - np.int64(meas)
                     volts = duty(pid, ei, vq, fw) * 2.0 * half_step
                     continue
-                since = s - (tap[idx] if tap[idx] == tap[idx] else tt[idx] + down)
+                since = s - t_ref
                 if since > extrap:
                     since = extrap
                 sp = tgt[idx] + vel[idx] * since - (0.5 if vel[idx] != 0.0 else 0.0)  # the firmware floors it
@@ -539,7 +546,7 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
     # the grid's phase after the log's first sample)
     t_read = t
     tick0 = 0.0
-    on_grid = trace.t_taken is not None and bool(np.isfinite(trace.t_taken).any())
+    on_grid = trace.on_rig_ticks
     if on_grid:
         taken = trace.t_taken - trace.t[0]
         tick0 = float(np.fmod(taken[np.isfinite(taken)][0], h)) % h
@@ -547,8 +554,8 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
         ticks += 1
     out = np.empty((len(P), ticks))
     out[:, 0] = theta0
-    # a state whose tick is known has no read delay: delay_up enters nothing (also not where the log's
-    # POWER flags place a power cut)
+    # a state whose tick is known has no read delay: delay_up enters nothing (neither the reads nor
+    # where the log's POWER flags place a power cut)
     PK = P.copy() if on_grid else P
     if on_grid:
         PK[:, 6] = 0.0
@@ -557,10 +564,8 @@ def simulate_loop(trace: Trace, params: np.ndarray, base: MotorFit, loop: LoopCo
          0.5 * loop.supply / 255.0, loop.extrapolate_max_s, bool(exact), 0.5 * float(np.median(np.diff(t))), velq,
          firmware_ints(loop), by_cmd, float(trace.power_lead), np.ascontiguousarray(t_read), tick0, tt, tap, out)
     # the logged angle: the rig's at t_read − delay_up (linear between ticks), less the half pulse the
-    # encoder's floor loses on average; a state whose tick is known (on the grid) reads that tick:
-    # no read delay (delay_up does not enter)
-    up = np.zeros((len(P), 1)) if on_grid else P[:, 6:7]
-    when = (t_read[None, :] - up - tick0) / h + (1e-3 if on_grid else 0.0)
+    # encoder's floor loses on average (on the grid: the tick the state was taken at)
+    when = (t_read[None, :] - PK[:, 6:7] - tick0) / h + (1e-3 if on_grid else 0.0)
     i0 = np.clip(np.floor(when).astype(np.int64), 0, ticks - 2)
     frac = np.clip(when - i0, 0.0, 1.0)
     rows = np.arange(len(P))[:, None]
@@ -823,7 +828,7 @@ def fit_motor(trace: Trace, start: MotorFit = NOMINAL, loop: LoopConfig = LoopCo
                FitParam("resistance", start.resistance, None, start.resistance, False, fixed=True))
     why = []
     # the link's delays that do not enter at all, and why (the rig's clock in the trace)
-    on_grid = trace.t_taken is not None and bool(np.isfinite(trace.t_taken).any())
+    on_grid = trace.on_rig_ticks
     timed = trace.t_apply is not None and bool(np.isfinite(trace.t_apply).any())
     known_why = {}
     if on_grid and blind[i_u]:
@@ -848,7 +853,7 @@ def _fixed_delays(trace: Trace) -> dict[int, float]:
     """The delays the trace leaves nothing to fit for, by their index in :data:`PARAMETERS`, with the
     value to keep (:func:`fit_motor`)."""
     out = {}
-    if trace.t_taken is not None and np.isfinite(trace.t_taken).any():
+    if trace.on_rig_ticks:
         age = trace.t - trace.t_taken
         out[PARAMETERS.index("delay_up")] = float(min(max(np.nanmean(age), 0.0), RANGES[6][1]))
     return out
